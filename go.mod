@@ -1,0 +1,3 @@
+module github.com/claudectl/claudectl
+
+go 1.26
