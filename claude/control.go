@@ -1,0 +1,345 @@
+package claude
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Control sends a control request of the given subtype with the fields of
+// payload (a struct or map marshalled to a JSON object; nil for none) and
+// returns the CLI's raw response. It is the way to use a control request
+// this package has no method for.
+//
+// If ctx ends first, the request is withdrawn with a control_cancel_request
+// and ctx's error is returned. An error response is a *ControlError.
+func (s *Session) Control(ctx context.Context, subtype string, payload any) (json.RawMessage, error) {
+	req, err := requestPayload(subtype, payload)
+	if err != nil {
+		return nil, err
+	}
+	return s.request(ctx, subtype, req)
+}
+
+// requestPayload builds {"subtype": subtype, ...payload}.
+func requestPayload(subtype string, payload any) (json.RawMessage, error) {
+	fields := map[string]json.RawMessage{}
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return nil, fmt.Errorf("claude: control request %s: %w", subtype, err)
+		}
+		if err := json.Unmarshal(b, &fields); err != nil {
+			return nil, fmt.Errorf("claude: control request %s: payload must be a JSON object: %w", subtype, err)
+		}
+	}
+	st, _ := json.Marshal(subtype)
+	fields["subtype"] = st
+	return json.Marshal(fields)
+}
+
+func (s *Session) newRequestID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("req_%d_%s", s.reqSeq.Add(1), hex.EncodeToString(b[:]))
+}
+
+func (s *Session) request(ctx context.Context, subtype string, req json.RawMessage) (json.RawMessage, error) {
+	id := s.newRequestID()
+	p := &pendingRequest{subtype: subtype, ch: make(chan controlResult, 1)}
+	s.mu.Lock()
+	select {
+	case <-s.done:
+		s.mu.Unlock()
+		return nil, s.endErrOrClosed()
+	default:
+	}
+	s.pending[id] = p
+	s.mu.Unlock()
+	forget := func() {
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+	}
+	if err := s.write(ctx, wireControlRequest{Type: "control_request", RequestID: id, Request: req}); err != nil {
+		forget()
+		return nil, fmt.Errorf("claude: control request %s: %w", subtype, err)
+	}
+	select {
+	case r := <-p.ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("claude: control request %s: %w", subtype, r.err)
+		}
+		if r.body.Subtype == "error" {
+			return nil, &ControlError{SessionID: s.SessionID(), Subtype: subtype, RequestID: id, Message: r.body.Error, Code: r.body.ErrorCode}
+		}
+		return r.body.Response, nil
+	case <-ctx.Done():
+		forget()
+		// Withdraw it; the CLI may already be past caring, so don't wait long.
+		wctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		_ = s.write(wctx, wireCancel{Type: "control_cancel_request", RequestID: id})
+		cancel()
+		return nil, ctx.Err()
+	}
+}
+
+// handleResponse delivers a control_response to the request waiting for it.
+func (s *Session) handleResponse(body *ControlResponseBody) {
+	s.mu.Lock()
+	p := s.pending[body.RequestID]
+	delete(s.pending, body.RequestID)
+	s.mu.Unlock()
+	for _, raw := range body.PendingPermissionRequests {
+		var cr ControlRequest
+		if err := unmarshal(raw, &cr); err == nil && cr.RequestID != "" {
+			cr.Subtype, _ = sniffKind(cr.Request)
+			s.handleRequest(cr.RequestID, cr.Subtype, cr.Request)
+		}
+	}
+	if p == nil {
+		s.logger.Debug("claude: control_response for no pending request", "request_id", body.RequestID)
+		return
+	}
+	p.ch <- controlResult{body: *body}
+}
+
+// handleRequest answers one of the CLI's control requests on its own
+// goroutine; a control_cancel_request for its id cancels its context.
+func (s *Session) handleRequest(id, subtype string, req json.RawMessage) {
+	s.mu.Lock()
+	if _, dup := s.incoming[id]; dup || id == "" {
+		s.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.incoming[id] = cancel
+	s.handlers.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.handlers.Done()
+		defer func() {
+			cancel()
+			s.mu.Lock()
+			delete(s.incoming, id)
+			s.mu.Unlock()
+		}()
+		resp, err := s.answer(ctx, id, subtype, req)
+		if ctx.Err() != nil {
+			return // withdrawn or session over: the CLI expects no answer
+		}
+		body := wireControlRespBody{Subtype: "success", RequestID: id, Response: resp}
+		if err != nil {
+			body = wireControlRespBody{Subtype: "error", RequestID: id, Error: err.Error()}
+			var ce *ControlError
+			if errors.As(err, &ce) {
+				body.Error, body.ErrorCode = ce.Message, ce.Code
+			}
+		}
+		if body.Response == nil && body.Subtype == "success" {
+			body.Response = struct{}{}
+		}
+		if werr := s.write(s.ctx, wireControlResponse{Type: "control_response", Response: body}); werr != nil {
+			s.logger.Debug("claude: could not answer control request", "subtype", subtype, "err", werr)
+		}
+	}()
+}
+
+// answer computes the response to one CLI request. A panic in user code
+// becomes an error response; the session goes on.
+func (s *Session) answer(ctx context.Context, id, subtype string, req json.RawMessage) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("claude: handler for %s panicked: %v", subtype, r)
+			s.logger.Error("claude: control request handler panicked", "subtype", subtype, "panic", r)
+		}
+	}()
+	switch subtype {
+	case "can_use_tool":
+		if s.opts.CanUseTool == nil {
+			return nil, errors.New("no permission handler is set (Options.CanUseTool)")
+		}
+		pr := &PermissionRequest{RequestID: id, Raw: req}
+		if err := unmarshal(req, pr); err != nil {
+			return nil, fmt.Errorf("decoding can_use_tool request: %w", err)
+		}
+		res, err := s.opts.CanUseTool(ctx, pr)
+		if err != nil {
+			return nil, err
+		}
+		return res.wire(pr), nil
+	case "elicitation":
+		return map[string]any{"action": "decline"}, nil
+	case "hook_callback":
+		var hc struct {
+			CallbackID string `json:"callback_id"`
+		}
+		_ = unmarshal(req, &hc)
+		return nil, fmt.Errorf("No hook callback found for ID: %s", hc.CallbackID)
+	case "mcp_message":
+		var mm struct {
+			ServerName string `json:"server_name"`
+		}
+		_ = unmarshal(req, &mm)
+		return nil, fmt.Errorf("SDK MCP server not found: %s", mm.ServerName)
+	}
+	return nil, &ControlError{Subtype: subtype, Message: "Unsupported control request subtype: " + subtype, Code: "unsupported_request"}
+}
+
+// InitializeResponse is the CLI's answer to the initialize request.
+type InitializeResponse struct {
+	Commands []struct {
+		Name         string `json:"name"`
+		Description  string `json:"description"`
+		ArgumentHint string `json:"argumentHint,omitempty"`
+	} `json:"commands"`
+	Agents []struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+		Model       string `json:"model,omitempty"`
+	} `json:"agents,omitempty"`
+	OutputStyle           string   `json:"output_style"`
+	AvailableOutputStyles []string `json:"available_output_styles"`
+	Models                []struct {
+		Value       string `json:"value"`
+		DisplayName string `json:"displayName"`
+		Description string `json:"description"`
+	} `json:"models"`
+	Account struct {
+		Email            string `json:"email,omitempty"`
+		Organization     string `json:"organization,omitempty"`
+		SubscriptionType string `json:"subscriptionType,omitempty"`
+		APIKeySource     string `json:"apiKeySource,omitempty"`
+	} `json:"account"`
+	PID               int    `json:"pid,omitempty"`
+	ClaudeCodeVersion string `json:"claude_code_version,omitempty"`
+	// Raw is the whole response.
+	Raw json.RawMessage `json:"-"`
+}
+
+// initialize sends the initialize request; Start runs it on its own goroutine.
+func (s *Session) initialize() {
+	defer close(s.initDone)
+	raw, err := s.request(s.ctx, "initialize", json.RawMessage(`{"subtype":"initialize"}`))
+	var r *InitializeResponse
+	if err == nil {
+		r = &InitializeResponse{Raw: raw}
+		if derr := unmarshal(raw, r); derr != nil {
+			err = fmt.Errorf("claude: decoding initialize response: %w", derr)
+		}
+	}
+	s.mu.Lock()
+	s.initResp, s.initErr = r, err
+	s.mu.Unlock()
+}
+
+// Initialize waits for the CLI's answer to the initialize request that Start
+// sent, and returns it: the slash commands, models and account. The CLI
+// answers within a few seconds of starting.
+func (s *Session) Initialize(ctx context.Context) (*InitializeResponse, error) {
+	select {
+	case <-s.initDone:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initResp, s.initErr
+}
+
+// Interrupt asks the CLI to stop the current turn, and returns once it has
+// confirmed. The turn then ends with a result (subtype
+// error_during_execution); the session stays usable.
+func (s *Session) Interrupt(ctx context.Context) error {
+	_, err := s.Control(ctx, "interrupt", nil)
+	return err
+}
+
+// SetModel switches the model for the following turns; "" restores the default.
+func (s *Session) SetModel(ctx context.Context, model string) error {
+	var m any
+	if model != "" {
+		m = model
+	}
+	_, err := s.Control(ctx, "set_model", map[string]any{"model": m})
+	return err
+}
+
+// SetPermissionMode switches the permission mode.
+func (s *Session) SetPermissionMode(ctx context.Context, mode PermissionMode) error {
+	_, err := s.Control(ctx, "set_permission_mode", map[string]any{"mode": mode})
+	return err
+}
+
+// SetMaxThinkingTokens sets the thinking budget; 0 clears it.
+func (s *Session) SetMaxThinkingTokens(ctx context.Context, n int) error {
+	var v any
+	if n > 0 {
+		v = n
+	}
+	_, err := s.Control(ctx, "set_max_thinking_tokens", map[string]any{"max_thinking_tokens": v})
+	return err
+}
+
+// MCPServerStatus is one MCP server's state, from [Session.MCPStatus].
+type MCPServerStatus struct {
+	Name       string          `json:"name"`
+	Status     string          `json:"status"`
+	ServerInfo json.RawMessage `json:"serverInfo,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Scope      string          `json:"scope,omitempty"`
+	Tools      json.RawMessage `json:"tools,omitempty"`
+}
+
+// MCPStatus returns the state of the session's MCP servers.
+func (s *Session) MCPStatus(ctx context.Context) ([]MCPServerStatus, error) {
+	raw, err := s.Control(ctx, "mcp_status", nil)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		MCPServers []MCPServerStatus `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("claude: decoding mcp_status response: %w", err)
+	}
+	return r.MCPServers, nil
+}
+
+// RewindResult says what [Session.RewindFiles] did or would do.
+type RewindResult struct {
+	CanRewind    bool     `json:"canRewind"`
+	Error        string   `json:"error,omitempty"`
+	FilesChanged []string `json:"filesChanged,omitempty"`
+	Insertions   int      `json:"insertions,omitempty"`
+	Deletions    int      `json:"deletions,omitempty"`
+}
+
+// RewindFiles restores files to their state at the given user message (file
+// checkpointing must be on); with dryRun it only reports.
+func (s *Session) RewindFiles(ctx context.Context, userMessageID string, dryRun bool) (*RewindResult, error) {
+	raw, err := s.Control(ctx, "rewind_files", map[string]any{"user_message_id": userMessageID, "dry_run": dryRun})
+	if err != nil {
+		return nil, err
+	}
+	var r RewindResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("claude: decoding rewind_files response: %w", err)
+	}
+	return &r, nil
+}
+
+// StopTask stops a running background task (a sub-agent or shell).
+func (s *Session) StopTask(ctx context.Context, taskID string) error {
+	_, err := s.Control(ctx, "stop_task", map[string]any{"task_id": taskID})
+	return err
+}
+
+// ContextUsage returns the CLI's context-window usage report, raw.
+func (s *Session) ContextUsage(ctx context.Context) (json.RawMessage, error) {
+	return s.Control(ctx, "get_context_usage", nil)
+}

@@ -1,0 +1,332 @@
+package claude
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// PermissionMode is how the CLI decides tool permissions.
+type PermissionMode string
+
+// The permission modes the CLI knows.
+const (
+	PermissionDefault           PermissionMode = "default"
+	PermissionAcceptEdits       PermissionMode = "acceptEdits"
+	PermissionBypassPermissions PermissionMode = "bypassPermissions"
+	PermissionPlan              PermissionMode = "plan"
+	PermissionDontAsk           PermissionMode = "dontAsk"
+	PermissionAuto              PermissionMode = "auto"
+)
+
+// PermissionModes lists the modes in the order the CLI documents them.
+var PermissionModes = []PermissionMode{PermissionDefault, PermissionAcceptEdits, PermissionBypassPermissions, PermissionPlan, PermissionDontAsk, PermissionAuto}
+
+// Thinking selects extended thinking.
+type Thinking string
+
+// Thinking settings.
+const (
+	ThinkingAdaptive Thinking = "adaptive"
+	ThinkingDisabled Thinking = "disabled"
+)
+
+// Options configures a session. A nil *Options is the same as a zero
+// Options: the CLI found by [FindBinary], started in the current directory
+// with the current environment, the CLI's own defaults for everything else.
+// Each field's zero value leaves the matching CLI flag out.
+type Options struct {
+	// CLIPath is the claude executable; empty means [FindBinary].
+	CLIPath string
+	// Transport runs the CLI; nil means a [ProcessTransport].
+	Transport Transport
+	// Cwd is the CLI's working directory; empty means the current one.
+	Cwd string
+	// Env holds variables added to (or replacing) the current environment
+	// for the CLI. An empty value removes the variable.
+	Env map[string]string
+
+	// Model and FallbackModel select models (--model, --fallback-model).
+	Model         string
+	FallbackModel string
+	// PermissionMode is the initial permission mode (--permission-mode).
+	PermissionMode PermissionMode
+	// AllowDangerouslySkipPermissions must be set to start in
+	// bypassPermissions mode on some CLI versions.
+	AllowDangerouslySkipPermissions bool
+	// CanUseTool answers the CLI's permission prompts. When nil the CLI
+	// decides alone (what it cannot allow by mode or rule, it denies).
+	CanUseTool CanUseToolFunc
+
+	// Tools restricts the built-in tools (--tools). nil leaves the CLI's
+	// default set; an empty non-nil slice disables all built-in tools.
+	Tools []string
+	// AllowedTools and DisallowedTools are permission rules such as "Read"
+	// or "Bash(git status:*)" (--allowedTools, --disallowedTools).
+	AllowedTools    []string
+	DisallowedTools []string
+	// AddDirs are more directories the tools may access (--add-dir).
+	AddDirs []string
+	// MCPConfig holds MCP server configurations: JSON strings or file paths
+	// (--mcp-config, one value each).
+	MCPConfig []string
+	// StrictMCPConfig uses only the servers in MCPConfig.
+	StrictMCPConfig bool
+	// Settings is a settings file path or a JSON string (--settings).
+	Settings string
+	// SettingSources chooses which settings files load: "user", "project",
+	// "local". nil leaves the CLI's default; an empty non-nil slice loads none.
+	SettingSources []string
+
+	// MaxTurns limits agentic turns per prompt (--max-turns); 0 is no limit.
+	MaxTurns int
+	// MaxBudgetUSD stops the session when spent (--max-budget-usd); 0 is no limit.
+	MaxBudgetUSD float64
+	// Thinking selects adaptive or disabled thinking (--thinking).
+	Thinking Thinking
+	// MaxThinkingTokens enables thinking with a budget (--max-thinking-tokens).
+	MaxThinkingTokens int
+	// Effort is "low", "medium", "high", "xhigh" or "max" (--effort).
+	Effort string
+	// Betas are API beta headers (--betas).
+	Betas []string
+
+	// Resume continues the session with this id (--resume).
+	Resume string
+	// Continue continues the most recent session in Cwd (--continue).
+	Continue bool
+	// ForkSession gives a resumed session a new id (--fork-session).
+	ForkSession bool
+	// ResumeSessionAt resumes from this message uuid (--resume-session-at).
+	ResumeSessionAt string
+	// SessionID fixes the new session's id, a UUID (--session-id).
+	SessionID string
+	// NoSessionPersistence keeps the session off disk (--no-session-persistence).
+	NoSessionPersistence bool
+
+	// JSONSchema asks for structured output matching this schema (--json-schema).
+	JSONSchema json.RawMessage
+	// IncludePartialMessages adds *StreamEvent messages (--include-partial-messages).
+	IncludePartialMessages bool
+	// IncludeHookEvents adds hook lifecycle messages (--include-hook-events).
+	IncludeHookEvents bool
+	// ReplayUserMessages echoes the user messages written to stdin (--replay-user-messages).
+	ReplayUserMessages bool
+	// SystemPrompt replaces the default system prompt (--system-prompt).
+	SystemPrompt string
+	// AppendSystemPrompt is added to the default system prompt (--append-system-prompt).
+	AppendSystemPrompt string
+	// Agents defines custom sub-agents by name (--agents).
+	Agents map[string]AgentDefinition
+	// ExtraArgs are passed to the CLI after all other flags, as they are.
+	ExtraArgs []string
+
+	// MaxPayloadBytes is the largest output line delivered whole; longer
+	// lines are delivered truncated, with a "[truncated: original_size=N
+	// bytes]" marker inside the cut strings and a warning logged. Zero
+	// means 10 MiB.
+	MaxPayloadBytes int
+	// Stderr, if set, receives each line the CLI writes on stderr. The last
+	// part of stderr is always kept for errors either way.
+	Stderr func(line string)
+	// Logger receives the SDK's warnings; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// AgentDefinition defines a custom sub-agent.
+type AgentDefinition struct {
+	Description string   `json:"description"`
+	Prompt      string   `json:"prompt"`
+	Tools       []string `json:"tools,omitempty"`
+	Model       string   `json:"model,omitempty"`
+}
+
+// DefaultMaxPayloadBytes is the default Options.MaxPayloadBytes.
+const DefaultMaxPayloadBytes = 10 << 20
+
+// OptionError reports an option that cannot be used.
+type OptionError struct {
+	Field string // the Options field, e.g. "PermissionMode"
+	Value string
+	Msg   string // what is wrong and what to do
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("claude: option %s=%q: %s", e.Field, e.Value, e.Msg)
+}
+
+// validate reports the first option that cannot work.
+func (o *Options) validate() error {
+	if o.PermissionMode != "" && !slices.Contains(PermissionModes, o.PermissionMode) {
+		return &OptionError{"PermissionMode", string(o.PermissionMode), "must be one of " + joinModes()}
+	}
+	if o.Model != "" && o.Model == o.FallbackModel {
+		return &OptionError{"FallbackModel", o.FallbackModel, "must differ from Model"}
+	}
+	if o.Thinking != "" && o.Thinking != ThinkingAdaptive && o.Thinking != ThinkingDisabled {
+		return &OptionError{"Thinking", string(o.Thinking), `must be "adaptive" or "disabled" (use MaxThinkingTokens for a budget)`}
+	}
+	if o.MaxTurns < 0 {
+		return &OptionError{"MaxTurns", strconv.Itoa(o.MaxTurns), "must not be negative"}
+	}
+	if o.MaxBudgetUSD < 0 {
+		return &OptionError{"MaxBudgetUSD", fmt.Sprint(o.MaxBudgetUSD), "must not be negative"}
+	}
+	if o.MaxThinkingTokens < 0 {
+		return &OptionError{"MaxThinkingTokens", strconv.Itoa(o.MaxThinkingTokens), "must not be negative"}
+	}
+	if o.MaxPayloadBytes < 0 || (o.MaxPayloadBytes > 0 && o.MaxPayloadBytes < 1024) {
+		return &OptionError{"MaxPayloadBytes", strconv.Itoa(o.MaxPayloadBytes), "must be 0 (10 MiB) or at least 1024"}
+	}
+	if o.Effort != "" && !slices.Contains([]string{"low", "medium", "high", "xhigh", "max"}, o.Effort) {
+		return &OptionError{"Effort", o.Effort, "must be low, medium, high, xhigh or max"}
+	}
+	if len(o.JSONSchema) > 0 && !json.Valid(o.JSONSchema) {
+		return &OptionError{"JSONSchema", string(o.JSONSchema), "is not valid JSON"}
+	}
+	if o.ForkSession && o.Resume == "" && !o.Continue {
+		return &OptionError{"ForkSession", "true", "needs Resume or Continue"}
+	}
+	if o.Resume != "" && o.Continue {
+		return &OptionError{"Continue", "true", "cannot be combined with Resume"}
+	}
+	return nil
+}
+
+func joinModes() string {
+	s := make([]string, len(PermissionModes))
+	for i, m := range PermissionModes {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
+}
+
+// args returns the CLI arguments for o. Every value is passed as a single
+// "--flag=value" argument, so values with spaces, quotes or a leading dash
+// reach the CLI intact.
+func (o *Options) args() ([]string, error) {
+	a := []string{"--output-format", "stream-json", "--input-format", "stream-json", "--verbose"}
+	flag := func(name, value string) { a = append(a, "--"+name+"="+value) }
+	str := func(name, value string) {
+		if value != "" {
+			flag(name, value)
+		}
+	}
+	list := func(name string, values []string) {
+		if values != nil {
+			flag(name, strings.Join(values, ","))
+		}
+	}
+	boolean := func(name string, on bool) {
+		if on {
+			a = append(a, "--"+name)
+		}
+	}
+	if o.CanUseTool != nil {
+		flag("permission-prompt-tool", "stdio")
+	}
+	str("model", o.Model)
+	str("fallback-model", o.FallbackModel)
+	str("permission-mode", string(o.PermissionMode))
+	boolean("allow-dangerously-skip-permissions", o.AllowDangerouslySkipPermissions)
+	if o.Tools != nil {
+		flag("tools", strings.Join(o.Tools, ","))
+	}
+	if len(o.AllowedTools) > 0 {
+		list("allowedTools", o.AllowedTools)
+	}
+	if len(o.DisallowedTools) > 0 {
+		list("disallowedTools", o.DisallowedTools)
+	}
+	for _, d := range o.AddDirs {
+		flag("add-dir", d)
+	}
+	for _, c := range o.MCPConfig {
+		flag("mcp-config", c)
+	}
+	boolean("strict-mcp-config", o.StrictMCPConfig)
+	str("settings", o.Settings)
+	list("setting-sources", o.SettingSources)
+	if o.MaxTurns > 0 {
+		flag("max-turns", strconv.Itoa(o.MaxTurns))
+	}
+	if o.MaxBudgetUSD > 0 {
+		flag("max-budget-usd", strconv.FormatFloat(o.MaxBudgetUSD, 'f', -1, 64))
+	}
+	if o.MaxThinkingTokens > 0 {
+		flag("max-thinking-tokens", strconv.Itoa(o.MaxThinkingTokens))
+	} else {
+		str("thinking", string(o.Thinking))
+	}
+	str("effort", o.Effort)
+	if len(o.Betas) > 0 {
+		list("betas", o.Betas)
+	}
+	str("resume", o.Resume)
+	boolean("continue", o.Continue)
+	boolean("fork-session", o.ForkSession)
+	str("resume-session-at", o.ResumeSessionAt)
+	str("session-id", o.SessionID)
+	boolean("no-session-persistence", o.NoSessionPersistence)
+	if len(o.JSONSchema) > 0 {
+		c, err := compactJSON(o.JSONSchema)
+		if err != nil {
+			return nil, &OptionError{"JSONSchema", string(o.JSONSchema), "is not valid JSON"}
+		}
+		flag("json-schema", string(c))
+	}
+	boolean("include-partial-messages", o.IncludePartialMessages)
+	boolean("include-hook-events", o.IncludeHookEvents)
+	boolean("replay-user-messages", o.ReplayUserMessages)
+	str("system-prompt", o.SystemPrompt)
+	str("append-system-prompt", o.AppendSystemPrompt)
+	if len(o.Agents) > 0 {
+		b, err := json.Marshal(o.Agents)
+		if err != nil {
+			return nil, &OptionError{"Agents", "", err.Error()}
+		}
+		flag("agents", string(b))
+	}
+	a = append(a, o.ExtraArgs...)
+	return a, nil
+}
+
+// environ returns the CLI's environment: this process's, minus variables
+// that would confuse a child CLI, plus o.Env.
+func (o *Options) environ() []string {
+	env := os.Environ()
+	out := make([]string, 0, len(env)+len(o.Env)+1)
+	drop := func(k string) bool {
+		switch k {
+		case "CLAUDECODE", "NODE_OPTIONS": // nested-session guard; node flags meant for us
+			return true
+		}
+		_, override := o.Env[k]
+		return override
+	}
+	hasEntry := false
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if drop(k) {
+			continue
+		}
+		if k == "CLAUDE_CODE_ENTRYPOINT" {
+			hasEntry = true
+		}
+		out = append(out, kv)
+	}
+	if _, ok := o.Env["CLAUDE_CODE_ENTRYPOINT"]; !hasEntry && !ok {
+		out = append(out, "CLAUDE_CODE_ENTRYPOINT=sdk-go")
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
+		if v := o.Env[k]; v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}

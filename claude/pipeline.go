@@ -1,0 +1,223 @@
+package claude
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+)
+
+// The read side of a session is a three-stage pipeline, so that decoding,
+// the expensive part, runs on every core while order is kept:
+//
+//	readLoop ──batches──▶ decode workers (N) ──▶ dispatchLoop ──▶ msgQueue ──▶ Next
+//	    └────────── same batches, in order ──────────▲
+//
+// readLoop owns conn.ReadLine. It groups the lines that are already buffered
+// into a batch and hands the batch both to the worker pool and, in order, to
+// dispatchLoop, which waits for each batch to be decoded, answers control
+// traffic and queues the rest for the reader. Every goroutine ends when the
+// CLI's output ends; dispatchLoop then records why and closes s.done.
+
+const (
+	batchMaxLines = 256
+	batchMaxBytes = 256 << 10
+	// inlineDecodeLines: batches this small are decoded by readLoop itself,
+	// which saves a hand-off when output trickles in.
+	inlineDecodeLines = 2
+)
+
+type batch struct {
+	lines []Line
+	msgs  []Message
+	done  chan struct{} // closed when msgs is filled
+}
+
+func (s *Session) startPipeline() {
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	work := make(chan *batch, workers*2)
+	ordered := make(chan *batch, workers*4)
+	s.pipeline.Add(2 + workers)
+	for range workers {
+		go func() {
+			defer s.pipeline.Done()
+			for b := range work {
+				s.decodeBatch(b)
+			}
+		}()
+	}
+	go func() {
+		defer s.pipeline.Done()
+		defer close(work)
+		defer close(ordered)
+		s.readLoop(work, ordered)
+	}()
+	go func() {
+		defer s.pipeline.Done()
+		defer close(s.done)
+		s.dispatchLoop(ordered)
+	}()
+}
+
+func (s *Session) readLoop(work, ordered chan<- *batch) {
+	bc, canPeek := s.conn.(bufferedConn)
+	cur := &batch{done: make(chan struct{})}
+	size := 0
+	flush := func() {
+		if len(cur.lines) == 0 {
+			return
+		}
+		if len(cur.lines) <= inlineDecodeLines {
+			s.decodeBatch(cur)
+		} else {
+			work <- cur
+		}
+		ordered <- cur
+		cur = &batch{done: make(chan struct{})}
+		size = 0
+	}
+	for {
+		line, err := s.conn.ReadLine()
+		if err != nil {
+			flush()
+			end := &batch{done: make(chan struct{})}
+			end.msgs = []Message{&endMarker{err: err}}
+			close(end.done)
+			ordered <- end
+			return
+		}
+		cur.lines = append(cur.lines, line)
+		size += len(line.Data)
+		if len(cur.lines) >= batchMaxLines || size >= batchMaxBytes || !canPeek || bc.Buffered() == 0 {
+			flush()
+		}
+	}
+}
+
+// endMarker is the last "message" of the pipeline; it never leaves it.
+type endMarker struct {
+	Base
+	err error
+}
+
+func (s *Session) decodeBatch(b *batch) {
+	b.msgs = make([]Message, 0, len(b.lines))
+	for _, l := range b.lines {
+		m, err := s.dec.Decode(l.Data)
+		if err != nil {
+			s.logger.Warn("claude: skipping a line that is not a JSON object", "session", s.SessionID(), "err", err)
+			continue
+		}
+		if l.OriginalSize > 0 {
+			m.base().originalSize = l.OriginalSize
+			s.logger.Warn("claude: CLI output line over the payload limit was truncated",
+				"session", s.SessionID(), "type", m.Kind(), "original_bytes", l.OriginalSize, "kept_bytes", len(l.Data))
+		}
+		b.msgs = append(b.msgs, m)
+	}
+	b.lines = nil
+	close(b.done)
+}
+
+func (s *Session) dispatchLoop(ordered <-chan *batch) {
+	out := make([]Message, 0, batchMaxLines)
+	var endErr error = io.EOF
+	for b := range ordered {
+		<-b.done
+		out = out[:0]
+		for _, m := range b.msgs {
+			if e, ok := m.(*endMarker); ok {
+				endErr = e.err
+				continue
+			}
+			if s.route(m) {
+				out = append(out, m)
+			}
+		}
+		if len(out) > 0 {
+			s.q.push(s.ctx, out)
+		}
+	}
+	s.finish(endErr)
+}
+
+// route handles control traffic and session bookkeeping, and reports whether
+// m goes to the reader.
+func (s *Session) route(m Message) bool {
+	switch m := m.(type) {
+	case *ControlResponse:
+		s.handleResponse(&m.Response)
+		return false
+	case *ControlRequest:
+		s.handleRequest(m.RequestID, m.Subtype, m.Request)
+		return false
+	case *ControlCancelRequest:
+		s.mu.Lock()
+		cancel := s.incoming[m.RequestID]
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		return false
+	case *KeepAlive:
+		return false
+	case *SystemInit:
+		s.setSessionID(m.SessionID)
+	case *ResultMessage:
+		s.setSessionID(m.SessionID)
+		s.mu.Lock()
+		s.inTurn = false
+		s.mu.Unlock()
+	}
+	return true
+}
+
+func (s *Session) setSessionID(id string) {
+	if id == "" {
+		return
+	}
+	s.mu.Lock()
+	s.sessionID = id
+	s.mu.Unlock()
+}
+
+// finish records why the output ended and fails whatever still waits.
+func (s *Session) finish(readErr error) {
+	err := readErr
+	if errors.Is(err, io.EOF) {
+		// The output ended: the exit status tells how.
+		if werr := s.conn.Wait(); werr != nil {
+			err = werr
+		}
+	} else {
+		err = fmt.Errorf("claude: reading CLI output: %w", err)
+	}
+	if cerr := context.Cause(s.ctx); cerr != nil && cerr != ErrClosed && !errors.Is(err, io.EOF) {
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Signal != "" {
+			err = fmt.Errorf("claude: session ended: %w", cerr)
+		}
+	}
+	s.mu.Lock()
+	sid, inTurn := s.sessionID, s.inTurn
+	pend := s.pending
+	s.pending = map[string]*pendingRequest{}
+	s.mu.Unlock()
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		ee.SessionID = sid
+		if inTurn {
+			ee.During = "mid-turn"
+		}
+	}
+	s.endErr = err
+	failWith := err
+	if errors.Is(failWith, io.EOF) {
+		failWith = ErrClosed
+	}
+	for _, p := range pend {
+		p.ch <- controlResult{err: failWith}
+	}
+	s.q.close(err)
+}

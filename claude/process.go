@@ -1,0 +1,369 @@
+//go:build unix
+
+package claude
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/claudectl/claudectl/internal/jsonl"
+)
+
+// Shutdown timings of a [ProcessTransport] when its fields are zero; tests
+// may shorten them.
+var (
+	defaultGracePeriod = 5 * time.Second
+	defaultKillDelay   = 5 * time.Second
+	// stdoutDrainDelay is how long the reader may still read after the CLI
+	// exited before its stdout is closed under it (a grandchild may hold it).
+	stdoutDrainDelay = 2 * time.Second
+)
+
+// ProcessTransport runs the CLI as a child process and talks NDJSON over its
+// stdin and stdout. Its zero value is ready to use.
+//
+// The child runs in its own process group, which receives the termination
+// signals, so tools the CLI started go with it; on Linux it is also killed if
+// this process dies. Close ends stdin, waits GracePeriod, sends SIGTERM,
+// waits KillDelay, then sends SIGKILL; a cancelled context skips the grace
+// period.
+type ProcessTransport struct {
+	// GracePeriod is how long Close waits for the CLI to exit on its own
+	// after its stdin is closed. Zero means 5s.
+	GracePeriod time.Duration
+	// KillDelay is how long to wait after SIGTERM before SIGKILL. Zero
+	// means 5s.
+	KillDelay time.Duration
+	// Stderr, if set, receives each line the CLI writes on stderr. It is
+	// called from one goroutine and must not block for long.
+	Stderr func(line string)
+}
+
+// stderrTailBytes is how much of stderr is kept for errors.
+const stderrTailBytes = 4096
+
+// Start implements [Transport].
+func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if c.Dir != "" {
+		if fi, err := os.Stat(c.Dir); err != nil || !fi.IsDir() {
+			return nil, &StartError{Path: c.Path, Err: fmt.Errorf("working directory %q does not exist or is not a directory", c.Dir)}
+		}
+	}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, &StartError{Path: c.Path, Err: err}
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, &StartError{Path: c.Path, Err: err}
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{stdinR, stdinW, stdoutR, stdoutW} {
+			f.Close()
+		}
+		return nil, &StartError{Path: c.Path, Err: err}
+	}
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Env = c.Env
+	cmd.Dir = c.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	cmd.SysProcAttr = procAttr()
+	err = cmd.Start()
+	// The child has its own copies now.
+	stdinR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+	if err != nil {
+		stdinW.Close()
+		stdoutR.Close()
+		stderrR.Close()
+		return nil, &StartError{Path: c.Path, Err: err}
+	}
+	p := &process{
+		t:       t,
+		cmd:     cmd,
+		stdin:   stdinW,
+		stdout:  stdoutR,
+		stderr:  stderrR,
+		reader:  jsonl.NewReader(stdoutR, &jsonl.ReaderOptions{MaxLineBytes: c.MaxLineBytes}),
+		exited:  make(chan struct{}),
+		stderrD: make(chan struct{}),
+		stop:    make(chan struct{}),
+	}
+	go p.drainStderr()
+	go p.wait()
+	go p.watch(ctx)
+	return p, nil
+}
+
+type process struct {
+	t      *ProcessTransport
+	cmd    *exec.Cmd
+	stdin  *os.File
+	stdout *os.File
+	stderr *os.File
+	reader *jsonl.Reader
+
+	exited  chan struct{} // closed when the child has been reaped
+	exitErr error         // set before exited is closed
+	stderrD chan struct{} // closed when stderr is drained
+	stop    chan struct{} // closed by Close: ends watch
+
+	writeMu   sync.Mutex
+	stdinOnce sync.Once
+	closeOnce sync.Once
+	stdoutMu  sync.Once
+
+	tailMu sync.Mutex
+	tail   []byte
+}
+
+func (p *process) ReadLine() (Line, error) {
+	l, err := p.reader.Next()
+	if err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			err = io.EOF
+		}
+		return Line{}, err
+	}
+	ln := Line{Data: l.Data}
+	if l.Truncated {
+		ln.OriginalSize = l.OriginalSize
+	}
+	return ln, nil
+}
+
+// Buffered reports how many bytes of output are buffered but not yet returned.
+func (p *process) Buffered() int { return p.reader.Buffered() }
+
+func (p *process) WriteLine(ctx context.Context, line []byte) error {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-p.exited:
+		return p.exitOrClosed()
+	default:
+	}
+	// A pipe write blocks only while the CLI is not reading; a deadline
+	// keeps a stuck CLI from hanging the caller past its context.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = p.stdin.SetWriteDeadline(dl)
+		defer p.stdin.SetWriteDeadline(time.Time{})
+	}
+	if _, err := p.stdin.Write(line); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return context.DeadlineExceeded
+		}
+		select {
+		case <-p.exited:
+			return p.exitOrClosed()
+		case <-time.After(100 * time.Millisecond):
+		}
+		return fmt.Errorf("claude: writing to CLI stdin: %w", err)
+	}
+	return nil
+}
+
+func (p *process) exitOrClosed() error {
+	if p.exitErr != nil {
+		return p.exitErr
+	}
+	return ErrClosed
+}
+
+func (p *process) CloseWrite() error {
+	p.stdinOnce.Do(func() {
+		p.writeMu.Lock()
+		p.stdin.Close()
+		p.writeMu.Unlock()
+	})
+	return nil
+}
+
+func (p *process) Wait() error {
+	<-p.exited
+	return p.exitErr
+}
+
+func (p *process) StderrTail() string {
+	p.tailMu.Lock()
+	defer p.tailMu.Unlock()
+	return string(p.tail)
+}
+
+// Close implements [Conn].
+func (p *process) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.stop)
+		p.CloseWrite()
+		p.terminate(p.t.GracePeriod, defaultGracePeriod)
+	})
+	<-p.exited
+	select {
+	case <-p.stderrD:
+	case <-time.After(time.Second): // something outside the group holds stderr
+		p.stderr.Close()
+		<-p.stderrD
+	}
+	p.closeStdout()
+	return p.exitErr
+}
+
+// terminate waits up to grace for the child to exit, then escalates.
+func (p *process) terminate(grace, def time.Duration) {
+	if grace == 0 {
+		grace = def
+	}
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		select {
+		case <-p.exited:
+			t.Stop()
+			p.killGroup()
+			return
+		case <-t.C:
+		}
+	}
+	p.signalGroup(syscall.SIGTERM)
+	kd := p.t.KillDelay
+	if kd == 0 {
+		kd = defaultKillDelay
+	}
+	t := time.NewTimer(kd)
+	select {
+	case <-p.exited:
+		t.Stop()
+	case <-t.C:
+		p.signalGroup(syscall.SIGKILL)
+		<-p.exited
+	}
+	p.killGroup()
+}
+
+// killGroup removes whatever the CLI left behind in its process group.
+func (p *process) killGroup() { p.signalGroup(syscall.SIGKILL) }
+
+func (p *process) signalGroup(sig syscall.Signal) {
+	pid := p.cmd.Process.Pid
+	if err := syscall.Kill(-pid, sig); err != nil {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Signal(sig)
+		}
+	}
+}
+
+// watch tears the child down when the context ends.
+func (p *process) watch(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		p.closeOnce.Do(func() {
+			close(p.stop)
+			p.CloseWrite()
+			p.terminate(-1, 0) // no grace: SIGTERM now
+		})
+		p.closeStdout()
+	case <-p.stop:
+	case <-p.exited:
+	}
+}
+
+// wait reaps the child and records how it ended.
+func (p *process) wait() {
+	err := p.cmd.Wait()
+	// Give the stderr drain a moment so the tail is complete.
+	select {
+	case <-p.stderrD:
+	case <-time.After(500 * time.Millisecond):
+	}
+	p.exitErr = p.exitError(err)
+	close(p.exited)
+	// If something else still holds stdout open, stop reading after a while.
+	go func() {
+		select {
+		case <-time.After(stdoutDrainDelay):
+			p.closeStdout()
+		case <-p.stop:
+		}
+	}()
+}
+
+func (p *process) closeStdout() {
+	p.stdoutMu.Do(func() { p.stdout.Close() })
+}
+
+func (p *process) exitError(err error) error {
+	if err == nil {
+		return nil
+	}
+	ee := &ExitError{Code: -1, Stderr: p.StderrTail()}
+	var xe *exec.ExitError
+	if errors.As(err, &xe) {
+		if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ee.Signal = ws.Signal().String()
+		} else {
+			ee.Code = xe.ExitCode()
+		}
+		return ee
+	}
+	ee.Stderr = strings.TrimSpace(ee.Stderr + "\n" + err.Error())
+	return ee
+}
+
+func (p *process) drainStderr() {
+	defer close(p.stderrD)
+	defer p.stderr.Close()
+	buf := make([]byte, 32<<10)
+	var partial []byte
+	for {
+		n, err := p.stderr.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			p.tailMu.Lock()
+			p.tail = append(p.tail, chunk...)
+			if len(p.tail) > stderrTailBytes {
+				p.tail = append(p.tail[:0], p.tail[len(p.tail)-stderrTailBytes:]...)
+			}
+			p.tailMu.Unlock()
+			if p.t.Stderr != nil {
+				partial = append(partial, chunk...)
+				for {
+					i := strings.IndexByte(string(partial), '\n')
+					if i < 0 {
+						break
+					}
+					p.t.Stderr(strings.TrimRight(string(partial[:i]), "\r"))
+					partial = partial[i+1:]
+				}
+				if len(partial) > 64<<10 { // a very long line: flush it in parts
+					p.t.Stderr(string(partial))
+					partial = partial[:0]
+				}
+			}
+		}
+		if err != nil {
+			if len(partial) > 0 && p.t.Stderr != nil {
+				p.t.Stderr(string(partial))
+			}
+			return
+		}
+	}
+}

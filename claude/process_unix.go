@@ -1,0 +1,10 @@
+//go:build unix && !linux
+
+package claude
+
+import "syscall"
+
+// procAttr puts the CLI in its own process group.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

@@ -1,0 +1,329 @@
+package claude
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+)
+
+// A Session is one running Claude Code CLI. Start one with [Start], write
+// prompts with [Session.Send], read what the CLI prints with
+// [Session.Next], [Session.Messages] or [Session.Turn], steer it with
+// control requests ([Session.Interrupt], [Session.SetModel], ...), and end it
+// with [Session.Close].
+//
+// All methods are safe for concurrent use, but messages are delivered once:
+// read them from one goroutine. The CLI's own requests (permission prompts,
+// cancellations) are answered by the session in the background, whether or
+// not anybody is reading messages; output that nobody reads is buffered (up
+// to [maxQueuedBytes], then the CLI is paused until the reader catches up).
+type Session struct {
+	opts   Options
+	conn   Conn
+	dec    *Decoder
+	logger *slog.Logger
+
+	ctx    context.Context // the session's life; cancelled by Close
+	cancel context.CancelCauseFunc
+
+	writeMu sync.Mutex // serialises conn.WriteLine
+
+	q        msgQueue
+	pipeline sync.WaitGroup // readLoop, dispatchLoop and decode workers
+	handlers sync.WaitGroup // goroutines answering the CLI's control requests
+	done     chan struct{}  // closed when the dispatcher has finished
+	endErr   error          // why the session ended; set before done is closed
+
+	reqSeq atomic.Uint64
+
+	mu         sync.Mutex
+	sessionID  string
+	inTurn     bool
+	pending    map[string]*pendingRequest    // our requests awaiting a response
+	incoming   map[string]context.CancelFunc // the CLI's requests being answered
+	initResp   *InitializeResponse
+	initErr    error
+	initDone   chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+	inputEnded bool
+}
+
+type pendingRequest struct {
+	subtype string
+	ch      chan controlResult
+}
+
+type controlResult struct {
+	body ControlResponseBody
+	err  error
+}
+
+// Start launches the CLI and returns the running session. It sends the
+// initialize request but does not wait for its answer (see
+// [Session.Initialize]), so a prompt can be sent at once.
+//
+// ctx governs the whole life of the session: when it is cancelled the CLI is
+// torn down and reads return the context's error. Close the session when
+// done with it, whatever ctx does.
+func Start(ctx context.Context, opts *Options) (*Session, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	path := o.CLIPath
+	if o.Transport == nil || path != "" {
+		p, err := FindBinary(&FindOptions{Path: o.CLIPath})
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	args, err := o.args()
+	if err != nil {
+		return nil, err
+	}
+	maxLine := o.MaxPayloadBytes
+	if maxLine == 0 {
+		maxLine = DefaultMaxPayloadBytes
+	}
+	cmd := &Command{Path: path, Args: args, Env: o.environ(), Dir: o.Cwd, MaxLineBytes: maxLine}
+	tr := o.Transport
+	if tr == nil {
+		tr = &ProcessTransport{Stderr: o.Stderr}
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	sctx, cancel := context.WithCancelCause(ctx)
+	conn, err := tr.Start(sctx, cmd)
+	if err != nil {
+		cancel(err)
+		return nil, err
+	}
+	s := &Session{
+		opts:     o,
+		conn:     conn,
+		dec:      &Decoder{Logger: logger},
+		logger:   logger,
+		ctx:      sctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		pending:  make(map[string]*pendingRequest),
+		incoming: make(map[string]context.CancelFunc),
+		initDone: make(chan struct{}),
+	}
+	s.q.init()
+	s.startPipeline()
+	go s.initialize()
+	return s, nil
+}
+
+// SessionID returns the CLI's session id, known once the first system/init
+// or result message has been read ("" before).
+func (s *Session) SessionID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessionID
+}
+
+// Stats returns the decoder's counters of messages it could not fully type.
+func (s *Session) Stats() DecodeStats { return s.dec.Stats() }
+
+// StderrTail returns the last part of what the CLI wrote on stderr.
+func (s *Session) StderrTail() string { return s.conn.StderrTail() }
+
+// Send writes a user message with the given content to the CLI, starting a
+// turn (or queueing one if a turn is running). ctx bounds the write.
+func (s *Session) Send(ctx context.Context, content Content) error {
+	s.mu.Lock()
+	s.inTurn = true
+	s.mu.Unlock()
+	return s.write(ctx, wireUser{
+		Type:      "user",
+		SessionID: "",
+		Message:   UserContent{Role: "user", Content: content},
+	})
+}
+
+// SendText writes a text prompt; see [Session.Send].
+func (s *Session) SendText(ctx context.Context, text string) error {
+	return s.Send(ctx, BlockContent(&TextBlock{Text: text}))
+}
+
+// CloseInput tells the CLI that no more prompts will come. It finishes the
+// current turn (and background tasks) and exits; keep reading messages until
+// they end.
+func (s *Session) CloseInput() error {
+	s.mu.Lock()
+	s.inputEnded = true
+	s.mu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.conn.CloseWrite()
+}
+
+func (s *Session) write(ctx context.Context, v any) error {
+	line, err := encodeLine(v)
+	if err != nil {
+		return err
+	}
+	return s.writeLine(ctx, line)
+}
+
+func (s *Session) writeLine(ctx context.Context, line []byte) error {
+	select {
+	case <-s.done:
+		return s.endErrOrClosed()
+	default:
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.conn.WriteLine(ctx, line); err != nil {
+		select {
+		case <-s.done:
+			return s.endErrOrClosed()
+		default:
+		}
+		if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return fmt.Errorf("claude: write to CLI (session %s): %w", s.SessionID(), err)
+	}
+	return nil
+}
+
+func (s *Session) endErrOrClosed() error {
+	if s.endErr != nil && !errors.Is(s.endErr, io.EOF) {
+		return s.endErr
+	}
+	return ErrClosed
+}
+
+// Next returns the next message. It returns io.EOF after the CLI exited
+// cleanly and every message was read; an *ExitError if it exited otherwise;
+// ctx's error if ctx ends first (the session goes on).
+func (s *Session) Next(ctx context.Context) (Message, error) {
+	return s.q.pop(ctx)
+}
+
+// Messages returns an iterator over the messages until the session ends. A
+// clean end stops the iteration; any other end yields (nil, err) last.
+// Breaking out of the loop leaves the session running: a later call goes on
+// from the next message.
+func (s *Session) Messages(ctx context.Context) iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
+		for {
+			m, err := s.Next(ctx)
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					yield(nil, err)
+				}
+				return
+			}
+			if !yield(m, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Turn returns an iterator over the messages up to and including the next
+// *ResultMessage of the main thread. If the session ends first, the last
+// pair carries the error (io.EOF for a clean exit before any result).
+func (s *Session) Turn(ctx context.Context) iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
+		for {
+			m, err := s.Next(ctx)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(m, nil) {
+				return
+			}
+			if r, ok := m.(*ResultMessage); ok && r != nil {
+				return
+			}
+		}
+	}
+}
+
+// Close ends the session: it closes the CLI's input, gives it a grace
+// period to finish, then terminates it, and waits for every goroutine of the
+// session. It returns nil when the CLI exited cleanly (or was already gone
+// after a clean exit), else the *ExitError. Close is idempotent; unread
+// messages are discarded.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		err := s.conn.Close()
+		s.cancel(ErrClosed)
+		<-s.done
+		s.handlers.Wait()
+		s.pipeline.Wait()
+		s.q.close(ErrClosed)
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			ee.SessionID = s.SessionID()
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+// Done returns a channel closed when the CLI's output has ended and every
+// message has been decoded (they may still be unread).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended once Done is closed: nil for a clean
+// exit, else the error Next returns at the end.
+func (s *Session) Err() error {
+	select {
+	case <-s.done:
+		if errors.Is(s.endErr, io.EOF) {
+			return nil
+		}
+		return s.endErr
+	default:
+		return nil
+	}
+}
+
+// Query runs one prompt in a new session and yields its messages up to and
+// including the result, then closes the session. For several prompts, or to
+// steer the session while it runs, use [Start].
+func Query(ctx context.Context, prompt string, opts *Options) iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
+		s, err := Start(ctx, opts)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer s.Close()
+		if err := s.SendText(ctx, prompt); err != nil {
+			yield(nil, err)
+			return
+		}
+		for m, err := range s.Turn(ctx) {
+			if !yield(m, err) {
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// maxQueuedBytes is how much unread output a session buffers before it stops
+// reading from the CLI.
+const maxQueuedBytes = 64 << 20
