@@ -97,7 +97,7 @@ func (s *Session) handleResponse(body *ControlResponseBody) {
 	for _, raw := range body.PendingPermissionRequests {
 		var cr ControlRequest
 		if err := unmarshal(raw, &cr); err == nil && cr.RequestID != "" {
-			cr.Subtype, _ = sniffKind(cr.Request)
+			_, cr.Subtype = sniffKind(cr.Request)
 			s.handleRequest(cr.RequestID, cr.Subtype, cr.Request)
 		}
 	}

@@ -142,7 +142,7 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 		b.Type = typ
 	}
 	if cr, ok := m.(*ControlRequest); ok {
-		cr.Subtype, _ = sniffKind(cr.Request)
+		_, cr.Subtype = sniffKind(cr.Request)
 	}
 	return m, nil
 }
