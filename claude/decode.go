@@ -124,6 +124,10 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 		return u, nil
 	}
 	if err := unmarshal(line, m); err != nil {
+		if !json.Valid(line) {
+			d.count(func(s *DecodeStats) { s.NotJSON++ })
+			return nil, &DecodeError{Type: typ, Line: clip(line), Err: err}
+		}
 		if err2 := decodeTolerant(line, m); err2 != nil {
 			d.count(func(s *DecodeStats) { s.Failed++ })
 			derr := &DecodeError{Type: typ, Line: clip(line), Err: err}

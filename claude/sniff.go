@@ -77,6 +77,11 @@ func internKind(q []byte, escaped bool) string {
 		return s
 	}
 	v := q[1 : len(q)-1]
+	for _, c := range v {
+		if c >= 0x80 { // let the JSON decoder apply its UTF-8 rules
+			return internKind(q, true)
+		}
+	}
 	switch string(v) {
 	case "stream_event":
 		return "stream_event"

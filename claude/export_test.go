@@ -1,0 +1,23 @@
+package claude
+
+import "time"
+
+// SetShutdownTimings shortens the process shutdown delays for a test and
+// returns a function that restores them.
+func SetShutdownTimings(grace, kill, drain time.Duration) (reset func()) {
+	g, k, d := defaultGracePeriod, defaultKillDelay, stdoutDrainDelay
+	defaultGracePeriod, defaultKillDelay, stdoutDrainDelay = grace, kill, drain
+	return func() { defaultGracePeriod, defaultKillDelay, stdoutDrainDelay = g, k, d }
+}
+
+// Args exposes the argument builder.
+func (o *Options) Args() ([]string, error) { return o.args() }
+
+// Environ exposes the environment builder.
+func (o *Options) Environ() []string { return o.environ() }
+
+// EncodeLine exposes the stdin line encoder.
+var EncodeLine = encodeLine
+
+// SniffKind exposes the type sniffer.
+var SniffKind = sniffKind

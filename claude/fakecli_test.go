@@ -1,0 +1,61 @@
+package claude_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// fakeCLIEnv names the environment variable that turns the test binary into
+// a stand-in CLI (the pattern of the MCP SDK's cmd_test.go). The real CLI is
+// used by the e2e tests; the stand-in covers what the real one cannot be made
+// to do on demand: ignore signals, print garbage, exit with a given code.
+const fakeCLIEnv = "CLAUDECTL_FAKE_CLI_MODE"
+
+func runFakeCLI(mode string) int {
+	out := bufio.NewWriter(os.Stdout)
+	w := func(v any) {
+		b, _ := json.Marshal(v)
+		out.Write(append(b, '\n'))
+		out.Flush()
+	}
+	switch mode {
+	case "stubborn": // ignores stdin EOF and SIGTERM; only SIGKILL ends it
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Fprintln(os.Stderr, "stubborn: ignoring SIGTERM")
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "exit3": // prints to stderr and exits 3 once it gets a line
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		fmt.Fprintln(os.Stderr, "fatal: something broke in the fake")
+		return 3
+	case "echo": // minimal protocol: answers initialize, echoes prompts
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				fmt.Fprintln(os.Stderr, "Error parsing streaming input line")
+				return 1
+			}
+			switch m["type"] {
+			case "control_request":
+				w(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": m["request_id"], "response": map[string]any{"commands": []any{}}}})
+			case "user":
+				w(map[string]any{"type": "not_json_yet_a_type", "x": 1})
+				os.Stdout.WriteString("this line is not JSON\n")
+				w(map[string]any{"type": "system", "subtype": "init", "session_id": "s-echo", "model": "m", "tools": []string{"Bash"}, "cwd": "/"})
+				w(map[string]any{"type": "assistant", "session_id": "s-echo", "message": map[string]any{"id": "msg_1", "role": "assistant", "content": []any{map[string]any{"type": "text", "text": "echo"}}}})
+				w(map[string]any{"type": "result", "subtype": "success", "is_error": false, "result": "echo", "session_id": "s-echo", "num_turns": "1", "duration_ms": "12"})
+			}
+		}
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "unknown fake mode", mode)
+	return 2
+}

@@ -1,0 +1,16 @@
+package claude_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	// When started as a stand-in CLI (see fakecli_test.go), be that instead.
+	if mode := os.Getenv(fakeCLIEnv); mode != "" {
+		os.Exit(runFakeCLI(mode))
+	}
+	goleak.VerifyTestMain(m)
+}

@@ -1,0 +1,113 @@
+package claudetest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// CLIEnv is the environment variable naming the claude binary to test
+// against. The project's Makefile sets it to the pinned CLI.
+const CLIEnv = "CLAUDECTL_TEST_CLI"
+
+// CLIPath returns the claude binary to test against:
+//
+//   - $CLAUDECTL_TEST_CLI if set (tb.Fatal if it does not exist);
+//   - else the newest .tools/claude-code-VERSION/node_modules/.bin/claude
+//     found walking up from the working directory to the directory holding
+//     go.mod;
+//   - else claude on PATH.
+//
+// If none is found it calls tb.Fatal when the environment has CI=true, and
+// tb.Skip otherwise.
+func CLIPath(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv(CLIEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			tb.Fatalf("claude CLI not found: %s=%s: %v; run make test", CLIEnv, p, err)
+			return ""
+		}
+		return p
+	}
+	if p := findToolsCLI(); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("claude"); err == nil {
+		return p
+	}
+	msg := "claude CLI not found (set " + CLIEnv + ", install it into .tools/ or put claude on PATH); run make test"
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg)
+	} else {
+		tb.Skip(msg)
+	}
+	return ""
+}
+
+// findToolsCLI walks up from the working directory to the module root looking
+// for .tools/claude-code-*/node_modules/.bin/claude and returns the newest.
+func findToolsCLI() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		matches, _ := filepath.Glob(filepath.Join(dir, ".tools", "claude-code-*", "node_modules", ".bin", "claude"))
+		best, bestVer := "", []int(nil)
+		for _, m := range matches {
+			if _, err := os.Stat(m); err != nil {
+				continue
+			}
+			v := parseVersion(strings.TrimPrefix(filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(m)))), "claude-code-"))
+			if best == "" || compareVersions(v, bestVer) > 0 {
+				best, bestVer = m, v
+			}
+		}
+		if best != "" {
+			return best
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// parseVersion parses "2.1.329" into [2 1 329]; non-numeric parts count as -1.
+func parseVersion(s string) []int {
+	var v []int
+	for _, p := range strings.Split(s, ".") {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			n = -1
+		}
+		v = append(v, n)
+	}
+	return v
+}
+
+func compareVersions(a, b []int) int {
+	for i := range max(len(a), len(b)) {
+		x, y := 0, 0
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
