@@ -288,4 +288,3 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
-
