@@ -54,6 +54,8 @@ type Decoder struct {
 	mu       sync.Mutex
 	stats    DecodeStats
 	warnedAt int
+
+	sessionIDs sessionIDCache
 }
 
 // DecodeStats counts the lines a [Decoder] could not fully type.
@@ -107,6 +109,12 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 		if t := bytes.TrimSpace(line); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
 			d.count(func(s *DecodeStats) { s.NotJSON++ })
 			return nil, &DecodeError{Line: clip(line), Err: errNotJSONObject}
+		}
+	}
+	if typ == "stream_event" {
+		if ev, ok := decodeStreamEvent(line, &d.sessionIDs); ok {
+			ev.raw = line
+			return ev, nil
 		}
 	}
 	m := newMessage(typ, sub)

@@ -288,3 +288,38 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStreamEventFastPath checks that every line the stream_event fast path
+// accepts decodes exactly as the general decoder decodes it.
+func FuzzStreamEventFastPath(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi \"there\"\n\u00e9\ud83d\ude00"}},"parent_tool_use_id":null,"uuid":"u","session_id":"s"}`,
+		`{"type":"stream_event","event":{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"Bash","input":{}}},"session_id":"s","api_message_id":"m","ttft_ms":12}`,
+		`{"type":"stream_event","event":{"type":"message_start","message":{"id":"m","content":[]}},"parent_tool_use_id":"toolu_1"}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}},"extra":[1,2.5e3,true,false,null,{"x":"y"}]}`,
+		`{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}}`,
+		`{"type":"stream_event","Event":{"index":3},"event":{"index":-0}}`,
+		`{"type":"stream_event","event":{"delta":{"text":"a"},"delta":{"type":"t"}}}`,
+		`{"type":"stream_event","event":null,"uuid":null}`,
+		`{"type":"stream_event","event":{"index":1.5}}`,
+		`{"type":"stream_event","event":{"content_block":null}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		fast, ok := claude.DecodeStreamEventFast(line)
+		if !ok {
+			return
+		}
+		var slow claude.StreamEvent
+		if err := claude.UnmarshalGeneral(line, &slow); err != nil {
+			t.Fatalf("fast path accepted a line the general decoder rejects: %v", err)
+		}
+		if diff := cmp.Diff(&slow, fast, cmp.AllowUnexported(claude.Base{}), cmpRawJSON); diff != "" {
+			t.Fatalf("fast path differs (-general +fast):\n%s", diff)
+		}
+	})
+}
+
+// cmpRawJSON compares json.RawMessage by content, treating nil and empty alike.
+var cmpRawJSON = cmp.Comparer(func(a, b json.RawMessage) bool { return bytes.Equal(a, b) })

@@ -21,3 +21,9 @@ var EncodeLine = encodeLine
 
 // SniffKind exposes the type sniffer.
 var SniffKind = sniffKind
+
+// DecodeStreamEventFast exposes the stream_event fast path.
+func DecodeStreamEventFast(line []byte) (*StreamEvent, bool) { return decodeStreamEvent(line, nil) }
+
+// UnmarshalGeneral exposes the general decoder's first, strict pass.
+var UnmarshalGeneral = unmarshal

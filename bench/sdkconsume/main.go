@@ -1,0 +1,96 @@
+// Command sdkconsume reads one whole session through the claude SDK's public
+// API and prints the same checksum line as ../shared/bench/ts_consume.mjs, so
+// that ../shared/bench/compare.sh can measure both SDKs on the same stream.
+//
+//	compare.sh '/path/to/sdkconsume'   (the stand-in CLI's path is appended)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/claudectl/claudectl/claude"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: sdkconsume CLI_PATH")
+		os.Exit(2)
+	}
+	if p := os.Getenv("SDKCONSUME_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	if err := run(os.Args[len(os.Args)-1]); err != nil {
+		fmt.Fprintln(os.Stderr, "sdkconsume:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func run(cli string) error {
+	t0 := time.Now()
+	ctx := context.Background()
+	s, err := claude.Start(ctx, &claude.Options{CLIPath: cli, IncludePartialMessages: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.SendText(ctx, "go"); err != nil {
+		return err
+	}
+	var messages, deltaChars, blocks, toolResultChars int
+	for m, err := range s.Turn(ctx) {
+		if err != nil {
+			return err
+		}
+		messages++
+		switch m := m.(type) {
+		case *claude.StreamEvent:
+			if m.Event.Type == "content_block_delta" && m.Event.Delta != nil && m.Event.Delta.Type == "text_delta" {
+				deltaChars += utf16Len(m.Event.Delta.Text)
+			}
+		case *claude.AssistantMessage:
+			blocks += len(m.Message.Content)
+		case *claude.UserMessage:
+			for _, b := range m.Message.Content.Blocks {
+				if tr, ok := b.(*claude.ToolResultBlock); ok && tr.Content.IsText() {
+					toolResultChars += utf16Len(tr.Content.Text)
+				}
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		return err
+	}
+	secs := time.Since(t0).Seconds()
+	out, _ := json.Marshal(map[string]any{
+		"sdk":        "go",
+		"messages":   messages,
+		"checksum":   fmt.Sprintf("%d/%d/%d", deltaChars, blocks, toolResultChars),
+		"seconds":    float64(int(secs*1000)) / 1000,
+		"msgs_per_s": int(float64(messages) / secs),
+	})
+	fmt.Println(string(out))
+	return nil
+}
+
+// utf16Len counts UTF-16 code units, as JavaScript's String.length does.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,463 @@
+package claude
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// A stream_event line is what a session with partial messages prints most:
+// about 99 in 100 lines. decodeStreamEvent decodes the usual shape of one
+// directly, several times faster than the general decoder. It is strict:
+// anything it is not sure about (a number that is not a plain integer, a
+// field of the wrong JSON type, invalid UTF-8, malformed JSON) makes it
+// report false, and the caller falls back to the general decoder, which
+// applies the tolerant-reader rules. FuzzStreamEventFastPath checks that
+// whatever it accepts decodes exactly as the general decoder would.
+func decodeStreamEvent(line []byte, sid *sessionIDCache) (*StreamEvent, bool) {
+	p := fastParser{b: line}
+	m := &StreamEvent{}
+	ok := p.object(func(key []byte) bool {
+		switch string(key) {
+		case "type":
+			s, ok := p.str()
+			m.Type = "stream_event"
+			return ok && s == "stream_event"
+		case "event":
+			return p.event(&m.Event)
+		case "parent_tool_use_id":
+			return p.nullableStr(&m.ParentToolUseID)
+		case "agent_id":
+			return p.nullableStr(&m.AgentID)
+		case "uuid":
+			return p.nullableStr(&m.UUID)
+		case "session_id":
+			if p.peek() == '"' {
+				start := p.i
+				s, ok := p.str()
+				if ok {
+					m.SessionID = sid.intern(line[start:p.i], s)
+				}
+				return ok
+			}
+			return p.nullableStr(&m.SessionID)
+		case "ttft_ms":
+			return p.integer64(&m.TTFTMS)
+		}
+		return !foldsTo(key, "type", "event", "parent_tool_use_id", "agent_id", "uuid", "session_id", "ttft_ms") && p.skip()
+	})
+	if !ok || m.Type != "stream_event" {
+		return nil, false
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return nil, false
+	}
+	return m, true
+}
+
+func (p *fastParser) event(e *StreamEventData) bool {
+	if p.null() {
+		return true
+	}
+	return p.object(func(key []byte) bool {
+		switch string(key) {
+		case "type":
+			return p.nullableStr(&e.Type)
+		case "index":
+			return p.integer(&e.Index)
+		case "delta":
+			if p.null() {
+				e.Delta = nil
+				return true
+			}
+			d := e.Delta // a repeated key merges, as in encoding/json
+			if d == nil {
+				d = &Delta{}
+				e.Delta = d
+			}
+			return p.object(func(key []byte) bool {
+				switch string(key) {
+				case "type":
+					return p.nullableStr(&d.Type)
+				case "text":
+					return p.nullableStr(&d.Text)
+				case "partial_json":
+					return p.nullableStr(&d.PartialJSON)
+				case "thinking":
+					return p.nullableStr(&d.Thinking)
+				case "signature":
+					return p.nullableStr(&d.Signature)
+				case "stop_reason":
+					return p.nullableStr(&d.StopReason)
+				}
+				return !foldsTo(key, "type", "text", "partial_json", "thinking", "signature", "stop_reason") && p.skip()
+			})
+		case "content_block":
+			return p.raw(&e.ContentBlock)
+		case "message":
+			return p.raw(&e.Message)
+		case "usage":
+			return false // rare (message_delta): leave it to the general decoder
+		}
+		return !foldsTo(key, "type", "index", "delta", "content_block", "message", "usage") && p.skip()
+	})
+}
+
+// sessionIDCache returns the same string for the same session id, so that
+// half a million messages of one session share one allocation. It is safe
+// for concurrent use.
+type sessionIDCache struct{ last atomic.Pointer[string] }
+
+func (c *sessionIDCache) intern(quoted []byte, s string) string {
+	if c == nil {
+		return s
+	}
+	if last := c.last.Load(); last != nil && len(quoted) == len(*last)+2 && string(quoted[1:len(quoted)-1]) == *last {
+		return *last
+	}
+	c.last.Store(&s)
+	return s
+}
+
+// foldsTo reports whether key matches one of names ignoring case but is not
+// exactly one of them: encoding/json would match it to a field, so the fast
+// path must leave such a line to the general decoder.
+func foldsTo(key []byte, names ...string) bool {
+	for _, n := range names {
+		if len(key) == len(n) && strings.EqualFold(string(key), n) {
+			return true
+		}
+	}
+	return false
+}
+
+// fastParser is a strict, minimal JSON reader over one line.
+type fastParser struct {
+	b []byte
+	i int
+}
+
+func (p *fastParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *fastParser) peek() byte {
+	p.ws()
+	if p.i < len(p.b) {
+		return p.b[p.i]
+	}
+	return 0
+}
+
+func (p *fastParser) lit(s string) bool {
+	if len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s {
+		p.i += len(s)
+		return true
+	}
+	return false
+}
+
+func (p *fastParser) null() bool {
+	if p.peek() == 'n' {
+		return p.lit("null")
+	}
+	return false
+}
+
+// object reads {"key": value, ...}, calling member with each key (escape-free
+// keys only) with the parser at the value, which member must consume.
+func (p *fastParser) object(member func(key []byte) bool) bool {
+	if p.peek() != '{' {
+		return false
+	}
+	p.i++
+	if p.peek() == '}' {
+		p.i++
+		return true
+	}
+	for {
+		if p.peek() != '"' {
+			return false
+		}
+		start := p.i + 1
+		j := start
+		for j < len(p.b) && p.b[j] != '"' {
+			if p.b[j] == '\\' || p.b[j] < 0x20 || p.b[j] >= 0x80 {
+				return false // unusual key: general decoder
+			}
+			j++
+		}
+		if j >= len(p.b) {
+			return false
+		}
+		key := p.b[start:j]
+		p.i = j + 1
+		if p.peek() != ':' {
+			return false
+		}
+		p.i++
+		p.ws()
+		if !member(key) {
+			return false
+		}
+		switch p.peek() {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str reads a string, unescaping it.
+func (p *fastParser) str() (string, bool) {
+	if p.peek() != '"' {
+		return "", false
+	}
+	start := p.i + 1
+	j := start
+	plain := true
+	for j < len(p.b) {
+		c := p.b[j]
+		if c == '"' {
+			break
+		}
+		if c < 0x20 {
+			return "", false
+		}
+		if c == '\\' || c >= 0x80 {
+			plain = false
+			if c == '\\' {
+				j++ // skip the escaped character
+			}
+		}
+		j++
+	}
+	if j >= len(p.b) {
+		return "", false
+	}
+	raw := p.b[start:j]
+	p.i = j + 1
+	if plain {
+		return string(raw), true
+	}
+	return unescape(raw)
+}
+
+// unescape decodes the body of a JSON string that has escapes or non-ASCII
+// bytes. Invalid UTF-8 is refused (the general decoder replaces it).
+func unescape(raw []byte) (string, bool) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c >= 0x80 {
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return "", false
+			}
+			out = append(out, raw[i:i+size]...)
+			i += size
+			continue
+		}
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		if i+1 >= len(raw) {
+			return "", false
+		}
+		switch raw[i+1] {
+		case '"', '\\', '/':
+			out = append(out, raw[i+1])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(raw, i+2)
+			if !ok {
+				return "", false
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(-1), false
+				if i+1 < len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					r2, ok = hex4(raw, i+2)
+				}
+				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
+					r = d
+					i += 6
+				} else {
+					return "", false // lone surrogate: general decoder
+				}
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return string(out), true
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[i:i+4]), 16, 32)
+	return rune(n), err == nil
+}
+
+func (p *fastParser) nullableStr(dst *string) bool {
+	if p.null() {
+		return true // null leaves the field as it was, like encoding/json
+	}
+	s, ok := p.str()
+	*dst = s
+	return ok
+}
+
+// integer reads a plain integer (no fraction or exponent) that fits in an int.
+func (p *fastParser) integer(dst *int) bool {
+	var n int64
+	if !p.integer64(&n) {
+		return false
+	}
+	*dst = int(n)
+	return true
+}
+
+func (p *fastParser) integer64(dst *int64) bool {
+	if p.null() {
+		return true
+	}
+	p.ws()
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	if p.i == digits || p.i-digits > 18 || (p.b[digits] == '0' && p.i-digits > 1) {
+		return false
+	}
+	if p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '.', 'e', 'E':
+			return false
+		}
+	}
+	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
+	*dst = n
+	return err == nil
+}
+
+// raw validates one value and stores its bytes (a sub-slice of the line).
+func (p *fastParser) raw(dst *json.RawMessage) bool {
+	p.ws()
+	start := p.i
+	if !p.skip() {
+		return false
+	}
+	*dst = p.b[start:p.i:p.i]
+	return true
+}
+
+// skip validates and passes over one value.
+func (p *fastParser) skip() bool {
+	switch c := p.peek(); {
+	case c == '"':
+		_, ok := p.str()
+		return ok
+	case c == '{':
+		return p.object(func([]byte) bool { return p.skip() })
+	case c == '[':
+		p.i++
+		if p.peek() == ']' {
+			p.i++
+			return true
+		}
+		for {
+			if !p.skip() {
+				return false
+			}
+			switch p.peek() {
+			case ',':
+				p.i++
+			case ']':
+				p.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == 't':
+		return p.lit("true")
+	case c == 'f':
+		return p.lit("false")
+	case c == 'n':
+		return p.lit("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	}
+	return false
+}
+
+// number passes over a JSON number, validating its grammar.
+func (p *fastParser) number() bool {
+	if p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := func() int {
+		s := p.i
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+		}
+		return p.i - s
+	}
+	if p.i < len(p.b) && p.b[p.i] == '0' {
+		p.i++
+	} else if digits() == 0 {
+		return false
+	}
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return true
+}
