@@ -220,7 +220,7 @@ func TestIncomingRequests(t *testing.T) {
 		c.print(map[string]any{"type": "control_request", "request_id": id, "request": map[string]any{
 			"subtype": "can_use_tool", "tool_name": tool, "input": map[string]any{"command": "ls"}, "tool_use_id": "tu_" + id,
 			"permission_suggestions": []any{map[string]any{"type": "addRules", "rules": []any{map[string]any{"toolName": "Bash", "ruleContent": "ls"}}, "behavior": "allow", "destination": "session"}},
-			"blocked_path": "/etc", "decision_reason": "why", "agent_id": "a1",
+			"blocked_path":           "/etc", "decision_reason": "why", "agent_id": "a1",
 		}})
 	}
 	responses := map[string]map[string]any{}
