@@ -16,8 +16,8 @@ build:
 # The main job. Until the daemon exists this runs one prompt through the real CLI.
 # PROMPT and ARGS can be overridden: make run PROMPT='list the files' ARGS='--permission-mode acceptEdits'
 PROMPT ?= Say hello in one sentence.
-run: build
-	./bin/claudectl run $(ARGS) "$(PROMPT)"
+run: build cli
+	./bin/claudectl run --cli "$(CLAUDE_BIN)" $(ARGS) "$(PROMPT)"
 
 # Installs the pinned CLI into .tools/ (project-local, git-ignored) when it is missing.
 cli: $(CLAUDE_BIN)
