@@ -94,7 +94,11 @@ func (e *ResultError) Error() string {
 	if detail == "" {
 		detail = "no detail given"
 	}
-	return fmt.Sprintf("claude: turn ended with %s (session %s): %s", e.Subtype, e.SessionID, detail)
+	what := e.Subtype
+	if what == "" || what == "success" {
+		what = "an error" // the CLI reports API failures as subtype success with is_error set
+	}
+	return fmt.Sprintf("claude: turn ended with %s (session %s): %s", what, e.SessionID, detail)
 }
 
 // Err returns a *ResultError when the result reports an error, else nil.

@@ -1,6 +1,8 @@
 package claude
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -19,15 +21,20 @@ import (
 // whatever it accepts decodes exactly as the general decoder would.
 func decodeStreamEvent(line []byte, sid *sessionIDCache) (*StreamEvent, bool) {
 	p := fastParser{b: line}
-	m := &StreamEvent{}
+	// One allocation for the event and its delta; most events have one.
+	a := &struct {
+		ev StreamEvent
+		d  Delta
+	}{}
+	m := &a.ev
 	ok := p.object(func(key []byte) bool {
 		switch string(key) {
 		case "type":
-			s, ok := p.str()
+			raw, _, ok := p.strRaw()
 			m.Type = "stream_event"
-			return ok && s == "stream_event"
+			return ok && string(raw) == "stream_event"
 		case "event":
-			return p.event(&m.Event)
+			return p.event(&m.Event, &a.d)
 		case "parent_tool_use_id":
 			return p.nullableStr(&m.ParentToolUseID)
 		case "agent_id":
@@ -36,11 +43,15 @@ func decodeStreamEvent(line []byte, sid *sessionIDCache) (*StreamEvent, bool) {
 			return p.nullableStr(&m.UUID)
 		case "session_id":
 			if p.peek() == '"' {
-				start := p.i
-				s, ok := p.str()
-				if ok {
-					m.SessionID = sid.intern(line[start:p.i], s)
+				raw, plain, ok := p.strRaw()
+				if !ok {
+					return false
 				}
+				if plain {
+					m.SessionID = sid.intern(raw)
+					return true
+				}
+				m.SessionID, ok = unescape(raw)
 				return ok
 			}
 			return p.nullableStr(&m.SessionID)
@@ -59,14 +70,15 @@ func decodeStreamEvent(line []byte, sid *sessionIDCache) (*StreamEvent, bool) {
 	return m, true
 }
 
-func (p *fastParser) event(e *StreamEventData) bool {
+// event decodes the event object; spare is used for the first delta.
+func (p *fastParser) event(e *StreamEventData, spare *Delta) bool {
 	if p.null() {
 		return true
 	}
 	return p.object(func(key []byte) bool {
 		switch string(key) {
 		case "type":
-			return p.nullableStr(&e.Type)
+			return p.nullableName(&e.Type)
 		case "index":
 			return p.integer(&e.Index)
 		case "delta":
@@ -76,13 +88,17 @@ func (p *fastParser) event(e *StreamEventData) bool {
 			}
 			d := e.Delta // a repeated key merges, as in encoding/json
 			if d == nil {
-				d = &Delta{}
+				d = spare
+				spare = nil
+				if d == nil {
+					d = &Delta{}
+				}
 				e.Delta = d
 			}
 			return p.object(func(key []byte) bool {
 				switch string(key) {
 				case "type":
-					return p.nullableStr(&d.Type)
+					return p.nullableName(&d.Type)
 				case "text":
 					return p.nullableStr(&d.Text)
 				case "partial_json":
@@ -112,13 +128,15 @@ func (p *fastParser) event(e *StreamEventData) bool {
 // for concurrent use.
 type sessionIDCache struct{ last atomic.Pointer[string] }
 
-func (c *sessionIDCache) intern(quoted []byte, s string) string {
+// intern returns raw (a plain string body) as a string.
+func (c *sessionIDCache) intern(raw []byte) string {
 	if c == nil {
-		return s
+		return string(raw)
 	}
-	if last := c.last.Load(); last != nil && len(quoted) == len(*last)+2 && string(quoted[1:len(quoted)-1]) == *last {
+	if last := c.last.Load(); last != nil && string(raw) == *last {
 		return *last
 	}
+	s := string(raw)
 	c.last.Store(&s)
 	return s
 }
@@ -142,6 +160,9 @@ type fastParser struct {
 }
 
 func (p *fastParser) ws() {
+	if p.i < len(p.b) && p.b[p.i] > ' ' {
+		return
+	}
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
 		case ' ', '\t', '\n', '\r':
@@ -225,19 +246,50 @@ func (p *fastParser) object(member func(key []byte) bool) bool {
 
 // str reads a string, unescaping it.
 func (p *fastParser) str() (string, bool) {
-	if p.peek() != '"' {
+	raw, plain, ok := p.strRaw()
+	if !ok {
 		return "", false
 	}
+	if plain {
+		return string(raw), true
+	}
+	return unescape(raw)
+}
+
+// strRaw reads a string and returns its body as it is in the line, and
+// whether that body is plain (no escapes, ASCII only).
+func (p *fastParser) strRaw() (raw []byte, plain, ok bool) {
+	if p.peek() != '"' {
+		return nil, false, false
+	}
 	start := p.i + 1
+	// The common case, found with vectorised searches: no backslash before
+	// the next quote, and only printable ASCII in between.
+	if q := bytes.IndexByte(p.b[start:], '"'); q >= 0 {
+		body := p.b[start : start+q]
+		if bytes.IndexByte(body, '\\') < 0 {
+			switch printableASCII(body) {
+			case 1:
+				p.i = start + q + 1
+				return body, true, true
+			case 0:
+				if !validStringBody(body) {
+					return nil, false, false
+				}
+				p.i = start + q + 1
+				return body, false, true
+			}
+		}
+	}
 	j := start
-	plain := true
+	plain = true
 	for j < len(p.b) {
 		c := p.b[j]
 		if c == '"' {
 			break
 		}
 		if c < 0x20 {
-			return "", false
+			return nil, false, false
 		}
 		if c == '\\' || c >= 0x80 {
 			plain = false
@@ -248,15 +300,54 @@ func (p *fastParser) str() (string, bool) {
 		j++
 	}
 	if j >= len(p.b) {
-		return "", false
+		return nil, false, false
 	}
-	raw := p.b[start:j]
 	p.i = j + 1
-	if plain {
-		return string(raw), true
-	}
-	return unescape(raw)
+	return p.b[start:j], plain, true
 }
+
+// printableASCII reports 1 when every byte of b is in 0x20..0x7f, 0 when
+// some byte is 0x80 or above and none is a control character, and -1 when
+// there is a control character. It checks eight bytes at a time.
+func printableASCII(b []byte) int {
+	const lo, hi = 0x2020202020202020, 0x8080808080808080
+	i := 0
+	var high uint64
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if (w-lo)&^w&hi != 0 { // some byte below 0x20 (or a false alarm; check exactly)
+			return exactASCII(b)
+		}
+		high |= w
+	}
+	for ; i < len(b); i++ {
+		if b[i] < 0x20 {
+			return -1
+		}
+		high |= uint64(b[i])
+	}
+	if high&hi != 0 {
+		return 0
+	}
+	return 1
+}
+
+func exactASCII(b []byte) int {
+	r := 1
+	for _, c := range b {
+		if c < 0x20 {
+			return -1
+		}
+		if c >= 0x80 {
+			r = 0
+		}
+	}
+	return r
+}
+
+// validStringBody reports whether b (no backslash, no control character)
+// is valid UTF-8; invalid UTF-8 is left to the general decoder.
+func validStringBody(b []byte) bool { return utf8.Valid(b) }
 
 // unescape decodes the body of a JSON string that has escapes or non-ASCII
 // bytes. Invalid UTF-8 is refused (the general decoder replaces it).
@@ -328,6 +419,42 @@ func hex4(b []byte, i int) (rune, bool) {
 	}
 	n, err := strconv.ParseUint(string(b[i:i+4]), 16, 32)
 	return rune(n), err == nil
+}
+
+// nullableName is nullableStr for the event and delta type names, which
+// repeat on every line: the known ones cost no allocation.
+func (p *fastParser) nullableName(dst *string) bool {
+	if p.peek() != '"' {
+		return p.nullableStr(dst)
+	}
+	raw, plain, ok := p.strRaw()
+	if !ok {
+		return false
+	}
+	if !plain {
+		s, ok := unescape(raw)
+		*dst = s
+		return ok
+	}
+	var s string
+	switch string(raw) {
+	case "content_block_delta":
+		s = "content_block_delta"
+	case "text_delta":
+		s = "text_delta"
+	case "input_json_delta":
+		s = "input_json_delta"
+	case "thinking_delta":
+		s = "thinking_delta"
+	case "content_block_start":
+		s = "content_block_start"
+	case "content_block_stop":
+		s = "content_block_stop"
+	default:
+		s = string(raw)
+	}
+	*dst = s
+	return true
 }
 
 func (p *fastParser) nullableStr(dst *string) bool {

@@ -206,10 +206,13 @@ func (s *Session) finish(readErr error) {
 	s.mu.Unlock()
 	var ee *ExitError
 	if errors.As(err, &ee) {
-		ee.SessionID = sid
+		// A copy: the Conn hands the same error to others.
+		c := *ee
+		c.SessionID = sid
 		if inTurn {
-			ee.During = "mid-turn"
+			c.During = "mid-turn"
 		}
+		err = &c
 	}
 	s.endErr = err
 	failWith := err

@@ -70,6 +70,7 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		stdinW.Close()
 		return nil, &StartError{Path: c.Path, Err: err}
 	}
+	growPipe(stdoutW) // fewer wake-ups when the CLI writes fast
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
 		for _, f := range []*os.File{stdinR, stdinW, stdoutR, stdoutW} {
@@ -94,6 +95,7 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		return nil, &StartError{Path: c.Path, Err: err}
 	}
 	p := &process{
+		ctx:     ctx,
 		t:       t,
 		cmd:     cmd,
 		stdin:   stdinW,
@@ -111,6 +113,7 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 }
 
 type process struct {
+	ctx    context.Context // the session's life; when done, no grace period
 	t      *ProcessTransport
 	cmd    *exec.Cmd
 	stdin  *os.File
@@ -213,7 +216,11 @@ func (p *process) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.stop)
 		p.CloseWrite()
-		p.terminate(p.t.GracePeriod, defaultGracePeriod)
+		if p.ctx.Err() != nil {
+			p.terminate(-1, 0) // cancelled: SIGTERM now
+		} else {
+			p.terminate(p.t.GracePeriod, defaultGracePeriod)
+		}
 	})
 	<-p.exited
 	select {

@@ -2,9 +2,14 @@
 
 package claude
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // procAttr puts the CLI in its own process group.
 func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+func growPipe(*os.File) {}

@@ -270,10 +270,13 @@ func (s *Session) Close() error {
 		<-s.done
 		s.handlers.Wait()
 		s.pipeline.Wait()
+		<-s.initDone
 		s.q.close(ErrClosed)
 		var ee *ExitError
 		if errors.As(err, &ee) {
-			ee.SessionID = s.SessionID()
+			c := *ee // the Conn hands the same error to others
+			c.SessionID = s.SessionID()
+			err = &c
 		}
 		s.closeErr = err
 	})

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
@@ -20,6 +21,13 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: sdkconsume CLI_PATH")
 		os.Exit(2)
+	}
+	if p := os.Getenv("SDKCONSUME_TRACE"); p != "" {
+		f, err := os.Create(p)
+		if err == nil {
+			trace.Start(f)
+			defer trace.Stop()
+		}
 	}
 	if p := os.Getenv("SDKCONSUME_CPUPROFILE"); p != "" {
 		f, err := os.Create(p)
@@ -82,14 +90,18 @@ func run(cli string) error {
 	return nil
 }
 
-// utf16Len counts UTF-16 code units, as JavaScript's String.length does.
+// utf16Len counts UTF-16 code units, as JavaScript's String.length does:
+// one per UTF-8 sequence, two for a 4-byte one. Counting lead bytes needs
+// no decoding (strings from the decoder are valid UTF-8).
 func utf16Len(s string) int {
 	n := 0
-	for _, r := range s {
-		if r >= 0x10000 {
-			n += 2
-		} else {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x80 || c >= 0xC0 {
 			n++
+			if c >= 0xF0 {
+				n++
+			}
 		}
 	}
 	return n
