@@ -1,0 +1,31 @@
+// Command claudectl drives the Claude Code CLI; see "claudectl help".
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/claudectl/claudectl/internal/cli"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	// Ctrl-C is the commands' to handle (run interrupts the turn first);
+	// SIGTERM and SIGHUP cancel everything.
+	interrupts := make(chan os.Signal, 4)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+
+	code := cli.Main(ctx, &cli.Env{Interrupts: interrupts}, os.Args[1:])
+	if ctx.Err() != nil && code != cli.ExitOK {
+		return 128 + int(syscall.SIGTERM) // terminated
+	}
+	return code
+}

@@ -1,0 +1,304 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/claudectl/claudectl/claude"
+)
+
+// toolLog records which tool calls the transcript has shown, so that a
+// permission prompt appears after its "⏺ Tool(...)" line rather than before
+// it: the CLI's request is answered on its own goroutine and can overtake the
+// message that announced the call. A nil *toolLog shows nothing and waits
+// for nothing.
+type toolLog struct {
+	mu   sync.Mutex
+	seen map[string]chan struct{}
+}
+
+func newToolLog() *toolLog { return &toolLog{seen: map[string]chan struct{}{}} }
+
+func (t *toolLog) ch(id string) chan struct{} {
+	c, ok := t.seen[id]
+	if !ok {
+		c = make(chan struct{})
+		t.seen[id] = c
+	}
+	return c
+}
+
+// shown records that the call id was printed.
+func (t *toolLog) shown(id string) {
+	if t == nil || id == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.ch(id)
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// wait waits until the call id was printed, for at most d.
+func (t *toolLog) wait(ctx context.Context, id string, d time.Duration) {
+	if t == nil || id == "" {
+		return
+	}
+	t.mu.Lock()
+	c := t.ch(id)
+	t.mu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-c:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+// lineReader reads answers from stdin one line at a time, on request, on a
+// goroutine of its own: a prompt must give up when the CLI withdraws its
+// question or the session ends, and a read from a terminal cannot be
+// cancelled. Calls to next must not overlap (the asker serialises them).
+type lineReader struct {
+	in   io.Reader
+	once sync.Once
+	want chan struct{}
+	got  chan lineResult
+	stop chan struct{}
+
+	pending bool // a line was asked for and has not been taken yet
+	eof     bool
+}
+
+type lineResult struct {
+	line string
+	err  error
+}
+
+func newLineReader(in io.Reader) *lineReader {
+	return &lineReader{
+		in:   in,
+		want: make(chan struct{}),
+		got:  make(chan lineResult, 1),
+		stop: make(chan struct{}),
+	}
+}
+
+func (l *lineReader) start() {
+	l.once.Do(func() {
+		go func() {
+			br := bufio.NewReader(l.in)
+			for {
+				select {
+				case <-l.want:
+				case <-l.stop:
+					return
+				}
+				line, err := br.ReadString('\n')
+				l.got <- lineResult{strings.TrimRight(line, "\r\n"), err}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
+}
+
+// next returns the next line, io.EOF once input has ended, or ctx's error.
+// A line that arrives after ctx ended is kept for the next call.
+func (l *lineReader) next(ctx context.Context) (string, error) {
+	if l.eof {
+		return "", io.EOF
+	}
+	l.start()
+	if !l.pending {
+		select {
+		case l.want <- struct{}{}:
+			l.pending = true
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	select {
+	case r := <-l.got:
+		l.pending = false
+		if r.err != nil {
+			l.eof = true
+			if r.line != "" { // a last line without a newline
+				return r.line, nil
+			}
+			return "", io.EOF
+		}
+		return r.line, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// close stops the reading goroutine unless it is blocked reading, in which
+// case it ends with the input (or the process).
+func (l *lineReader) close() { close(l.stop) }
+
+// asker puts permission prompts and AskUserQuestion questions to the user on
+// the terminal: the question on stderr, the answer from stdin.
+type asker struct {
+	out   io.Writer
+	lines *lineReader
+	tools *toolLog
+	turn  chan struct{} // one question at a time
+}
+
+func newAsker(out io.Writer, in io.Reader, tools *toolLog) *asker {
+	return &asker{out: out, lines: newLineReader(in), tools: tools, turn: make(chan struct{}, 1)}
+}
+
+func (a *asker) close() { a.lines.close() }
+
+// acquire waits for the terminal; release gives it back.
+func (a *asker) acquire(ctx context.Context) error {
+	select {
+	case a.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *asker) release() { <-a.turn }
+
+// canUseTool asks whether a tool may run: y allows it once, a allows it and
+// applies the CLI's suggested rules ("always"), anything else denies it.
+func (a *asker) canUseTool(ctx context.Context, req *claude.PermissionRequest) (claude.PermissionResult, error) {
+	if err := a.acquire(ctx); err != nil {
+		return claude.PermissionResult{}, err
+	}
+	defer a.release()
+	a.tools.wait(ctx, req.ToolUseID, time.Second)
+	what := req.ToolName
+	if s := toolSummary(req.ToolName, req.Input); s != "" {
+		what += ": " + s
+	}
+	for {
+		fmt.Fprintf(a.out, "Allow %s? [y/N/a(lways)] ", what)
+		line, err := a.lines.next(ctx)
+		if err != nil {
+			fmt.Fprintln(a.out)
+			if errors.Is(err, io.EOF) {
+				fmt.Fprintf(a.out, "claudectl: no answer (stdin closed): denied %s\n", req.ToolName)
+				return claude.Deny("The user did not answer the permission prompt for " + req.ToolName + ", so it was denied."), nil
+			}
+			fmt.Fprintf(a.out, "claudectl: the question about %s was withdrawn\n", req.ToolName)
+			return claude.PermissionResult{}, err
+		}
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return claude.Allow(), nil
+		case "a", "always":
+			r := claude.Allow()
+			r.UpdatedPermissions = req.Suggestions
+			return r, nil
+		case "", "n", "no":
+			return claude.Deny("The user denied permission to use " + req.ToolName + "."), nil
+		}
+		fmt.Fprintln(a.out, "Please answer y (yes), n (no) or a (always).")
+	}
+}
+
+// answer puts AskUserQuestion's questions to the user: a number picks an
+// option (several, comma-separated, where more than one may be chosen), any
+// other text is the answer itself.
+func (a *asker) answer(ctx context.Context, qs []claude.Question) (map[string]string, error) {
+	if err := a.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer a.release()
+	answers := make(map[string]string, len(qs))
+	for _, q := range qs {
+		if q.Header != "" {
+			fmt.Fprintf(a.out, "[%s] ", q.Header)
+		}
+		fmt.Fprintln(a.out, q.Question)
+		for i, o := range q.Options {
+			if o.Description != "" {
+				fmt.Fprintf(a.out, "  %d. %s - %s\n", i+1, o.Label, o.Description)
+			} else {
+				fmt.Fprintf(a.out, "  %d. %s\n", i+1, o.Label)
+			}
+		}
+		prompt := "Your answer: "
+		switch {
+		case len(q.Options) > 0 && q.MultiSelect:
+			prompt = fmt.Sprintf("Choose 1-%d (several: 1,3) or type an answer: ", len(q.Options))
+		case len(q.Options) > 0:
+			prompt = fmt.Sprintf("Choose 1-%d or type an answer: ", len(q.Options))
+		}
+		for {
+			fmt.Fprint(a.out, prompt)
+			line, err := a.lines.next(ctx)
+			if err != nil {
+				fmt.Fprintln(a.out)
+				if errors.Is(err, io.EOF) {
+					return nil, errors.New("the user gave no answer (stdin closed)")
+				}
+				return nil, err
+			}
+			if ans, ok := pickOptions(q, strings.TrimSpace(line)); ok {
+				answers[q.Question] = ans
+				break
+			}
+			fmt.Fprintln(a.out, "Please choose one of the numbers, or type an answer.")
+		}
+	}
+	return answers, nil
+}
+
+// pickOptions turns an answer line into the answer for q: option numbers
+// become their labels (joined by ", "), other text is taken as it is.
+func pickOptions(q claude.Question, line string) (string, bool) {
+	if line == "" {
+		return "", false
+	}
+	var labels []string
+	for _, f := range strings.Split(line, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return line, true // free text
+		}
+		if n < 1 || n > len(q.Options) {
+			return "", false
+		}
+		labels = append(labels, q.Options[n-1].Label)
+	}
+	if len(labels) > 1 && !q.MultiSelect {
+		return "", false
+	}
+	return strings.Join(labels, ", "), true
+}
+
+// denyNoTerminal answers every request when there is no terminal to ask on.
+func denyNoTerminal(out io.Writer) claude.CanUseToolFunc {
+	return func(ctx context.Context, req *claude.PermissionRequest) (claude.PermissionResult, error) {
+		what := req.ToolName
+		if s := toolSummary(req.ToolName, req.Input); s != "" {
+			what += "(" + s + ")"
+		}
+		if req.ToolName == "AskUserQuestion" {
+			fmt.Fprintf(out, "claudectl: could not ask %q: no terminal was available to ask (stdin is not a terminal)\n", toolSummary(req.ToolName, req.Input))
+			return claude.Deny("The user could not be asked: claudectl had no terminal available to ask questions on (stdin is not a terminal). Proceed without the answer, using your best judgement."), nil
+		}
+		fmt.Fprintf(out, "claudectl: denied %s: no terminal was available to ask for permission (stdin is not a terminal); allow it with --allow %s or --permission-mode\n", what, req.ToolName)
+		return claude.Deny("Permission to use " + req.ToolName + " was denied: no terminal was available to ask the user (claudectl's stdin is not a terminal). The user can allow it with claudectl's --allow or --permission-mode flags."), nil
+	}
+}

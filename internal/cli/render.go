@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/claudectl/claudectl/claude"
+)
+
+// maxSummary is how many characters of a tool's input or output one line
+// shows.
+const maxSummary = 80
+
+// renderer prints a session's messages as a transcript: the reply text as it
+// streams, a line per tool call and a short line per tool result. It is used
+// from the goroutine reading messages only.
+type renderer struct {
+	out  io.Writer
+	tool *toolLog // tool calls shown, for the permission prompt to wait on
+
+	atLineStart bool
+	last        int             // what was printed last: nothing, text or a tool line
+	current     string          // id of the main-thread message being streamed
+	streamed    map[string]bool // main-thread message ids whose text came as deltas
+}
+
+const (
+	printedNothing = iota
+	printedText
+	printedTool
+)
+
+func newRenderer(out io.Writer, tool *toolLog) *renderer {
+	return &renderer{out: out, tool: tool, atLineStart: true, streamed: map[string]bool{}}
+}
+
+func (r *renderer) write(s string) {
+	if s == "" {
+		return
+	}
+	io.WriteString(r.out, s)
+	r.atLineStart = strings.HasSuffix(s, "\n")
+}
+
+// text prints reply text, separated by a blank line from tool lines above.
+func (r *renderer) text(s string) {
+	if s == "" {
+		return
+	}
+	if r.last == printedTool {
+		r.endLine()
+		r.write("\n")
+	}
+	r.write(s)
+	r.last = printedText
+}
+
+// line prints a whole line of tool output, separated by a blank line from
+// reply text above.
+func (r *renderer) line(s string) {
+	r.endLine()
+	if r.last == printedText {
+		r.write("\n")
+	}
+	r.write(s + "\n")
+	r.last = printedTool
+}
+
+// endLine ends a partly written line.
+func (r *renderer) endLine() {
+	if !r.atLineStart {
+		r.write("\n")
+	}
+}
+
+// finish ends the transcript on a new line.
+func (r *renderer) finish() { r.endLine() }
+
+// handle prints what m adds to the transcript.
+func (r *renderer) handle(m claude.Message) {
+	switch m := m.(type) {
+	case *claude.StreamEvent:
+		if m.ParentToolUseID != "" {
+			return // a sub-agent's stream: its tool calls are shown, not its text
+		}
+		switch m.Event.Type {
+		case "message_start":
+			var msg struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(m.Event.Message, &msg)
+			r.current = msg.ID
+		case "content_block_delta":
+			if d := m.Event.Delta; d != nil && d.Type == "text_delta" {
+				r.streamed[r.current] = true
+				r.text(d.Text)
+			}
+		}
+	case *claude.AssistantMessage:
+		sub := m.ParentToolUseID != ""
+		for _, b := range m.Message.Content {
+			switch b := b.(type) {
+			case *claude.TextBlock:
+				// Shown already if it streamed. An API error's text comes
+				// back as the result's error, printed on stderr.
+				if !sub && !r.streamed[m.Message.ID] && m.Error == "" {
+					r.text(b.Text)
+				}
+			case *claude.ToolUseBlock:
+				r.line(indent(sub) + toolLine(b.Name, b.Input))
+				r.tool.shown(b.ID)
+			case *claude.ServerToolUseBlock:
+				r.line(indent(sub) + toolLine(b.Name, b.Input))
+			}
+		}
+	case *claude.UserMessage:
+		sub := m.ParentToolUseID != ""
+		if m.Message.Content.IsText() {
+			return
+		}
+		for _, b := range m.Message.Content.Blocks {
+			if tr, ok := b.(*claude.ToolResultBlock); ok {
+				r.line(indent(sub) + resultLine(tr))
+			}
+		}
+	}
+}
+
+func indent(sub bool) string {
+	if sub {
+		return "  "
+	}
+	return ""
+}
+
+// toolLine is the line shown for a tool call: "⏺ Bash(echo hi)".
+func toolLine(name string, input json.RawMessage) string {
+	if s := toolSummary(name, input); s != "" {
+		return "⏺ " + name + "(" + s + ")"
+	}
+	return "⏺ " + name
+}
+
+// resultLine is the line shown for a tool result: "  ⎿  first line…".
+func resultLine(tr *claude.ToolResultBlock) string {
+	text := strings.TrimSpace(tr.Content.String())
+	first, more := firstLine(text)
+	if tr.IsError {
+		if !strings.HasPrefix(strings.ToLower(first), "error") {
+			first = "Error: " + first
+		}
+	} else if first == "" {
+		first = "(no output)"
+	}
+	s := "  ⎿  " + truncate(first, maxSummary)
+	if more > 0 {
+		s += fmt.Sprintf(" (+%d more %s)", more, plural(more, "line", "lines"))
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// firstLine returns the first non-blank line of s and how many lines follow.
+func firstLine(s string) (string, int) {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			return strings.TrimSpace(l), len(lines) - i - 1
+		}
+	}
+	return "", 0
+}
+
+// summaryFields are the input fields that best describe a tool call, in the
+// order they are tried.
+var summaryFields = []string{"command", "file_path", "notebook_path", "pattern", "path", "url", "query", "skill", "description", "prompt"}
+
+// toolSummary describes a tool call's input in one short line: its command,
+// file, pattern, ... or else its first string field.
+func toolSummary(name string, input json.RawMessage) string {
+	fields, order := objectFields(input)
+	if fields == nil {
+		return ""
+	}
+	if name == "AskUserQuestion" {
+		var qs []claude.Question
+		if json.Unmarshal(fields["questions"], &qs) == nil && len(qs) > 0 {
+			return oneLine(qs[0].Question)
+		}
+	}
+	str := func(k string) string {
+		var s string
+		if json.Unmarshal(fields[k], &s) != nil {
+			return ""
+		}
+		return oneLine(s)
+	}
+	for _, k := range summaryFields {
+		if s := str(k); s != "" {
+			return s
+		}
+	}
+	for _, k := range order {
+		if s := str(k); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// objectFields decodes a JSON object's fields and returns them with their
+// keys in document order; nil if input is not an object.
+func objectFields(input json.RawMessage) (map[string]json.RawMessage, []string) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(input, &fields) != nil || fields == nil {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	var order []string
+	if _, err := dec.Token(); err != nil { // {
+		return fields, nil
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			break
+		}
+		k, _ := t.(string)
+		order = append(order, k)
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			break
+		}
+	}
+	return fields, order
+}
+
+// oneLine collapses whitespace (newlines included) and truncates s.
+func oneLine(s string) string {
+	return truncate(strings.Join(strings.Fields(s), " "), maxSummary)
+}
+
+// truncate cuts s to n characters, marking the cut with "…".
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	runes := []rune(s)
+	return string(runes[:n-1]) + "…"
+}
