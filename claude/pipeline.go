@@ -21,8 +21,8 @@ import (
 // CLI's output ends; dispatchLoop then records why and closes s.done.
 
 const (
-	batchMaxLines = 256
-	batchMaxBytes = 256 << 10
+	batchMaxLines = 2048
+	batchMaxBytes = 512 << 10
 	// inlineDecodeLines: batches this small are decoded by readLoop itself,
 	// which saves a hand-off when output trickles in.
 	inlineDecodeLines = 2
@@ -36,8 +36,8 @@ type batch struct {
 
 func (s *Session) startPipeline() {
 	workers := min(runtime.GOMAXPROCS(0), 4)
-	work := make(chan *batch, workers*2)
-	ordered := make(chan *batch, workers*4)
+	work := make(chan *batch, workers)
+	ordered := make(chan *batch, workers+1)
 	s.pipeline.Add(2 + workers)
 	for range workers {
 		go func() {
@@ -76,6 +76,7 @@ func (s *Session) readLoop(work, ordered chan<- *batch) {
 		ordered <- cur
 		cur = &batch{done: make(chan struct{})}
 		size = 0
+		s.q.waitRoom(s.ctx) // pause the CLI while the reader is far behind
 	}
 	for {
 		line, err := s.conn.ReadLine()
@@ -136,7 +137,7 @@ func (s *Session) dispatchLoop(ordered <-chan *batch) {
 			}
 		}
 		if len(out) > 0 {
-			s.q.push(s.ctx, out)
+			s.q.push(out)
 		}
 	}
 	s.finish(endErr)

@@ -3,6 +3,7 @@
 package claude
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,18 @@ type ProcessTransport struct {
 	// Stderr, if set, receives each line the CLI writes on stderr. It is
 	// called from one goroutine and must not block for long.
 	Stderr func(line string)
+	// ReadBufferSize is the size of the stdout read buffer, allocated on
+	// the first read and kept for the session's life. Zero means 512 KiB,
+	// which suits a fast stream; a host of many mostly idle sessions may
+	// prefer less, at some cost in peak throughput.
+	ReadBufferSize int
+}
+
+func (t *ProcessTransport) readBufferSize() int {
+	if t.ReadBufferSize > 0 {
+		return t.ReadBufferSize
+	}
+	return 512 << 10
 }
 
 // stderrTailBytes is how much of stderr is kept for errors.
@@ -95,16 +108,20 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		return nil, &StartError{Path: c.Path, Err: err}
 	}
 	p := &process{
-		ctx:     ctx,
-		t:       t,
-		cmd:     cmd,
-		stdin:   stdinW,
-		stdout:  stdoutR,
-		stderr:  stderrR,
-		reader:  jsonl.NewReader(stdoutR, &jsonl.ReaderOptions{MaxLineBytes: c.MaxLineBytes}),
-		exited:  make(chan struct{}),
-		stderrD: make(chan struct{}),
-		stop:    make(chan struct{}),
+		ctx:          ctx,
+		grace:        t.GracePeriod,
+		defaultGrace: defaultGracePeriod,
+		killDelay:    cmp.Or(t.KillDelay, defaultKillDelay),
+		drainDelay:   stdoutDrainDelay,
+		t:            t,
+		cmd:          cmd,
+		stdin:        stdinW,
+		stdout:       stdoutR,
+		stderr:       stderrR,
+		reader:       jsonl.NewReader(stdoutR, &jsonl.ReaderOptions{MaxLineBytes: c.MaxLineBytes, BufferSize: t.readBufferSize()}),
+		exited:       make(chan struct{}),
+		stderrD:      make(chan struct{}),
+		stop:         make(chan struct{}),
 	}
 	go p.drainStderr()
 	go p.wait()
@@ -113,13 +130,15 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 }
 
 type process struct {
-	ctx    context.Context // the session's life; when done, no grace period
-	t      *ProcessTransport
-	cmd    *exec.Cmd
-	stdin  *os.File
-	stdout *os.File
-	stderr *os.File
-	reader *jsonl.Reader
+	ctx                   context.Context // the session's life; when done, no grace period
+	grace, defaultGrace   time.Duration
+	killDelay, drainDelay time.Duration
+	t                     *ProcessTransport
+	cmd                   *exec.Cmd
+	stdin                 *os.File
+	stdout                *os.File
+	stderr                *os.File
+	reader                *jsonl.Reader
 
 	exited  chan struct{} // closed when the child has been reaped
 	exitErr error         // set before exited is closed
@@ -217,9 +236,9 @@ func (p *process) Close() error {
 		close(p.stop)
 		p.CloseWrite()
 		if p.ctx.Err() != nil {
-			p.terminate(-1, 0) // cancelled: SIGTERM now
+			p.terminate(-1) // cancelled: SIGTERM now
 		} else {
-			p.terminate(p.t.GracePeriod, defaultGracePeriod)
+			p.terminate(p.grace)
 		}
 	})
 	<-p.exited
@@ -233,10 +252,11 @@ func (p *process) Close() error {
 	return p.exitErr
 }
 
-// terminate waits up to grace for the child to exit, then escalates.
-func (p *process) terminate(grace, def time.Duration) {
+// terminate waits up to grace (zero: the default, negative: none) for the
+// child to exit, then escalates.
+func (p *process) terminate(grace time.Duration) {
 	if grace == 0 {
-		grace = def
+		grace = p.defaultGrace
 	}
 	if grace > 0 {
 		t := time.NewTimer(grace)
@@ -249,10 +269,7 @@ func (p *process) terminate(grace, def time.Duration) {
 		}
 	}
 	p.signalGroup(syscall.SIGTERM)
-	kd := p.t.KillDelay
-	if kd == 0 {
-		kd = defaultKillDelay
-	}
+	kd := p.killDelay
 	t := time.NewTimer(kd)
 	select {
 	case <-p.exited:
@@ -285,7 +302,7 @@ func (p *process) watch(ctx context.Context) {
 		p.closeOnce.Do(func() {
 			close(p.stop)
 			p.CloseWrite()
-			p.terminate(-1, 0) // no grace: SIGTERM now
+			p.terminate(-1) // no grace: SIGTERM now
 		})
 		p.closeStdout()
 	case <-p.stop:
@@ -306,7 +323,7 @@ func (p *process) wait() {
 	// If something else still holds stdout open, stop reading after a while.
 	go func() {
 		select {
-		case <-time.After(stdoutDrainDelay):
+		case <-time.After(p.drainDelay):
 			p.closeStdout()
 		case <-p.stop:
 		}

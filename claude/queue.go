@@ -5,10 +5,10 @@ import (
 	"sync"
 )
 
-// msgQueue hands decoded messages from the dispatcher to the reader. It is
-// unbounded in count so that control traffic never waits for a reader, but
-// push blocks once maxQueuedBytes of unread output is queued, which pauses
-// reading from the CLI until the reader catches up.
+// msgQueue hands decoded messages from the dispatcher to the reader. push
+// never blocks, so control traffic is always routed; instead readLoop calls
+// waitRoom before reading more from the CLI, which pauses the CLI (through
+// its stdout pipe) while more than maxQueuedBytes of output is unread.
 type msgQueue struct {
 	mu     sync.Mutex
 	items  []Message
@@ -17,12 +17,12 @@ type msgQueue struct {
 	closed bool
 	err    error
 	notify chan struct{} // capacity 1: something was pushed, or the queue closed
-	space  chan struct{} // capacity 1: the reader made room
+	room   chan struct{} // capacity 1: the reader made room
 }
 
 func (q *msgQueue) init() {
 	q.notify = make(chan struct{}, 1)
-	q.space = make(chan struct{}, 1)
+	q.room = make(chan struct{}, 1)
 }
 
 func signal(c chan struct{}) {
@@ -32,33 +32,39 @@ func signal(c chan struct{}) {
 	}
 }
 
-// push appends msgs (copied) and returns once they are queued, or when ctx
-// ends or the queue is closed (then they are dropped).
-func (q *msgQueue) push(ctx context.Context, msgs []Message) {
+// push appends msgs (copied); after close they are dropped.
+func (q *msgQueue) push(msgs []Message) {
 	n := 0
 	for _, m := range msgs {
 		n += len(m.Raw())
 	}
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	if q.head > 0 && q.head == len(q.items) {
+		clear(q.items)
+		q.items, q.head = q.items[:0], 0
+	}
+	q.items = append(q.items, msgs...)
+	q.bytes += n
+	q.mu.Unlock()
+	signal(q.notify)
+}
+
+// waitRoom returns once less than maxQueuedBytes is unread, the queue is
+// closed, or ctx ends.
+func (q *msgQueue) waitRoom(ctx context.Context) {
 	for {
 		q.mu.Lock()
-		if q.closed {
-			q.mu.Unlock()
-			return
-		}
-		if q.bytes < maxQueuedBytes || q.head == len(q.items) {
-			if q.head > 0 && q.head == len(q.items) {
-				clear(q.items)
-				q.items, q.head = q.items[:0], 0
-			}
-			q.items = append(q.items, msgs...)
-			q.bytes += n
-			q.mu.Unlock()
-			signal(q.notify)
-			return
-		}
+		ok := q.bytes < maxQueuedBytes || q.closed
 		q.mu.Unlock()
+		if ok {
+			return
+		}
 		select {
-		case <-q.space:
+		case <-q.room:
 		case <-ctx.Done():
 			return
 		}
@@ -81,7 +87,7 @@ func (q *msgQueue) pop(ctx context.Context) (Message, error) {
 			wake := was >= maxQueuedBytes && q.bytes < maxQueuedBytes
 			q.mu.Unlock()
 			if wake {
-				signal(q.space)
+				signal(q.room)
 			}
 			return m, nil
 		}
@@ -109,5 +115,5 @@ func (q *msgQueue) close(err error) {
 	}
 	q.mu.Unlock()
 	signal(q.notify)
-	signal(q.space)
+	signal(q.room)
 }

@@ -20,8 +20,9 @@ import (
 // All methods are safe for concurrent use, but messages are delivered once:
 // read them from one goroutine. The CLI's own requests (permission prompts,
 // cancellations) are answered by the session in the background, whether or
-// not anybody is reading messages; output that nobody reads is buffered (up
-// to [maxQueuedBytes], then the CLI is paused until the reader catches up).
+// not anybody is reading messages. Output that nobody reads is buffered, up
+// to a few MiB; then the session stops reading from the CLI, which pauses
+// it, until the reader catches up.
 type Session struct {
 	opts   Options
 	conn   Conn
@@ -327,6 +328,7 @@ func Query(ctx context.Context, prompt string, opts *Options) iter.Seq2[Message,
 	}
 }
 
-// maxQueuedBytes is how much unread output a session buffers before it stops
-// reading from the CLI.
-const maxQueuedBytes = 64 << 20
+// maxQueuedBytes is how much unread output (raw bytes) a session queues
+// before it stops reading from the CLI. It is small because decoded messages
+// cost about as much again, and the pipeline holds a few batches more.
+const maxQueuedBytes = 2 << 20
