@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -94,8 +95,14 @@ func run(cli string) error {
 // one per UTF-8 sequence, two for a 4-byte one. Counting lead bytes needs
 // no decoding (strings from the decoder are valid UTF-8).
 func utf16Len(s string) int {
-	n := 0
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 { // ASCII prefix, eight bytes at a time
+		if binary.LittleEndian.Uint64([]byte(s[i:i+8]))&0x8080808080808080 != 0 {
+			break
+		}
+	}
+	n := i
+	for ; i < len(s); i++ {
 		c := s[i]
 		if c < 0x80 || c >= 0xC0 {
 			n++
