@@ -173,19 +173,11 @@ func (s *Session) answer(ctx context.Context, id, subtype string, req json.RawMe
 		}
 		return res.wire(pr), nil
 	case "elicitation":
-		return map[string]any{"action": "decline"}, nil
+		return s.answerElicitation(ctx, req)
 	case "hook_callback":
-		var hc struct {
-			CallbackID string `json:"callback_id"`
-		}
-		_ = unmarshal(req, &hc)
-		return nil, fmt.Errorf("No hook callback found for ID: %s", hc.CallbackID)
+		return s.answerHook(ctx, req)
 	case "mcp_message":
-		var mm struct {
-			ServerName string `json:"server_name"`
-		}
-		_ = unmarshal(req, &mm)
-		return nil, fmt.Errorf("SDK MCP server not found: %s", mm.ServerName)
+		return s.answerMCP(ctx, req)
 	}
 	return nil, &ControlError{Subtype: subtype, Message: "Unsupported control request subtype: " + subtype, Code: "unsupported_request"}
 }
@@ -224,7 +216,11 @@ type InitializeResponse struct {
 // initialize sends the initialize request; Start runs it on its own goroutine.
 func (s *Session) initialize() {
 	defer close(s.initDone)
-	raw, err := s.request(s.ctx, "initialize", json.RawMessage(`{"subtype":"initialize"}`))
+	req, err := s.initializeRequest()
+	var raw json.RawMessage
+	if err == nil {
+		raw, err = s.request(s.ctx, "initialize", req)
+	}
 	var r *InitializeResponse
 	if err == nil {
 		r = &InitializeResponse{Raw: raw}
