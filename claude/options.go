@@ -126,6 +126,10 @@ type Options struct {
 	// ExtraArgs are passed to the CLI after all other flags, as they are.
 	ExtraArgs []string
 
+	// (hooks, structured output and elicitation options: keep this block for them)
+
+	// (in-process MCP server options: keep this block for them)
+
 	// MaxPayloadBytes is the largest output line delivered whole; longer
 	// lines are delivered truncated, with a "[truncated: original_size=N
 	// bytes]" marker inside the cut strings and a warning logged. Zero
