@@ -229,6 +229,10 @@ func newMessage(typ, sub string) Message {
 		return new(AuthStatus)
 	case "rate_limit_event":
 		return new(RateLimitEvent)
+	case "prompt_suggestion":
+		return new(PromptSuggestion)
+	case "conversation_reset":
+		return new(ConversationReset)
 	}
 	return nil
 }
@@ -260,5 +264,5 @@ func newSystem(sub string) Message {
 	case "permission_denied":
 		return new(PermissionDenied)
 	}
-	return nil
+	return newSystemMore(sub)
 }
