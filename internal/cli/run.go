@@ -378,9 +378,12 @@ func (r *runner) turn(ctx context.Context, s *claude.Session, out *turnOutput) t
 				fmt.Fprintf(stderr, "claudectl: session %s, model %s, permission mode %s, in %s\n", m.SessionID, m.Model, m.PermissionMode, m.CWD)
 			}
 		case *claude.APIRetry:
-			if verbose {
-				fmt.Fprintf(stderr, "claudectl: API error %d (%s), retrying (attempt %d of %d)\n", m.ErrorStatus, m.Error, m.Attempt, m.MaxRetries)
+			// Always shown: without it a long retry loop looks like a hang.
+			what := fmt.Sprintf("API error %d (%s)", m.ErrorStatus, m.Error)
+			if m.ErrorStatus == 0 {
+				what = "could not reach the API (is ANTHROPIC_BASE_URL right? is the network up?)"
 			}
+			fmt.Fprintf(stderr, "claudectl: %s, retrying in %.1fs (attempt %d of %d)\n", what, float64(m.RetryDelayMS)/1000, m.Attempt, m.MaxRetries)
 		}
 	}
 }
