@@ -49,25 +49,41 @@ func (s *Session) newRequestID() string {
 }
 
 func (s *Session) request(ctx context.Context, subtype string, req json.RawMessage) (json.RawMessage, error) {
+	id, p, err := s.sendRequest(ctx, subtype, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.awaitResponse(ctx, subtype, id, p)
+}
+
+// sendRequest writes a control request and registers it as pending.
+func (s *Session) sendRequest(ctx context.Context, subtype string, req json.RawMessage) (string, *pendingRequest, error) {
 	id := s.newRequestID()
 	p := &pendingRequest{subtype: subtype, ch: make(chan controlResult, 1)}
 	s.mu.Lock()
 	select {
 	case <-s.done:
 		s.mu.Unlock()
-		return nil, s.endErrOrClosed()
+		return "", nil, s.endErrOrClosed()
 	default:
 	}
 	s.pending[id] = p
 	s.mu.Unlock()
+	if err := s.write(ctx, wireControlRequest{Type: "control_request", RequestID: id, Request: req}); err != nil {
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		return "", nil, fmt.Errorf("claude: control request %s: %w", subtype, err)
+	}
+	return id, p, nil
+}
+
+// awaitResponse waits for the response to a request sendRequest wrote.
+func (s *Session) awaitResponse(ctx context.Context, subtype, id string, p *pendingRequest) (json.RawMessage, error) {
 	forget := func() {
 		s.mu.Lock()
 		delete(s.pending, id)
 		s.mu.Unlock()
-	}
-	if err := s.write(ctx, wireControlRequest{Type: "control_request", RequestID: id, Request: req}); err != nil {
-		forget()
-		return nil, fmt.Errorf("claude: control request %s: %w", subtype, err)
 	}
 	select {
 	case r := <-p.ch:
@@ -213,24 +229,34 @@ type InitializeResponse struct {
 	Raw json.RawMessage `json:"-"`
 }
 
-// initialize sends the initialize request; Start runs it on its own goroutine.
+// initialize writes the initialize request and waits for its answer on its
+// own goroutine. Start calls it, so that the request is written before any
+// prompt can be: the CLI runs a prompt it reads first without the hooks,
+// agents and MCP servers that initialize brings.
 func (s *Session) initialize() {
-	defer close(s.initDone)
 	req, err := s.initializeRequest()
-	var raw json.RawMessage
+	var id string
+	var p *pendingRequest
 	if err == nil {
-		raw, err = s.request(s.ctx, "initialize", req)
+		id, p, err = s.sendRequest(s.ctx, "initialize", req)
 	}
-	var r *InitializeResponse
-	if err == nil {
-		r = &InitializeResponse{Raw: raw}
-		if derr := unmarshal(raw, r); derr != nil {
-			err = fmt.Errorf("claude: decoding initialize response: %w", derr)
+	go func() {
+		defer close(s.initDone)
+		var raw json.RawMessage
+		if err == nil {
+			raw, err = s.awaitResponse(s.ctx, "initialize", id, p)
 		}
-	}
-	s.mu.Lock()
-	s.initResp, s.initErr = r, err
-	s.mu.Unlock()
+		var r *InitializeResponse
+		if err == nil {
+			r = &InitializeResponse{Raw: raw}
+			if derr := unmarshal(raw, r); derr != nil {
+				err = fmt.Errorf("claude: decoding initialize response: %w", derr)
+			}
+		}
+		s.mu.Lock()
+		s.initResp, s.initErr = r, err
+		s.mu.Unlock()
+	}()
 }
 
 // Initialize waits for the CLI's answer to the initialize request that Start

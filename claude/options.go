@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // PermissionMode is how the CLI decides tool permissions.
@@ -121,14 +123,43 @@ type Options struct {
 	SystemPrompt string
 	// AppendSystemPrompt is added to the default system prompt (--append-system-prompt).
 	AppendSystemPrompt string
-	// Agents defines custom sub-agents by name (--agents).
+	// Agents defines custom sub-agents by name, sent in initialize.
 	Agents map[string]AgentDefinition
 	// ExtraArgs are passed to the CLI after all other flags, as they are.
 	ExtraArgs []string
 
 	// (hooks, structured output and elicitation options: keep this block for them)
 
+	// Hooks are Go callbacks for the CLI's hook events (see [HookFunc]),
+	// registered with the CLI in initialize. Within one session the
+	// callbacks are numbered hook_0, hook_1, ... in the order of
+	// [HookEventNames] (other event names after, in lexical order), then of
+	// the matchers and their Hooks. Event names this package does not know
+	// are passed on as they are. nil registers none.
+	Hooks map[HookEventName][]HookMatcher
+	// OnElicitation answers MCP servers' requests for input from the user;
+	// nil declines them all.
+	OnElicitation ElicitationFunc
+
 	// (in-process MCP server options: keep this block for them)
+
+	// MCPServers are in-process MCP servers by name, made with the MCP Go
+	// SDK (mcp.NewServer, mcp.AddTool). Each runs in this process for the
+	// life of the session, with a fresh MCP session each time the CLI
+	// (re)connects it. Close cancels the contexts of running tool handlers
+	// and waits for them to return.
+	//
+	// A tool T of server S reaches the model as mcp__S__T. In the default
+	// permission mode the CLI runs it only if AllowedTools ("mcp__S__T", or
+	// "mcp__S" for all of S's tools) or CanUseTool allows it. The CLI may
+	// defer MCP tools behind its tool search (the model sees only their
+	// names until it loads them); a tool whose Meta has
+	// "anthropic/alwaysLoad": true is always offered in full.
+	MCPServers map[string]*mcp.Server
+	// MCPServerConfigs are external MCP servers by name, for the CLI to run
+	// (stdio) or connect to (http, sse); they are passed in one
+	// --mcp-config value, beside those of MCPConfig.
+	MCPServerConfigs map[string]MCPServerConfig
 
 	// MaxPayloadBytes is the largest output line delivered whole; longer
 	// lines are delivered truncated, with a "[truncated: original_size=N
@@ -199,7 +230,7 @@ func (o *Options) validate() error {
 	if o.Resume != "" && o.Continue {
 		return &OptionError{"Continue", "true", "cannot be combined with Resume"}
 	}
-	return nil
+	return o.validateHooks() // hooks.go
 }
 
 func joinModes() string {
@@ -253,6 +284,11 @@ func (o *Options) args() ([]string, error) {
 	for _, c := range o.MCPConfig {
 		flag("mcp-config", c)
 	}
+	if c, err := o.mcpConfigArg(); err != nil { // mcp.go
+		return nil, err
+	} else if c != "" {
+		flag("mcp-config", c)
+	}
 	boolean("strict-mcp-config", o.StrictMCPConfig)
 	str("settings", o.Settings)
 	list("setting-sources", o.SettingSources)
@@ -289,13 +325,6 @@ func (o *Options) args() ([]string, error) {
 	boolean("replay-user-messages", o.ReplayUserMessages)
 	str("system-prompt", o.SystemPrompt)
 	str("append-system-prompt", o.AppendSystemPrompt)
-	if len(o.Agents) > 0 {
-		b, err := json.Marshal(o.Agents)
-		if err != nil {
-			return nil, &OptionError{"Agents", "", err.Error()}
-		}
-		flag("agents", string(b))
-	}
 	a = append(a, o.ExtraArgs...)
 	return a, nil
 }
@@ -326,6 +355,10 @@ func (o *Options) environ() []string {
 	}
 	if _, ok := o.Env["CLAUDE_CODE_ENTRYPOINT"]; !hasEntry && !ok {
 		out = append(out, "CLAUDE_CODE_ENTRYPOINT=sdk-go")
+	}
+	if _, ok := o.Env["CLAUDE_CODE_SDK_READS_SESSION_STATE"]; !ok {
+		// Ask for session_state_changed messages (Session.UntilIdle).
+		out = append(out, "CLAUDE_CODE_SDK_READS_SESSION_STATE=1")
 	}
 	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
 		if v := o.Env[k]; v != "" {

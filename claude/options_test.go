@@ -40,7 +40,7 @@ func TestArgs(t *testing.T) {
 		"--fork-session", "--resume-session-at=u1", "--session-id=00000000-0000-0000-0000-000000000000",
 		"--no-session-persistence", `--json-schema={"type":"object"}`, "--include-partial-messages",
 		"--include-hook-events", "--replay-user-messages", "--system-prompt=-be brief", `--append-system-prompt=say "hi"`,
-		`--agents={"rev":{"description":"reviews","prompt":"review"}}`, "--debug")
+		"--debug") // Agents go in initialize (agents.go)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}

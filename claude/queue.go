@@ -106,6 +106,15 @@ func (q *msgQueue) pop(ctx context.Context) (Message, error) {
 	}
 }
 
+// discard drops the unread messages.
+func (q *msgQueue) discard() {
+	q.mu.Lock()
+	clear(q.items)
+	q.items, q.head, q.bytes = q.items[:0], 0, 0
+	q.mu.Unlock()
+	signal(q.room)
+}
+
 // close ends the queue; queued messages can still be popped, then err.
 // Only the first close counts.
 func (q *msgQueue) close(err error) {

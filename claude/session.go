@@ -42,6 +42,11 @@ type Session struct {
 
 	reqSeq atomic.Uint64
 
+	mcp mcpRouter // connections to the in-process MCP servers (mcp_transport.go)
+
+	hooks *hookRegistry // Options.Hooks, numbered (hooks.go); read-only
+	idle  idleState     // whether the reader has reached idle (agents.go)
+
 	mu         sync.Mutex
 	sessionID  string
 	inTurn     bool
@@ -122,10 +127,11 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 		pending:  make(map[string]*pendingRequest),
 		incoming: make(map[string]context.CancelFunc),
 		initDone: make(chan struct{}),
+		hooks:    newHookRegistry(o.Hooks),
 	}
 	s.q.init()
 	s.startPipeline()
-	go s.initialize()
+	s.initialize()
 	return s, nil
 }
 
@@ -149,6 +155,7 @@ func (s *Session) Send(ctx context.Context, content Content) error {
 	s.mu.Lock()
 	s.inTurn = true
 	s.mu.Unlock()
+	s.idle.sent.Add(1)
 	return s.write(ctx, wireUser{
 		Type:      "user",
 		SessionID: "",
@@ -214,7 +221,11 @@ func (s *Session) endErrOrClosed() error {
 // cleanly and every message was read; an *ExitError if it exited otherwise;
 // ctx's error if ctx ends first (the session goes on).
 func (s *Session) Next(ctx context.Context) (Message, error) {
-	return s.q.pop(ctx)
+	m, err := s.q.pop(ctx)
+	if err == nil {
+		s.idle.observe(m)
+	}
+	return m, err
 }
 
 // Messages returns an iterator over the messages until the session ends. A
@@ -241,6 +252,8 @@ func (s *Session) Messages(ctx context.Context) iter.Seq2[Message, error] {
 // Turn returns an iterator over the messages up to and including the next
 // *ResultMessage of the main thread. If the session ends first, the last
 // pair carries the error (io.EOF for a clean exit before any result).
+// Background sub-agents can start more turns after it; see
+// [Session.UntilIdle].
 func (s *Session) Turn(ctx context.Context) iter.Seq2[Message, error] {
 	return func(yield func(Message, error) bool) {
 		for {
@@ -270,9 +283,11 @@ func (s *Session) Close() error {
 		s.cancel(ErrClosed)
 		<-s.done
 		s.handlers.Wait()
+		s.mcp.close()
 		s.pipeline.Wait()
 		<-s.initDone
 		s.q.close(ErrClosed)
+		s.q.discard()
 		var ee *ExitError
 		if errors.As(err, &ee) {
 			c := *ee // the Conn hands the same error to others
@@ -302,9 +317,11 @@ func (s *Session) Err() error {
 	}
 }
 
-// Query runs one prompt in a new session and yields its messages up to and
-// including the result, then closes the session. For several prompts, or to
-// steer the session while it runs, use [Start].
+// Query runs one prompt in a new session and yields its messages until the
+// CLI is idle (see [Session.UntilIdle]): up to and including the result,
+// and the turns that background sub-agents start after it. Then it closes
+// the session. For several prompts, or to steer the session while it runs,
+// use [Start].
 func Query(ctx context.Context, prompt string, opts *Options) iter.Seq2[Message, error] {
 	return func(yield func(Message, error) bool) {
 		s, err := Start(ctx, opts)
@@ -317,7 +334,7 @@ func Query(ctx context.Context, prompt string, opts *Options) iter.Seq2[Message,
 			yield(nil, err)
 			return
 		}
-		for m, err := range s.Turn(ctx) {
+		for m, err := range s.UntilIdle(ctx) {
 			if !yield(m, err) {
 				return
 			}
