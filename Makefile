@@ -1,12 +1,17 @@
 # claudectl — see README.md. The pinned Claude Code CLI version lives here and nowhere else.
 CLAUDE_CODE_VERSION ?= 2.1.329
+# The newest CLIs refuse --sdk-url to a local server (since 2.1.121); the WebSocket
+# transport is tested with this older one, a cli.js run by node.
+CLAUDE_CODE_WS_VERSION := 2.1.37
 TOOLS := $(CURDIR)/.tools
 CLAUDE_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_VERSION)/node_modules/.bin/claude
+CLAUDE_WS_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)/node_modules/.bin/claude
 GO ?= go
 
 export CLAUDECTL_TEST_CLI := $(CLAUDE_BIN)
+export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 
-.PHONY: all build run test vet fmt cli bench clean
+.PHONY: all build run test vet fmt cli bench generate clean
 
 all: build
 
@@ -19,10 +24,12 @@ PROMPT ?= Say hello in one sentence.
 run: build cli
 	./bin/claudectl run --cli "$(CLAUDE_BIN)" $(ARGS) "$(PROMPT)"
 
-# Installs the pinned CLI into .tools/ (project-local, git-ignored) when it is missing.
-cli: $(CLAUDE_BIN)
+# Installs the pinned CLIs into .tools/ (project-local, git-ignored) when they are missing.
+cli: $(CLAUDE_BIN) $(CLAUDE_WS_BIN)
 $(CLAUDE_BIN):
 	./scripts/install-cli.sh $(CLAUDE_CODE_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_VERSION)
+$(CLAUDE_WS_BIN):
+	./scripts/install-cli.sh $(CLAUDE_CODE_WS_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)
 
 vet:
 	$(GO) vet ./...
@@ -37,6 +44,15 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonl/ ./claude/
 	$(GO) build -o bin/sdkconsume ./bench/sdkconsume
 	../shared/bench/compare.sh '$(CURDIR)/bin/sdkconsume'
+
+# Regenerates api/gen from api/*.proto (the generated code is committed).
+BUF_VERSION ?= v1.57.0
+generate:
+	GOBIN=$(TOOLS)/bin $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	GOBIN=$(TOOLS)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go
+	GOBIN=$(TOOLS)/bin $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go
+	PATH=$(TOOLS)/bin:$$PATH buf lint
+	rm -rf api/gen && PATH=$(TOOLS)/bin:$$PATH buf generate
 
 clean:
 	rm -rf bin
