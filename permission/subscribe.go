@@ -1,0 +1,82 @@
+package permission
+
+// A Subscription receives the notices of one session, or of all.
+type Subscription struct {
+	b       *Broker
+	session string
+	c       chan Notice
+	err     error // guarded by b.mu
+	done    bool  // guarded by b.mu
+}
+
+// Subscribe starts watching sessionID ("" for every session) and returns
+// the subscription with the requests pending at that moment; every later
+// change arrives as a Notice on C, in order. While it lasts, the session
+// counts as watched for the expiry tiers.
+//
+// Fan-out never blocks: a subscriber more than SubscriberBuffer notices
+// behind is dropped (C is closed and Err returns ErrDropped); it should
+// subscribe again, which hands it the pending requests afresh. After the
+// broker is closed, Subscribe returns a subscription already closed.
+func (b *Broker) Subscribe(sessionID string) (*Subscription, []Pending) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := &Subscription{b: b, session: sessionID, c: make(chan Notice, b.subBuffer)}
+	if b.closed {
+		s.done, s.err = true, ErrBrokerClosed
+		close(s.c)
+		return s, nil
+	}
+	b.subs[s] = struct{}{}
+	b.watchers[sessionID]++
+	b.rearm()
+	return s, b.pendingLocked(sessionID)
+}
+
+// C returns the channel of notices. It is closed when the subscription
+// ends (Close, dropped, broker closed).
+func (s *Subscription) C() <-chan Notice { return s.c }
+
+// Err returns why the subscription ended without Close: ErrDropped or
+// ErrBrokerClosed; nil while it lasts or after Close.
+func (s *Subscription) Err() error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	return s.err
+}
+
+// Close ends the subscription and closes C. Idempotent.
+func (s *Subscription) Close() {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	s.b.dropLocked(s, nil)
+}
+
+// publish sends n to the subscribers it concerns without blocking,
+// dropping those whose buffer is full; b.mu is held.
+func (b *Broker) publish(n Notice) {
+	for s := range b.subs {
+		if s.session != "" && s.session != n.Pending.SessionID {
+			continue
+		}
+		select {
+		case s.c <- n:
+		default:
+			b.dropLocked(s, ErrDropped)
+		}
+	}
+}
+
+// dropLocked ends s with err; b.mu is held.
+func (b *Broker) dropLocked(s *Subscription, err error) {
+	if s.done {
+		return
+	}
+	s.done, s.err = true, err
+	delete(b.subs, s)
+	if b.watchers[s.session]--; b.watchers[s.session] == 0 {
+		delete(b.watchers, s.session)
+	}
+	close(s.c)
+	b.rearm()
+}

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SessionStatus is where a session is in its life.
+type SessionStatus string
+
+// The session statuses. A session moves starting → running ⇄ idle and ends
+// closed or failed; interrupted marks one whose CLI process died with the
+// daemon, which a later prompt resumes (claude --resume).
+const (
+	StatusStarting    SessionStatus = "starting"    // the CLI process is being started
+	StatusRunning     SessionStatus = "running"     // a turn is in progress
+	StatusIdle        SessionStatus = "idle"        // the CLI waits for a prompt
+	StatusInterrupted SessionStatus = "interrupted" // the daemon stopped under it; resumable
+	StatusClosed      SessionStatus = "closed"      // ended on request
+	StatusFailed      SessionStatus = "failed"      // ended by an error
+)
+
+// Valid reports whether s is one of the statuses above.
+func (s SessionStatus) Valid() bool {
+	switch s {
+	case StatusStarting, StatusRunning, StatusIdle, StatusInterrupted, StatusClosed, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// A Session is one conversation hosted by the daemon, across any number of
+// CLI processes (each resume starts a new one).
+type Session struct {
+	// ID is the daemon's id for the session. CreateSession assigns one
+	// when it is empty.
+	ID string
+	// ClaudeSessionID is the CLI's own session id (from system/init), used
+	// with --resume. Empty until the CLI has reported it.
+	ClaudeSessionID string
+	// Cwd is the project directory the CLI runs in. Required.
+	Cwd            string
+	Model          string
+	PermissionMode string
+	// Status is required.
+	Status SessionStatus
+	// Options holds the launch options as JSON, for a resume to reuse.
+	// Nil is stored as {}.
+	Options json.RawMessage
+	// BudgetUSD is the spending limit for the session; zero means none.
+	BudgetUSD float64
+	// Totals sums the usage ledger. Maintained by the store (AddUsage);
+	// ignored on create and update.
+	Totals Totals
+	// Process counts the CLI processes started for the session (see
+	// NewProcess); 0 before the first. Maintained by the store.
+	Process int64
+	// LastSeq is the sequence number of the session's last event, 0 when
+	// it has none. Read-only: filled in when a session is read.
+	LastSeq int64
+	// CreatedAt and UpdatedAt are set by the store.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// BudgetExceeded reports whether the session has a budget and its total
+// cost has reached it.
+func (s *Session) BudgetExceeded() bool {
+	return s.BudgetUSD > 0 && s.Totals.CostUSD >= s.BudgetUSD
+}
+
+// Totals is a session's usage summed over every turn in the ledger.
+type Totals struct {
+	Turns            int64
+	CostUSD          float64
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+}
+
+// SessionUpdate lists the fields of a session to change; nil fields are
+// left as they are.
+type SessionUpdate struct {
+	ClaudeSessionID *string
+	Model           *string
+	PermissionMode  *string
+	Status          *SessionStatus
+	Options         json.RawMessage
+	BudgetUSD       *float64
+}
+
+// SessionFilter selects sessions; zero fields match everything.
+type SessionFilter struct {
+	Status SessionStatus
+	Cwd    string
+	// Limit caps the number returned; zero means no limit.
+	Limit int
+}

@@ -1,0 +1,321 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/claudectl/claudectl/store"
+)
+
+// Request states. A request is withdrawn by its caller (queued → cancelled)
+// or taken by the writer (queued → taken), never both: that is what lets
+// Append promise "a seq if and only if the event is stored".
+const (
+	queued int32 = iota
+	taken
+	cancelled
+)
+
+// An appendRequest is one Append or AppendBatch call, or one
+// DeleteSession, waiting for the writer.
+type appendRequest struct {
+	evs []*store.Event
+	// deleteSession, when set, makes the request a deletion of that
+	// session; it runs in the writer so that the writer's cache of last
+	// sequence numbers never outlives a session.
+	deleteSession string
+	state         atomic.Int32
+	// notify is called once, on the writer goroutine, with the outcome of
+	// a request the writer took. It must not block.
+	notify func(error)
+}
+
+// sessionState is what the writer knows of a session's log.
+type sessionState struct {
+	pk   int64 // sessions.pk; -1: no such session (only within a batch)
+	last int64 // seq of its last event
+}
+
+// An appender is the single goroutine that writes events: it takes every
+// request queued since its last commit, up to maxBatch events, and stores
+// them in one transaction (group commit).
+type appender struct {
+	w        *sql.DB
+	insert   *sql.Stmt // one row
+	insertN  *sql.Stmt // insertRows rows
+	lookup   *sql.Stmt
+	maxBatch int
+	// sessions caches the committed state of the sessions appended to, so
+	// a batch costs no query per session. Only the run goroutine touches
+	// it; it is right because every event and every session deletion is
+	// written by that goroutine.
+	sessions map[string]sessionState
+
+	mu     sync.RWMutex // held for reading while sending on in; for writing to close it
+	closed bool         // guarded by mu
+	in     chan *appendRequest
+	exited chan struct{}
+}
+
+func newAppender(w *sql.DB, maxBatch int) (*appender, error) {
+	ctx := context.Background()
+	a := &appender{
+		w:        w,
+		sessions: make(map[string]sessionState),
+		maxBatch: maxBatch,
+		in:       make(chan *appendRequest, 1024),
+		exited:   make(chan struct{}),
+	}
+	// Rows go in by insertRows per statement: the per-statement cost of
+	// database/sql and SQLite is then paid once for many rows.
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?)"
+	const insert = `INSERT INTO events (session, seq, time, direction, type, subtype, raw, original_size) VALUES `
+	var err error
+	if a.insert, err = w.PrepareContext(ctx, insert+row); err != nil {
+		return nil, err
+	}
+	if a.insertN, err = w.PrepareContext(ctx, insert+strings.Repeat(row+", ", insertRows-1)+row); err != nil {
+		a.insert.Close()
+		return nil, err
+	}
+	// No row: no such session.
+	if a.lookup, err = w.PrepareContext(ctx, `SELECT pk, COALESCE((SELECT MAX(seq) FROM events WHERE session = sessions.pk), 0)
+		FROM sessions WHERE id = ?`); err != nil {
+		a.insert.Close()
+		a.insertN.Close()
+		return nil, err
+	}
+	go a.run()
+	return a, nil
+}
+
+// insertRows is the number of rows of the multi-row insert.
+const insertRows = 16
+
+// enqueue queues r for the writer. It fails if ctx ends before r could be
+// queued (the queue is full: the writer is behind) or the appender is
+// closed.
+func (a *appender) enqueue(ctx context.Context, r *appendRequest) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return store.ErrClosed
+	}
+	select {
+	case a.in <- r:
+		return nil
+	default:
+	}
+	select {
+	case a.in <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// submit queues r, waits until it is committed or failed, and returns the
+// outcome. If ctx ends while r is still queued, r is withdrawn and ctx's
+// error returned; once the writer has taken r, submit waits for the
+// transaction to end, which takes one commit at most.
+func (a *appender) submit(ctx context.Context, r *appendRequest) error {
+	done := make(chan error, 1)
+	r.notify = func(err error) { done <- err }
+	if err := a.enqueue(ctx, r); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(queued, cancelled) {
+			return ctx.Err()
+		}
+		return <-done
+	}
+}
+
+// close stops taking requests, lets the writer commit those already queued
+// and waits for it to exit.
+func (a *appender) close() {
+	a.mu.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.in)
+	}
+	a.mu.Unlock()
+	<-a.exited
+	a.insert.Close()
+	a.insertN.Close()
+	a.lookup.Close()
+}
+
+func (a *appender) run() {
+	defer close(a.exited)
+	var batch []*appendRequest
+	for {
+		r, ok := <-a.in
+		if !ok {
+			return
+		}
+		// Take what queued while the last batch committed: that is the
+		// group commit. Waiting for more was measured to lose throughput:
+		// the callers being woken re-queue faster than any fixed delay.
+		batch = append(batch[:0], r)
+		n := len(r.evs)
+	gather:
+		for n < a.maxBatch {
+			select {
+			case r, ok := <-a.in:
+				if !ok {
+					break gather // commit this batch; the next receive ends the loop
+				}
+				batch = append(batch, r)
+				n += len(r.evs)
+			default:
+				break gather
+			}
+		}
+		a.commit(batch)
+		clear(batch) // let the requests be collected
+	}
+}
+
+// commit stores the events of every request in batch that its caller has
+// not withdrawn, in one transaction, and tells each caller the outcome. A
+// request naming a missing session fails alone; any other error fails the
+// whole batch.
+func (a *appender) commit(batch []*appendRequest) {
+	live := batch[:0]
+	for _, r := range batch {
+		if r.state.CompareAndSwap(queued, taken) {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	failed := make([]error, len(live))
+	err := a.write(live, failed)
+	if err != nil {
+		// The transaction rolled back; what the cache says may be wrong
+		// (another process wrote to the file, say): read it afresh.
+		clear(a.sessions)
+	}
+	for i, r := range live {
+		e := err
+		if e == nil {
+			e = failed[i]
+		}
+		if e != nil {
+			for _, ev := range r.evs {
+				ev.Seq = 0
+			}
+		}
+		r.notify(e)
+	}
+}
+
+func (a *appender) write(live []*appendRequest, failed []error) (err error) {
+	defer wrap(&err, "sqlite: append")
+	// The batch is not the caller's to cancel: one caller giving up must
+	// not undo the others' events.
+	ctx := context.Background()
+	tx, err := a.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	insert := tx.StmtContext(ctx, a.insert)
+	insertN := tx.StmtContext(ctx, a.insertN)
+	lookup := tx.StmtContext(ctx, a.lookup)
+	args := make([]any, 0, 8*insertRows) // rows not inserted yet
+	flush := func(all bool) error {
+		if len(args) == cap(args) {
+			_, err := insertN.ExecContext(ctx, args...)
+			args = args[:0]
+			return err
+		}
+		for ; all && len(args) > 0; args = args[8:] {
+			if _, err := insert.ExecContext(ctx, args[:8]...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// changed holds this batch's changes to a.sessions, merged on commit.
+	changed := make(map[string]sessionState)
+	state := func(id string) (sessionState, error) {
+		if st, ok := changed[id]; ok {
+			return st, nil
+		}
+		if st, ok := a.sessions[id]; ok {
+			return st, nil
+		}
+		var st sessionState
+		switch err := lookup.QueryRowContext(ctx, id).Scan(&st.pk, &st.last); {
+		case errors.Is(err, sql.ErrNoRows):
+			st.pk = -1
+		case err != nil:
+			return st, err
+		}
+		changed[id] = st
+		return st, nil
+	}
+	for i, r := range live {
+		if id := r.deleteSession; id != "" {
+			res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				failed[i] = store.ErrNotFound
+			}
+			changed[id] = sessionState{pk: -1}
+			continue
+		}
+		for _, ev := range r.evs {
+			st, err := state(ev.SessionID)
+			if err != nil {
+				return err
+			}
+			if st.pk < 0 {
+				failed[i] = fmt.Errorf("sqlite: append: session %q: %w", ev.SessionID, store.ErrNotFound)
+				break
+			}
+		}
+		if failed[i] != nil {
+			continue
+		}
+		for _, ev := range r.evs {
+			st, _ := state(ev.SessionID)
+			st.last++
+			args = append(args, st.pk, st.last, ev.Time.UnixNano(), int64(ev.Direction),
+				ev.Type, ev.Subtype, ev.Raw, ev.OriginalSize)
+			if err := flush(false); err != nil {
+				return err
+			}
+			changed[ev.SessionID] = st
+			ev.Seq = st.last
+		}
+	}
+	if err := flush(true); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for id, st := range changed {
+		if st.pk < 0 {
+			delete(a.sessions, id)
+		} else {
+			a.sessions[id] = st
+		}
+	}
+	return nil
+}

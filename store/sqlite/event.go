@@ -1,0 +1,223 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/claudectl/claudectl/internal/jsonl"
+	"github.com/claudectl/claudectl/store"
+)
+
+// Append stores ev at the end of its session's log and returns its
+// sequence number, which it also sets in ev.Seq. It returns once the
+// transaction holding ev has committed: a seq is returned if and only if
+// the event is stored, and the daemon may fan the event out from then on.
+//
+// Append fills in ev.Time when zero, and replaces ev.Raw by its truncated
+// form (keeping ev.OriginalSize) when it is over the payload limit; the
+// caller must not change ev.Raw until Append returns.
+//
+// If ctx ends while the event is still queued, it is withdrawn and ctx's
+// error returned; once the writer has taken it, Append waits for its
+// transaction to end (one commit). Errors: [store.ErrNotFound] for an
+// unknown session, [store.ErrInvalid] for a missing type or bad direction,
+// [store.ErrClosed] after Close. Safe for concurrent use; concurrent
+// Appends to one session are numbered in the order they were queued.
+func (db *DB) Append(ctx context.Context, ev *store.Event) (int64, error) {
+	if err := db.AppendBatch(ctx, ev); err != nil {
+		return 0, err
+	}
+	return ev.Seq, nil
+}
+
+// AppendBatch stores evs in one go, in order, with Append's contract for
+// each: they are committed in the same transaction, all or none, and each
+// gets its Seq. The events may belong to different sessions; if one names an
+// unknown session, none is stored. Appending a session's events in batches
+// is how a reader that has several lines at hand keeps up with a fast CLI.
+func (db *DB) AppendBatch(ctx context.Context, evs ...*store.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := db.prepareAll(evs); err != nil {
+		return err
+	}
+	if err := db.app.submit(ctx, &appendRequest{evs: evs}); err != nil {
+		if errors.Is(err, store.ErrClosed) || errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("sqlite: append: %w", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// AppendAsync queues evs like AppendBatch but returns as soon as they are
+// queued; done is called later with the outcome: nil once they are
+// committed (each with its Seq set), or the error. It lets a session's
+// reader keep reading while earlier lines commit, which is what a fast CLI
+// needs: the writer then commits many events of each session at once.
+//
+// done is called exactly once if AppendAsync returns nil, on the writer
+// goroutine, one call at a time, in the order the calls were queued (so a
+// session's come in seq order). It must not block and must not append to
+// this DB: the writer waits for it. A non-blocking fan-out to subscribers
+// is the intended use. ctx covers the queueing only:
+// when the writer is behind and the queue is full, AppendAsync waits, and
+// fails with ctx's error (not calling done) if ctx ends first. The caller
+// must not touch evs until done is called.
+func (db *DB) AppendAsync(ctx context.Context, done func(error), evs ...*store.Event) error {
+	if err := db.prepareAll(evs); err != nil {
+		return err
+	}
+	if err := db.app.enqueue(ctx, &appendRequest{evs: evs, notify: done}); err != nil {
+		return fmt.Errorf("sqlite: append: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) prepareAll(evs []*store.Event) error {
+	if err := db.check(); err != nil {
+		return fmt.Errorf("sqlite: append: %w", err)
+	}
+	now := time.Now()
+	for _, ev := range evs {
+		if err := db.prepare(ev, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepare validates ev and applies the defaults and the payload limit. It
+// runs on the caller's goroutine, so truncation costs the writer nothing.
+func (db *DB) prepare(ev *store.Event, now time.Time) error {
+	switch {
+	case ev.SessionID == "":
+		return fmt.Errorf("sqlite: append: %w: event without session", store.ErrInvalid)
+	case ev.Type == "":
+		return fmt.Errorf("sqlite: append: %w: event without type", store.ErrInvalid)
+	case !ev.Direction.Valid():
+		return fmt.Errorf("sqlite: append: %w: direction %v", store.ErrInvalid, ev.Direction)
+	}
+	if ev.Time.IsZero() {
+		ev.Time = now
+	}
+	if ev.Raw == nil {
+		ev.Raw = []byte{}
+	}
+	if n := int64(len(ev.Raw)); ev.OriginalSize < n {
+		ev.OriginalSize = n
+	}
+	if db.maxPayload > 0 && len(ev.Raw) > db.maxPayload {
+		ev.Raw, _ = jsonl.Truncate(ev.Raw, db.maxPayload)
+	}
+	return nil
+}
+
+// Replay paging: a page is read whole and its rows closed before any event
+// is yielded, so a slow consumer never holds a read transaction (which
+// would keep the WAL from being checkpointed).
+const (
+	pageEvents = 512
+	pageBytes  = 4 << 20
+)
+
+// Events returns the events of session id that follow seq after, in order,
+// ending with the last event stored when Events was called; pass 0 for the
+// whole log. A client that reconnects passes the last seq it has seen.
+//
+// The replay is gap-free or fails: if the log does not hold every event
+// after after (after is beyond its end, or earlier events were removed),
+// the first pair carries an error wrapping [store.ErrUnavailable] and no
+// event is yielded; an unknown session yields [store.ErrNotFound]. Other
+// errors (I/O, ctx) end the sequence with one error pair, after the events
+// already yielded. Events are read in pages, never a whole log at once;
+// each page is read in its own short transaction. The events yielded are
+// the caller's to keep.
+//
+// To go from replay to live without a hole or a duplicate, subscribe to
+// live events first, replay, then skip live events whose Seq the replay
+// already covered.
+func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		fail := func(err error) { yield(store.Event{}, fmt.Errorf("sqlite: events of %q: %w", id, err)) }
+		if err := db.check(); err != nil {
+			fail(err)
+			return
+		}
+		var last, first sql.NullInt64
+		var pk int64
+		err := db.r.QueryRowContext(ctx, `SELECT pk,
+			(SELECT MAX(seq) FROM events WHERE session = sessions.pk),
+			(SELECT MIN(seq) FROM events WHERE session = sessions.pk AND seq > ?2)
+			FROM sessions WHERE id = ?1`, id, after).Scan(&pk, &last, &first)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			fail(store.ErrNotFound)
+			return
+		case err != nil:
+			fail(err)
+			return
+		case after < 0 || after > last.Int64:
+			fail(fmt.Errorf("%w: after seq %d, the log ends at %d", store.ErrUnavailable, after, last.Int64))
+			return
+		case after < last.Int64 && first.Int64 != after+1:
+			fail(fmt.Errorf("%w: the log resumes at %d, not %d", store.ErrUnavailable, first.Int64, after+1))
+			return
+		}
+		end := last.Int64
+		next := after + 1
+		page := make([]store.Event, 0, pageEvents)
+		for next <= end {
+			page, err = db.eventPage(ctx, id, pk, next, end, page[:0])
+			if err != nil {
+				fail(err)
+				return
+			}
+			for _, ev := range page {
+				if ev.Seq != next {
+					fail(fmt.Errorf("%w: event %d is missing", store.ErrUnavailable, next))
+					return
+				}
+				next++
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			if len(page) == 0 {
+				fail(fmt.Errorf("%w: event %d is missing", store.ErrUnavailable, next))
+				return
+			}
+		}
+	}
+}
+
+// eventPage appends to page the events of id from seq from to seq to, up to
+// pageEvents of them or about pageBytes of payload.
+func (db *DB) eventPage(ctx context.Context, id string, pk, from, to int64, page []store.Event) ([]store.Event, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT seq, time, direction, type, subtype, raw, original_size
+		FROM events WHERE session = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?`,
+		pk, from, to, pageEvents)
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	size := 0
+	for rows.Next() {
+		ev := store.Event{SessionID: id}
+		var t int64
+		if err := rows.Scan(&ev.Seq, &t, &ev.Direction, &ev.Type, &ev.Subtype, &ev.Raw, &ev.OriginalSize); err != nil {
+			return page, err
+		}
+		ev.Time = fromNanos(t)
+		page = append(page, ev)
+		if size += len(ev.Raw); size >= pageBytes {
+			break
+		}
+	}
+	return page, rows.Err()
+}

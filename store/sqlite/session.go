@@ -1,0 +1,248 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/claudectl/claudectl/store"
+)
+
+const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
+	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
+	COALESCE((SELECT MAX(seq) FROM events WHERE session = sessions.pk), 0)`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSession(row scanner) (*store.Session, error) {
+	var (
+		s                store.Session
+		options          string
+		created, updated int64
+	)
+	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
+		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
+		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
+		&s.LastSeq)
+	if err != nil {
+		return nil, err
+	}
+	s.Options = json.RawMessage(options)
+	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+	return &s, nil
+}
+
+func validOptions(o json.RawMessage) (string, error) {
+	if len(o) == 0 {
+		return "{}", nil
+	}
+	if !json.Valid(o) {
+		return "", fmt.Errorf("%w: options are not valid JSON", store.ErrInvalid)
+	}
+	return string(o), nil
+}
+
+// CreateSession stores a new session. It assigns s.ID when empty (a random
+// 26-character id), sets s.CreatedAt and s.UpdatedAt, and nil Options to
+// {}; Totals, Process and LastSeq start at zero.
+// Errors: [store.ErrInvalid] for a missing Cwd, a bad Status or options that
+// are not JSON, or an ID already in use.
+func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
+	defer wrap(&err, "sqlite: CreateSession")
+	if err := db.check(); err != nil {
+		return err
+	}
+	if s.Cwd == "" {
+		return fmt.Errorf("%w: session without cwd", store.ErrInvalid)
+	}
+	if !s.Status.Valid() {
+		return fmt.Errorf("%w: session status %q", store.ErrInvalid, s.Status)
+	}
+	options, err := validOptions(s.Options)
+	if err != nil {
+		return err
+	}
+	if s.ID == "" {
+		s.ID = rand.Text()
+	}
+	now := time.Now()
+	_, err = db.w.ExecContext(ctx, `INSERT INTO sessions
+		(id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.ClaudeSessionID, s.Cwd, s.Model, s.PermissionMode, s.Status, options, s.BudgetUSD,
+		now.UnixNano(), now.UnixNano())
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return fmt.Errorf("%w: session %q exists", store.ErrInvalid, s.ID)
+		}
+		return err
+	}
+	s.CreatedAt, s.UpdatedAt = fromNanos(now.UnixNano()), fromNanos(now.UnixNano())
+	s.Options = json.RawMessage(options)
+	s.Totals, s.Process, s.LastSeq = store.Totals{}, 0, 0
+	return nil
+}
+
+// Session returns the session with the given id, or an error wrapping
+// [store.ErrNotFound].
+func (db *DB) Session(ctx context.Context, id string) (_ *store.Session, err error) {
+	defer wrap(&err, "sqlite: Session %q", id)
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return s, err
+}
+
+// Sessions returns the sessions f selects, newest first.
+func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.Session, err error) {
+	defer wrap(&err, "sqlite: Sessions")
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, f.Status)
+	}
+	if f.Cwd != "" {
+		where, args = append(where, "cwd = ?"), append(args, f.Cwd)
+	}
+	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ss []*store.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		ss = append(ss, s)
+	}
+	return ss, rows.Err()
+}
+
+// UpdateSession applies upd to session id and returns the session as
+// updated. Errors: [store.ErrNotFound], [store.ErrInvalid] for a bad status,
+// options that are not JSON or a negative budget.
+func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpdate) (_ *store.Session, err error) {
+	defer wrap(&err, "sqlite: UpdateSession %q", id)
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	set := []string{"updated_at = ?"}
+	args := []any{time.Now().UnixNano()}
+	add := func(col string, v any) { set, args = append(set, col+" = ?"), append(args, v) }
+	if upd.ClaudeSessionID != nil {
+		add("claude_session_id", *upd.ClaudeSessionID)
+	}
+	if upd.Model != nil {
+		add("model", *upd.Model)
+	}
+	if upd.PermissionMode != nil {
+		add("permission_mode", *upd.PermissionMode)
+	}
+	if upd.Status != nil {
+		if !upd.Status.Valid() {
+			return nil, fmt.Errorf("%w: session status %q", store.ErrInvalid, *upd.Status)
+		}
+		add("status", *upd.Status)
+	}
+	if upd.Options != nil {
+		o, err := validOptions(upd.Options)
+		if err != nil {
+			return nil, err
+		}
+		add("options", o)
+	}
+	if upd.BudgetUSD != nil {
+		if *upd.BudgetUSD < 0 {
+			return nil, fmt.Errorf("%w: negative budget", store.ErrInvalid)
+		}
+		add("budget_usd", *upd.BudgetUSD)
+	}
+	args = append(args, id)
+	s, err := scanSession(db.w.QueryRowContext(ctx, `UPDATE sessions SET `+strings.Join(set, ", ")+
+		` WHERE id = ? RETURNING `+sessionColumns, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return s, err
+}
+
+// DeleteSession removes session id with its events, usage records and
+// session rules; its audit entries stay. It runs in the event writer's
+// queue, after the appends already queued. Errors: [store.ErrNotFound].
+func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
+	defer wrap(&err, "sqlite: DeleteSession %q", id)
+	if err := db.check(); err != nil {
+		return err
+	}
+	return db.app.submit(ctx, &appendRequest{deleteSession: id})
+}
+
+// MarkRunningInterrupted sets every session that is starting or running to
+// interrupted and returns their ids. The daemon calls it once at start,
+// before serving: those sessions' CLI processes died with the previous
+// daemon and are resumed (claude --resume) on the next prompt. Idle
+// sessions stay idle: nothing of theirs was lost.
+func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error) {
+	defer wrap(&err, "sqlite: MarkRunningInterrupted")
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	rows, err := db.w.QueryContext(ctx, `UPDATE sessions SET status = 'interrupted', updated_at = ?
+		WHERE status IN ('starting', 'running') RETURNING id`, time.Now().UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// NewProcess records that a new CLI process is starting for session id
+// and returns its generation (1 for the first). Results of that process are
+// entered in the ledger with this number; the CLI's cumulative counters
+// start again at each generation. Errors: [store.ErrNotFound].
+func (db *DB) NewProcess(ctx context.Context, id string) (_ int64, err error) {
+	defer wrap(&err, "sqlite: NewProcess %q", id)
+	if err := db.check(); err != nil {
+		return 0, err
+	}
+	var gen int64
+	err = db.w.QueryRowContext(ctx, `UPDATE sessions SET process = process + 1, updated_at = ?
+		WHERE id = ? RETURNING process`, time.Now().UnixNano(), id).Scan(&gen)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, store.ErrNotFound
+	}
+	return gen, err
+}

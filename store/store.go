@@ -1,0 +1,56 @@
+// Package store defines what the claudectl daemon keeps on disk: sessions,
+// their event logs, the usage ledger, permission rules and the audit trail of
+// permission decisions. The types here carry no storage code; package
+// [github.com/claudectl/claudectl/store/sqlite] implements them on SQLite.
+// Keeping the two apart lets API code and clients use the records without
+// linking a database engine.
+//
+// A daemon uses the store like this:
+//
+//	db, err := sqlite.Open(ctx, "claudectl.db", nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer db.Close()
+//	db.MarkRunningInterrupted(ctx) // sessions whose process died with the last daemon
+//
+//	s := &store.Session{Cwd: "/src/app", Status: store.StatusStarting}
+//	if err := db.CreateSession(ctx, s); err != nil {
+//		return err
+//	}
+//	ev := &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "assistant", Raw: line}
+//	if _, err := db.Append(ctx, ev); err != nil { // durable once it returns
+//		return err
+//	}
+//	fanOut(ev) // only now: a client never sees an event the log lacks
+//
+//	for ev, err := range db.Events(ctx, s.ID, clientSeq) { // catch-up after a reconnect
+//		...
+//	}
+//
+// # Errors
+//
+// Methods wrap the sentinels below, so test them with [errors.Is]:
+// [ErrNotFound] for a missing session or rule, [ErrUnavailable] for an event
+// range the log cannot serve, [ErrClosed] after Close, [ErrSchemaTooNew] when
+// the database was written by a newer claudectl.
+package store
+
+import "errors"
+
+var (
+	// ErrNotFound means the session, rule or record named does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable means a replay cannot be served in full: the events
+	// asked for are not in the log (the client is ahead of it, or they were
+	// never stored). Replays fail with it before yielding anything.
+	ErrUnavailable = errors.New("events unavailable")
+	// ErrClosed is returned by calls made after the store was closed.
+	ErrClosed = errors.New("store closed")
+	// ErrSchemaTooNew means the database has migrations this binary does
+	// not know: it was written by a newer claudectl.
+	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrInvalid means a record was refused because a field is missing or
+	// out of range; the message names the field.
+	ErrInvalid = errors.New("invalid record")
+)

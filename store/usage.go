@@ -1,0 +1,164 @@
+package store
+
+import (
+	"time"
+
+	"github.com/claudectl/claudectl/claude"
+)
+
+// A UsageRecord is one turn in the usage ledger: what the turn that ended
+// with a result line cost.
+//
+// The CLI reports total_cost_usd and modelUsage cumulatively for its
+// process, so a record holds the difference from the previous result of the
+// same process (see [TurnUsage]); a new process (a resume) starts again
+// from zero.
+type UsageRecord struct {
+	SessionID string
+	// Turn numbers the session's records 1, 2, 3, …; assigned by the store.
+	Turn int64
+	// Process is the generation of the CLI process that reported the turn
+	// (see Session.Process).
+	Process int64
+	// EventSeq is the seq of the result event, 0 if not given.
+	EventSeq int64
+	Time     time.Time
+	// Subtype and IsError are the result's own.
+	Subtype    string
+	IsError    bool
+	DurationMS int64
+
+	CostUSD          float64
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	// Models is the turn's usage per model; models the turn did not use
+	// are left out.
+	Models map[string]ModelUsage
+}
+
+// ModelUsage is one model's share of a turn.
+type ModelUsage struct {
+	InputTokens       int64   `json:"input_tokens,omitempty"`
+	OutputTokens      int64   `json:"output_tokens,omitempty"`
+	CacheReadTokens   int64   `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens  int64   `json:"cache_write_tokens,omitempty"`
+	WebSearchRequests int64   `json:"web_search_requests,omitempty"`
+	CostUSD           float64 `json:"cost_usd,omitempty"`
+}
+
+func (m ModelUsage) sub(o ModelUsage) ModelUsage {
+	return ModelUsage{
+		InputTokens:       m.InputTokens - o.InputTokens,
+		OutputTokens:      m.OutputTokens - o.OutputTokens,
+		CacheReadTokens:   m.CacheReadTokens - o.CacheReadTokens,
+		CacheWriteTokens:  m.CacheWriteTokens - o.CacheWriteTokens,
+		WebSearchRequests: m.WebSearchRequests - o.WebSearchRequests,
+		CostUSD:           m.CostUSD - o.CostUSD,
+	}
+}
+
+func (m ModelUsage) negative() bool {
+	return m.InputTokens < 0 || m.OutputTokens < 0 || m.CacheReadTokens < 0 ||
+		m.CacheWriteTokens < 0 || m.WebSearchRequests < 0 || m.CostUSD < 0
+}
+
+// UsageInput is a result line to enter in the ledger.
+type UsageInput struct {
+	SessionID string
+	// Process is the generation of the CLI process that wrote the result,
+	// as NewProcess returned it. Results of one process are cumulative;
+	// the first result of a new generation is counted from zero.
+	Process  int64
+	EventSeq int64
+	// Time is when the result arrived; zero means now.
+	Time   time.Time
+	Result *claude.ResultMessage
+}
+
+// Cumulative is what one CLI process has reported spending so far. The
+// store keeps the last one per session and process to compute the next
+// turn's share.
+type Cumulative struct {
+	CostUSD float64               `json:"cost_usd"`
+	Models  map[string]ModelUsage `json:"models,omitempty"`
+}
+
+// CumulativeOf returns the cumulative counters of a result line.
+func CumulativeOf(res *claude.ResultMessage) Cumulative {
+	c := Cumulative{CostUSD: res.TotalCostUSD}
+	if len(res.ModelUsage) > 0 {
+		c.Models = make(map[string]ModelUsage, len(res.ModelUsage))
+		for name, m := range res.ModelUsage {
+			c.Models[name] = ModelUsage{
+				InputTokens:       m.InputTokens,
+				OutputTokens:      m.OutputTokens,
+				CacheReadTokens:   m.CacheReadInputTokens,
+				CacheWriteTokens:  m.CacheCreationInputTokens,
+				WebSearchRequests: m.WebSearchRequests,
+				CostUSD:           m.CostUSD,
+			}
+		}
+	}
+	return c
+}
+
+// TurnUsage fills the cost and token fields of rec with the share of the
+// turn whose result is res, given prev, the cumulative counters of the
+// previous result of the same process (zero for a process's first turn).
+//
+// The share is cur − prev, where cur = CumulativeOf(res). If any counter of
+// cur is below prev (a model missing, a cost that went down), the CLI
+// started counting again and the whole of cur is the turn's. Tokens are the
+// sum over models; a result without modelUsage falls back on its per-turn
+// usage field. A result with total_cost_usd of zero but model costs takes
+// the sum of the model costs.
+func TurnUsage(rec *UsageRecord, prev Cumulative, res *claude.ResultMessage) {
+	cur := CumulativeOf(res)
+	if reset(prev, cur) {
+		prev = Cumulative{}
+	}
+	rec.Models = nil
+	rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens = 0, 0, 0, 0
+	var modelCost float64
+	for name, m := range cur.Models {
+		d := m.sub(prev.Models[name])
+		if d == (ModelUsage{}) {
+			continue
+		}
+		if rec.Models == nil {
+			rec.Models = make(map[string]ModelUsage)
+		}
+		rec.Models[name] = d
+		rec.InputTokens += d.InputTokens
+		rec.OutputTokens += d.OutputTokens
+		rec.CacheReadTokens += d.CacheReadTokens
+		rec.CacheWriteTokens += d.CacheWriteTokens
+		modelCost += d.CostUSD
+	}
+	if len(cur.Models) == 0 && res.Usage != nil {
+		rec.InputTokens = res.Usage.InputTokens
+		rec.OutputTokens = res.Usage.OutputTokens
+		rec.CacheReadTokens = res.Usage.CacheReadInputTokens
+		rec.CacheWriteTokens = res.Usage.CacheCreationInputTokens
+	}
+	rec.CostUSD = cur.CostUSD - prev.CostUSD
+	if cur.CostUSD == 0 {
+		rec.CostUSD = modelCost
+	}
+}
+
+// reset reports whether cur cannot follow prev in one process.
+func reset(prev, cur Cumulative) bool {
+	if cur.CostUSD < prev.CostUSD {
+		return true
+	}
+	for name, p := range prev.Models {
+		c, ok := cur.Models[name]
+		if !ok || c.sub(p).negative() {
+			return true
+		}
+	}
+	return false
+}
