@@ -1,0 +1,273 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/store"
+)
+
+// An actor owns one session's *claude.Session. Its goroutine (run) is the
+// only one that steers the CLI (send, interrupt, set model, close); the
+// reader goroutine it starts and waits for only reads messages and logs
+// them. Every event of the session, from either, goes through logEvent.
+type actor struct {
+	d    *Daemon
+	id   string
+	opts SessionOptions
+
+	sess    *claude.Session
+	process int64 // CLI process generation (store.NewProcess)
+
+	cmds    chan command
+	closing chan struct{} // closed to ask run to end
+	once    sync.Once
+	done    chan struct{} // closed when run has returned
+
+	logMu sync.Mutex // serialises append-then-publish, so live order is seq order
+	hub   *hub
+}
+
+type command struct {
+	ctx   context.Context
+	fn    func(context.Context, *claude.Session) error
+	reply chan error
+}
+
+func newActor(d *Daemon, id string, o SessionOptions) *actor {
+	return &actor{
+		d: d, id: id, opts: o,
+		cmds:    make(chan command),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+		hub:     newHub(d.subBuf),
+	}
+}
+
+// start launches the CLI. On failure the session is marked failed.
+func (a *actor) start(ctx context.Context) error {
+	a.status(ctx, store.StatusStarting, "")
+	gen, err := a.d.db.NewProcess(ctx, a.id)
+	if err != nil {
+		return a.fail(ctx, fmt.Errorf("daemon: new process: %w", err))
+	}
+	a.process = gen
+	o := a.opts
+	s, err := claude.Start(a.d.ctx, &claude.Options{
+		CLIPath:                a.d.cliPath,
+		Cwd:                    o.Cwd,
+		Env:                    a.d.env,
+		Model:                  o.Model,
+		PermissionMode:         claude.PermissionMode(o.PermissionMode),
+		AllowedTools:           o.AllowedTools,
+		DisallowedTools:        o.DisallowedTools,
+		AddDirs:                o.AddDirs,
+		SystemPrompt:           o.SystemPrompt,
+		AppendSystemPrompt:     o.AppendSystemPrompt,
+		MaxTurns:               o.MaxTurns,
+		MaxBudgetUSD:           o.MaxBudgetUSD,
+		IncludePartialMessages: o.IncludePartialMessages,
+		ExtraArgs:              o.ExtraArgs,
+		CanUseTool:             a.canUseTool,
+		Logger:                 a.d.log,
+	})
+	if err != nil {
+		return a.fail(ctx, fmt.Errorf("daemon: starting the CLI: %w", err))
+	}
+	a.sess = s
+	a.status(ctx, store.StatusIdle, "")
+	return nil
+}
+
+func (a *actor) fail(ctx context.Context, err error) error {
+	a.status(ctx, store.StatusFailed, err.Error())
+	a.hub.close(nil)
+	close(a.done)
+	return err
+}
+
+// run is the actor's goroutine.
+func (a *actor) run() {
+	defer close(a.done)
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- a.read() }()
+	for {
+		select {
+		case c := <-a.cmds:
+			c.reply <- c.fn(c.ctx, a.sess)
+		case err := <-readerDone:
+			// The CLI ended by itself.
+			a.sess.Close()
+			a.end(err, false)
+			return
+		case <-a.closing:
+			a.sess.Close()
+			err := <-readerDone
+			a.end(err, true)
+			return
+		}
+	}
+}
+
+// end records how the session ended and closes the subscriptions.
+func (a *actor) end(err error, requested bool) {
+	ctx := context.WithoutCancel(a.d.ctx)
+	switch {
+	case requested || err == nil:
+		a.status(ctx, store.StatusClosed, "")
+	default:
+		detail := err.Error()
+		if tail := a.sess.StderrTail(); tail != "" {
+			detail += "\n" + tail
+		}
+		a.status(ctx, store.StatusFailed, detail)
+	}
+	a.d.engine.RemoveSession(a.id)
+	a.hub.close(nil)
+}
+
+// read logs every message until the session ends; it returns nil for a
+// clean end.
+func (a *actor) read() error {
+	ctx := context.WithoutCancel(a.d.ctx)
+	recorded := false
+	for {
+		m, err := a.sess.Next(a.d.ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		ev := &store.Event{SessionID: a.id, Direction: store.FromCLI, Type: m.Kind(),
+			Subtype: subtypeOf(m.Raw()), Raw: append([]byte(nil), m.Raw()...)}
+		if b, ok := m.(interface{ Truncated() (int64, bool) }); ok {
+			if n, t := b.Truncated(); t {
+				ev.OriginalSize = n
+			}
+		}
+		if err := a.logEvent(ctx, ev); err != nil {
+			a.d.log.Error("logging an event", "session", a.id, "err", err)
+			continue
+		}
+		switch m := m.(type) {
+		case *claude.SystemInit:
+			if !recorded && m.SessionID != "" {
+				recorded = true
+				sid := m.SessionID
+				if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{ClaudeSessionID: &sid}); err != nil {
+					a.d.log.Error("recording the CLI session id", "session", a.id, "err", err)
+				}
+			}
+		case *claude.ResultMessage:
+			if _, _, err := a.d.db.AddUsage(ctx, store.UsageInput{SessionID: a.id, Process: a.process,
+				EventSeq: ev.Seq, Result: m}); err != nil {
+				a.d.log.Error("recording usage", "session", a.id, "err", err)
+			}
+			if isMainThread(m) {
+				a.status(ctx, store.StatusIdle, "")
+			}
+		}
+	}
+}
+
+func isMainThread(m claude.Message) bool { return claude.ThreadOf(m).IsMain() }
+
+// subtypeOf returns the "subtype" of a line, or of its "request" for
+// control lines.
+func subtypeOf(raw []byte) string {
+	var v struct {
+		Subtype string `json:"subtype"`
+		Request struct {
+			Subtype string `json:"subtype"`
+		} `json:"request"`
+		Response struct {
+			Subtype string `json:"subtype"`
+		} `json:"response"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	switch {
+	case v.Subtype != "":
+		return v.Subtype
+	case v.Request.Subtype != "":
+		return v.Request.Subtype
+	}
+	return v.Response.Subtype
+}
+
+// logEvent appends ev and then fans it out. Holding logMu across both keeps
+// the live order the seq order.
+func (a *actor) logEvent(ctx context.Context, ev *store.Event) error {
+	a.logMu.Lock()
+	defer a.logMu.Unlock()
+	if _, err := a.d.db.Append(ctx, ev); err != nil {
+		return err
+	}
+	a.hub.publish(*ev)
+	return nil
+}
+
+// logDaemon logs an event the daemon made itself; v is encoded as its raw
+// line and must have a "type" equal to typ.
+func (a *actor) logDaemon(ctx context.Context, typ string, v any) {
+	raw, err := json.Marshal(v)
+	if err == nil {
+		err = a.logEvent(ctx, &store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: typ, Raw: raw})
+	}
+	if err != nil {
+		a.d.log.Error("logging a daemon event", "session", a.id, "type", typ, "err", err)
+	}
+}
+
+// StatusEvent is the raw line of a status change (type "status").
+type StatusEvent struct {
+	Type   string              `json:"type"` // "status"
+	Status store.SessionStatus `json:"status"`
+	Detail string              `json:"detail,omitempty"`
+}
+
+// status stores a status transition and logs it as an event.
+func (a *actor) status(ctx context.Context, st store.SessionStatus, detail string) {
+	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Status: &st}); err != nil {
+		a.d.log.Error("updating status", "session", a.id, "status", st, "err", err)
+	}
+	a.logDaemon(ctx, "status", StatusEvent{Type: "status", Status: st, Detail: detail})
+}
+
+// do runs fn on the actor's goroutine.
+func (a *actor) do(ctx context.Context, fn func(context.Context, *claude.Session) error) error {
+	reply := make(chan error, 1)
+	select {
+	case a.cmds <- command{ctx: ctx, fn: fn, reply: reply}:
+	case <-a.done:
+		return fmt.Errorf("%w: session %s ended", ErrNotRunning, a.id)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *actor) send(ctx context.Context, text string) error {
+	return a.do(ctx, func(ctx context.Context, s *claude.Session) error {
+		a.status(ctx, store.StatusRunning, "")
+		return s.SendText(ctx, text)
+	})
+}
+
+// close asks the actor to end and waits for it.
+func (a *actor) close() {
+	a.once.Do(func() { close(a.closing) })
+	<-a.done
+}

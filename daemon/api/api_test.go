@@ -1,0 +1,354 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.uber.org/goleak"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/daemon/api"
+	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/store/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type client struct {
+	sessions claudectlv1connect.SessionServiceClient
+	perms    claudectlv1connect.PermissionServiceClient
+	health   claudectlv1connect.HealthServiceClient
+	url      string
+	ctx      context.Context
+}
+
+// start runs a daemon and its API on 127.0.0.1:0, with sessions running the
+// real CLI against a scripted fake API, and returns Connect clients.
+func start(t *testing.T, turns ...claudetest.Turn) *client {
+	t.Helper()
+	bin := claudetest.CLIPath(t)
+	srv := claudetest.NewServer(claudetest.Script(turns...))
+	t.Cleanup(srv.Close)
+	env := map[string]string{}
+	for _, kv := range srv.Env(t.TempDir()) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "claudectl.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := permission.NewBroker(nil)
+	d, err := daemon.New(ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
+		CLIPath: bin, Env: env, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := api.NewServer("127.0.0.1:0", api.NewHandler(&api.Service{D: d}), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); hs.Serve(ln) }()
+	httpc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(func() {
+		d.Close() // ends the sessions, and so the streams
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		hs.Shutdown(sctx)
+		<-served
+		httpc.CloseIdleConnections()
+		broker.Close()
+		db.Close()
+	})
+	url := "http://" + ln.Addr().String()
+	return &client{
+		sessions: claudectlv1connect.NewSessionServiceClient(httpc, url),
+		perms:    claudectlv1connect.NewPermissionServiceClient(httpc, url),
+		health:   claudectlv1connect.NewHealthServiceClient(httpc, url),
+		url:      url, ctx: ctx,
+	}
+}
+
+// untilIdle subscribes from after and collects events up to the idle
+// status that follows a result.
+func (c *client) untilIdle(t *testing.T, id string, after int64, onEvent func(*v1.Event)) []*v1.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	stream, err := c.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: after}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var evs []*v1.Event
+	sawResult := false
+	for stream.Receive() {
+		ev := stream.Msg().Event
+		evs = append(evs, ev)
+		if onEvent != nil {
+			onEvent(ev)
+		}
+		if ev.GetMessage().GetType() == "result" {
+			sawResult = true
+		}
+		if sawResult && ev.GetStatusChange().GetStatus() == v1.SessionStatus_SESSION_STATUS_IDLE {
+			return evs
+		}
+	}
+	t.Fatalf("stream ended before idle after %d events: %v", len(evs), stream.Err())
+	return nil
+}
+
+func checkSeqs(t *testing.T, evs []*v1.Event, first int64) {
+	t.Helper()
+	for i, ev := range evs {
+		if ev.Seq != first+int64(i) {
+			t.Fatalf("event %d has seq %d, want %d (gap or duplicate)", i, ev.Seq, first+int64(i))
+		}
+	}
+}
+
+func TestCreateSubscribeReplay(t *testing.T) {
+	c := start(t, claudetest.Reply(claudetest.Text("Hello through the daemon.")))
+	res, err := c.sessions.CreateSession(c.ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: t.TempDir()}, Prompt: "Say hello"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.Session.Id
+	evs := c.untilIdle(t, id, 0, nil)
+	checkSeqs(t, evs, 1)
+	var text strings.Builder
+	var types []string
+	for _, ev := range evs {
+		if m := ev.GetMessage(); m != nil {
+			types = append(types, m.Type)
+			if m.Type == "assistant" {
+				text.Write(m.Raw)
+			}
+		}
+	}
+	if !strings.Contains(text.String(), "Hello through the daemon.") {
+		t.Errorf("no scripted reply among the assistant events; types %v", types)
+	}
+	if types[len(types)-1] != "result" {
+		t.Errorf("last CLI event is %q, want result", types[len(types)-1])
+	}
+
+	// After the fact, a replay gives the same events.
+	replay := c.untilIdle(t, id, 0, nil)
+	if len(replay) != len(evs) {
+		t.Fatalf("replay has %d events, live had %d", len(replay), len(evs))
+	}
+	for i := range evs {
+		if replay[i].Seq != evs[i].Seq || string(replay[i].GetMessage().GetRaw()) != string(evs[i].GetMessage().GetRaw()) {
+			t.Fatalf("replay event %d differs", i)
+		}
+	}
+	got, err := c.sessions.GetSession(c.ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Msg.Session; s.ClaudeSessionId == "" || s.Status != v1.SessionStatus_SESSION_STATUS_IDLE || s.LastSeq < evs[len(evs)-1].Seq {
+		t.Errorf("GetSession = %v", s)
+	}
+
+	// Errors carry codes.
+	_, err = c.sessions.GetSession(c.ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: "nope"}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("GetSession(nope): %v, want NotFound", err)
+	}
+	_, err = c.sessions.SetPermissionMode(c.ctx, connect.NewRequest(&v1.SetPermissionModeRequest{SessionId: id, Mode: "yolo"}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), `mode "yolo"`) {
+		t.Errorf("SetPermissionMode(yolo): %v, want InvalidArgument naming the value", err)
+	}
+	if _, err := c.sessions.CloseSession(c.ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.sessions.Send(c.ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "more"}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("Send after close: %v, want FailedPrecondition", err)
+	}
+}
+
+var touchScript = []claudetest.Turn{
+	claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch x", "description": "Create x"})),
+	claudetest.Reply(claudetest.Text("Created x.")),
+}
+
+func TestPermissionSettledByRule(t *testing.T) {
+	c := start(t, touchScript...)
+	rule, err := c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
+		Pattern: "Bash(touch:*)", Behavior: v1.Behavior_BEHAVIOR_ALLOW}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	res, err := c.sessions.CreateSession(c.ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: dir, PermissionMode: "default"}, Prompt: "Create x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := c.untilIdle(t, res.Msg.Session.Id, 0, nil)
+	checkSeqs(t, evs, 1)
+	if _, err := os.Stat(filepath.Join(dir, "x")); err != nil {
+		t.Errorf("x was not created: %v", err)
+	}
+	var resolved *v1.PermissionResolved
+	for _, ev := range evs {
+		if ev.GetPermissionRequest() != nil {
+			t.Errorf("a request went to a person although a rule allows it")
+		}
+		if r := ev.GetPermissionResolved(); r != nil {
+			resolved = r
+		}
+	}
+	if want := "rule:" + rule.Msg.Rule.Id; resolved == nil || resolved.Decision.DecidedBy != want ||
+		resolved.Decision.Behavior != v1.Behavior_BEHAVIOR_ALLOW {
+		t.Errorf("permission_resolved = %v, want allow by %s", resolved, want)
+	}
+	ds, err := c.perms.ListDecisions(c.ctx, connect.NewRequest(&v1.ListDecisionsRequest{SessionId: res.Msg.Session.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Msg.Decisions) != 1 || ds.Msg.Decisions[0].DecidedBy != "rule:"+rule.Msg.Rule.Id || ds.Msg.Decisions[0].ToolName != "Bash" {
+		t.Errorf("audit = %v", ds.Msg.Decisions)
+	}
+	_, err = c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
+		Pattern: "Bash(", Behavior: v1.Behavior_BEHAVIOR_ALLOW}}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "rule.pattern") {
+		t.Errorf("AddRule(Bash(): %v, want InvalidArgument naming rule.pattern", err)
+	}
+}
+
+func TestPermissionDecidedByClient(t *testing.T) {
+	c := start(t, touchScript...)
+	dir := t.TempDir()
+	res, err := c.sessions.CreateSession(c.ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: dir}, Prompt: "Create x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.Session.Id
+	decided := 0
+	evs := c.untilIdle(t, id, 0, func(ev *v1.Event) {
+		pr := ev.GetPermissionRequest()
+		if pr == nil {
+			return
+		}
+		if pr.ToolName != "Bash" || !strings.Contains(string(pr.Input), "touch x") {
+			t.Errorf("permission request = %v", pr)
+		}
+		pend, err := c.perms.ListPending(c.ctx, connect.NewRequest(&v1.ListPendingRequest{SessionId: id}))
+		if err != nil || len(pend.Msg.Requests) != 1 || pend.Msg.Requests[0].RequestId != pr.RequestId {
+			t.Errorf("ListPending = %v, %v", pend, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
+			t.Errorf("x exists before the decision")
+		}
+		_, err = c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: pr.RequestId,
+			Behavior: v1.Behavior_BEHAVIOR_ALLOW, Client: "alice"}))
+		if err != nil {
+			t.Errorf("Decide: %v", err)
+		}
+		decided++
+		// A second decision loses and says who won.
+		_, err = c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: pr.RequestId,
+			Behavior: v1.Behavior_BEHAVIOR_DENY, Client: "bob"}))
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "alice") {
+			t.Errorf("late Decide: %v, want FailedPrecondition naming alice", err)
+		}
+	})
+	checkSeqs(t, evs, 1)
+	if decided != 1 {
+		t.Fatalf("saw %d permission requests, want 1", decided)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err != nil {
+		t.Errorf("x was not created after the allow: %v", err)
+	}
+	ds, err := c.perms.ListDecisions(c.ctx, connect.NewRequest(&v1.ListDecisionsRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Msg.Decisions) != 1 || ds.Msg.Decisions[0].DecidedBy != "client:alice" {
+		t.Errorf("audit = %v", ds.Msg.Decisions)
+	}
+	_, err = c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: "req_unknown", Behavior: v1.Behavior_BEHAVIOR_ALLOW}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("Decide(unknown): %v, want NotFound", err)
+	}
+}
+
+func TestHealthDetails(t *testing.T) {
+	c := start(t)
+	// Over gRPC on h2c as well as Connect: the same port speaks both.
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	defer h2c.CloseIdleConnections()
+	grpc := claudectlv1connect.NewHealthServiceClient(&http.Client{Transport: h2c}, c.url, connect.WithGRPC())
+	for name, hc := range map[string]claudectlv1connect.HealthServiceClient{"connect": c.health, "grpc": grpc} {
+		res, err := hc.HealthDetails(c.ctx, connect.NewRequest(&v1.HealthDetailsRequest{}))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cc := res.Msg.ClaudeCode
+		if cc.Version != "2.1.329" || cc.Level != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE {
+			t.Errorf("%s: claude_code = %v, want 2.1.329 fully compatible", name, cc)
+		}
+	}
+}
+
+func TestNonLoopbackNeedsToken(t *testing.T) {
+	_, err := api.NewServer("0.0.0.0:7777", http.NotFoundHandler(), "")
+	if !errors.Is(err, api.ErrTokenRequired) {
+		t.Errorf("NewServer(0.0.0.0) without a token: %v", err)
+	}
+	hs, err := api.NewServer("0.0.0.0:7777", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }), "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for auth, want := range map[string]int{"": 401, "Bearer wrong": 401, "Bearer s3cret": 200} {
+		r, _ := http.NewRequest("POST", "/x", nil)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		w := &recorder{h: http.Header{}}
+		hs.Handler.ServeHTTP(w, r)
+		if w.code != want {
+			t.Errorf("Authorization %q: status %d, want %d", auth, w.code, want)
+		}
+	}
+}
+
+type recorder struct {
+	h    http.Header
+	code int
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = 200
+	}
+	return len(b), nil
+}
+func (r *recorder) WriteHeader(c int) { r.code = c }

@@ -1,0 +1,213 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/store"
+)
+
+func pendingToProto(p permission.Pending) *v1.PermissionRequest {
+	r := p.Request
+	sugs, _ := json.Marshal(r.Suggestions)
+	out := &v1.PermissionRequest{RequestId: r.RequestID, SessionId: p.SessionID, ToolName: r.ToolName,
+		Input: r.Input, ToolUseId: r.ToolUseID, Description: r.Description, DecisionReason: r.DecisionReason,
+		Suggestions: sugs}
+	if r.ToolName == "AskUserQuestion" {
+		var in struct {
+			Questions []claude.Question `json:"questions"`
+		}
+		if json.Unmarshal(r.Input, &in) == nil {
+			for _, q := range in.Questions {
+				pq := &v1.Question{Question: q.Question, Header: q.Header, MultiSelect: q.MultiSelect}
+				for _, o := range q.Options {
+					pq.Options = append(pq.Options, o.Label)
+				}
+				out.Questions = append(out.Questions, pq)
+			}
+		}
+	}
+	return out
+}
+
+// ListPending implements PermissionService.
+func (s *Service) ListPending(ctx context.Context, req *connect.Request[v1.ListPendingRequest]) (*connect.Response[v1.ListPendingResponse], error) {
+	out := &v1.ListPendingResponse{}
+	for _, p := range s.D.Broker().Pending(req.Msg.SessionId) {
+		out.Requests = append(out.Requests, pendingToProto(p))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// Decide implements PermissionService.
+func (s *Service) Decide(ctx context.Context, req *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error) {
+	m := req.Msg
+	if err := required("request_id", m.RequestId); err != nil {
+		return nil, err
+	}
+	var allow bool
+	switch m.Behavior {
+	case v1.Behavior_BEHAVIOR_ALLOW:
+		allow = true
+	case v1.Behavior_BEHAVIOR_DENY:
+	default:
+		return nil, invalid("behavior", m.Behavior.String(), "must be allow or deny")
+	}
+	if m.Always && !allow {
+		return nil, invalid("always", "true", "only an allow can be always")
+	}
+	p, _, err := s.D.Decide(ctx, daemon.Decision{RequestID: m.RequestId, Allow: allow, Message: m.Message,
+		Always: m.Always, Answers: m.Answers, Client: m.Client})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	b := "deny"
+	if allow {
+		b = "allow"
+	}
+	by := "client:" + m.Client
+	if m.Client == "" {
+		by = "client:anonymous"
+	}
+	return connect.NewResponse(&v1.DecideResponse{Decision: decisionToProto(&store.Decision{
+		RequestID: m.RequestId, Behavior: b, By: by, Message: m.Message, DecidedAt: time.Now(),
+		ToolName: p.Request.ToolName, SessionID: p.SessionID})}), nil
+}
+
+// ListRules implements PermissionService.
+func (s *Service) ListRules(ctx context.Context, _ *connect.Request[v1.ListRulesRequest]) (*connect.Response[v1.ListRulesResponse], error) {
+	rules, err := s.D.DB().Rules(ctx)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out := &v1.ListRulesResponse{}
+	for _, r := range rules {
+		out.Rules = append(out.Rules, ruleToProto(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// AddRule implements PermissionService.
+func (s *Service) AddRule(ctx context.Context, req *connect.Request[v1.AddRuleRequest]) (*connect.Response[v1.AddRuleResponse], error) {
+	pr := req.Msg.GetRule()
+	if pr == nil {
+		return nil, invalid("rule", "", "required")
+	}
+	if err := required("rule.pattern", pr.Pattern); err != nil {
+		return nil, err
+	}
+	b, err := behaviorFromProto(pr.Behavior)
+	if err != nil {
+		return nil, err
+	}
+	r := &store.Rule{Spec: pr.Pattern, Behavior: b, CreatedBy: "client"}
+	switch pr.Scope {
+	case v1.RuleScope_RULE_SCOPE_UNSPECIFIED, v1.RuleScope_RULE_SCOPE_GLOBAL:
+	case v1.RuleScope_RULE_SCOPE_PROJECT:
+		if err := required("rule.scope_value", pr.ScopeValue); err != nil {
+			return nil, err
+		}
+		r.ProjectDir = pr.ScopeValue
+	case v1.RuleScope_RULE_SCOPE_SESSION:
+		if err := required("rule.scope_value", pr.ScopeValue); err != nil {
+			return nil, err
+		}
+		r.SessionID = pr.ScopeValue
+	default:
+		return nil, invalid("rule.scope", pr.Scope.String(), "unknown scope")
+	}
+	if err := s.D.AddRule(ctx, r); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&v1.AddRuleResponse{Rule: ruleToProto(r)}), nil
+}
+
+// RemoveRule implements PermissionService.
+func (s *Service) RemoveRule(ctx context.Context, req *connect.Request[v1.RemoveRuleRequest]) (*connect.Response[v1.RemoveRuleResponse], error) {
+	id, err := parseRuleID("rule_id", req.Msg.RuleId)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.D.RemoveRule(ctx, id); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&v1.RemoveRuleResponse{}), nil
+}
+
+// ListDecisions implements PermissionService.
+func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.ListDecisionsRequest]) (*connect.Response[v1.ListDecisionsResponse], error) {
+	if req.Msg.Limit < 0 {
+		return nil, invalid("limit", strconv.Itoa(int(req.Msg.Limit)), "must not be negative")
+	}
+	ds, err := s.D.DB().Decisions(ctx, store.DecisionFilter{SessionID: req.Msg.SessionId, Limit: int(req.Msg.Limit)})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out := &v1.ListDecisionsResponse{}
+	for _, d := range ds {
+		out.Decisions = append(out.Decisions, decisionToProto(d))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// Health implements HealthService.
+func (s *Service) Health(context.Context, *connect.Request[v1.HealthRequest]) (*connect.Response[v1.HealthResponse], error) {
+	return connect.NewResponse(&v1.HealthResponse{Ok: true}), nil
+}
+
+var levelToProto = map[claude.Compatibility]v1.CompatibilityLevel{
+	claude.FullyCompatible:  v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE,
+	claude.LikelyCompatible: v1.CompatibilityLevel_COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE,
+	claude.Degraded:         v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED,
+	claude.Incompatible:     v1.CompatibilityLevel_COMPATIBILITY_LEVEL_INCOMPATIBLE,
+}
+
+// HealthDetails implements HealthService.
+func (s *Service) HealthDetails(ctx context.Context, _ *connect.Request[v1.HealthDetailsRequest]) (*connect.Response[v1.HealthDetailsResponse], error) {
+	all, err := s.D.DB().Sessions(ctx, store.SessionFilter{})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out := &v1.HealthDetailsResponse{Ok: true, Version: Version, StartedAt: timestamppb.New(s.D.Started()),
+		Sessions: int32(len(all)), RunningSessions: int32(s.D.Running()),
+		PendingPermissions: int32(len(s.D.Broker().Pending("")))}
+	out.ClaudeCode = s.claudeStatus(ctx)
+	return connect.NewResponse(out), nil
+}
+
+func (s *Service) claudeStatus(ctx context.Context) *v1.ClaudeCodeStatus {
+	path := s.D.CLIPath()
+	if path == "" {
+		p, err := claude.FindBinary(nil)
+		if err != nil {
+			return &v1.ClaudeCodeStatus{Message: err.Error()}
+		}
+		path = p
+	}
+	versionOf := s.VersionOf
+	if versionOf == nil {
+		versionOf = claude.VersionOf
+	}
+	v, err := versionOf(ctx, path)
+	if err != nil {
+		var ve *claude.VersionError
+		msg := err.Error()
+		if errors.As(err, &ve) {
+			msg = ve.Error()
+		}
+		return &v1.ClaudeCodeStatus{Path: path, Message: msg}
+	}
+	rep := claude.CheckCompatibility(v)
+	return &v1.ClaudeCodeStatus{Version: v.String(), ApiVersion: v.APIVersion, Level: levelToProto[rep.Level],
+		Message: rep.Message, Path: path}
+}

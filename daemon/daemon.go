@@ -1,0 +1,341 @@
+// Package daemon hosts Claude Code sessions for claudectl serve: one actor per
+// session owns its *claude.Session, every line the CLI prints is appended to
+// the store before any subscriber sees it, and permission prompts go through
+// the rule engine first and to a person (the broker) second.
+//
+// The API layer (package daemon/api) is a thin translation of these methods
+// into the connect handlers of api/claudectl/v1.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/sqlite"
+)
+
+// Errors of the Daemon. Store errors (store.ErrNotFound, store.ErrUnavailable,
+// store.ErrInvalid) are passed through wrapped.
+var (
+	// ErrNotRunning means the session exists but has no CLI process.
+	ErrNotRunning = errors.New("daemon: session is not running")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("daemon: closed")
+	// ErrSlowSubscriber ends a subscription that fell too far behind; the
+	// client resubscribes from the last seq it saw.
+	ErrSlowSubscriber = errors.New("daemon: subscriber too slow, dropped")
+)
+
+// InvalidArgumentError names a request field and the value refused.
+type InvalidArgumentError struct {
+	Field, Value, Reason string
+}
+
+func (e *InvalidArgumentError) Error() string {
+	return fmt.Sprintf("daemon: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+}
+
+// Options configures New. DB, Engine and Broker are required; the caller
+// owns them and closes them after Daemon.Close.
+type Options struct {
+	DB     *sqlite.DB
+	Engine *permission.Engine
+	Broker *permission.Broker
+	// CLIPath is the claude executable; empty means claude.FindBinary.
+	CLIPath string
+	// Env is added to every session's environment (claude.Options.Env).
+	Env map[string]string
+	// Logger receives the daemon's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// SubscriberBuffer is how many live events a subscriber may fall
+	// behind before it is dropped. Zero means 1024.
+	SubscriberBuffer int
+}
+
+// A Daemon hosts sessions. It is safe for concurrent use.
+type Daemon struct {
+	db      *sqlite.DB
+	engine  *permission.Engine
+	broker  *permission.Broker
+	cliPath string
+	env     map[string]string
+	log     *slog.Logger
+	subBuf  int
+	started time.Time
+
+	ctx    context.Context // the life of every session's CLI
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	actors map[string]*actor // guarded by mu
+	closed bool              // guarded by mu
+}
+
+// New returns a daemon. It loads the stored rules into the engine.
+func New(ctx context.Context, opts *Options) (*Daemon, error) {
+	if opts == nil || opts.DB == nil || opts.Engine == nil || opts.Broker == nil {
+		panic("daemon.New: DB, Engine and Broker are required")
+	}
+	d := &Daemon{
+		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
+		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
+		subBuf: opts.SubscriberBuffer, started: time.Now(),
+		actors: map[string]*actor{},
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.subBuf <= 0 {
+		d.subBuf = 1024
+	}
+	rules, err := d.db.Rules(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: loading rules: %w", err)
+	}
+	for _, r := range rules {
+		pr, err := RuleFromStore(r)
+		if err != nil {
+			d.log.Warn("skipping stored rule", "id", r.ID, "spec", r.Spec, "err", err)
+			continue
+		}
+		if err := d.engine.Add(pr); err != nil {
+			d.log.Warn("skipping stored rule", "id", r.ID, "spec", r.Spec, "err", err)
+		}
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	return d, nil
+}
+
+// Started returns when the daemon was made.
+func (d *Daemon) Started() time.Time { return d.started }
+
+// DB returns the store.
+func (d *Daemon) DB() *sqlite.DB { return d.db }
+
+// Engine returns the rule engine.
+func (d *Daemon) Engine() *permission.Engine { return d.engine }
+
+// Broker returns the permission broker.
+func (d *Daemon) Broker() *permission.Broker { return d.broker }
+
+// CLIPath returns the configured CLI path ("" when searched for).
+func (d *Daemon) CLIPath() string { return d.cliPath }
+
+// SessionOptions are the launch options of a session, stored as JSON with it.
+type SessionOptions struct {
+	Cwd                    string   `json:"cwd"`
+	Model                  string   `json:"model,omitempty"`
+	PermissionMode         string   `json:"permission_mode,omitempty"`
+	AllowedTools           []string `json:"allowed_tools,omitempty"`
+	DisallowedTools        []string `json:"disallowed_tools,omitempty"`
+	AddDirs                []string `json:"add_dirs,omitempty"`
+	SystemPrompt           string   `json:"system_prompt,omitempty"`
+	AppendSystemPrompt     string   `json:"append_system_prompt,omitempty"`
+	MaxTurns               int      `json:"max_turns,omitempty"`
+	MaxBudgetUSD           float64  `json:"max_budget_usd,omitempty"`
+	IncludePartialMessages bool     `json:"include_partial_messages,omitempty"`
+	ExtraArgs              []string `json:"extra_args,omitempty"`
+}
+
+func (o *SessionOptions) validate() error {
+	if o.Cwd == "" {
+		return &InvalidArgumentError{Field: "options.cwd", Value: "", Reason: "required"}
+	}
+	if o.PermissionMode != "" && !slices.Contains(claude.PermissionModes, claude.PermissionMode(o.PermissionMode)) {
+		return &InvalidArgumentError{Field: "options.permission_mode", Value: o.PermissionMode,
+			Reason: fmt.Sprintf("must be one of %v", claude.PermissionModes)}
+	}
+	if o.MaxTurns < 0 {
+		return &InvalidArgumentError{Field: "options.max_turns", Value: fmt.Sprint(o.MaxTurns), Reason: "must not be negative"}
+	}
+	if o.MaxBudgetUSD < 0 {
+		return &InvalidArgumentError{Field: "options.max_budget_usd", Value: fmt.Sprint(o.MaxBudgetUSD), Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// Create stores a new session, starts its CLI and, when prompt is not
+// empty, sends it. It returns the session as stored once the CLI runs.
+func (d *Daemon) Create(ctx context.Context, o SessionOptions, prompt string) (*store.Session, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	s := &store.Session{Cwd: o.Cwd, Model: o.Model, PermissionMode: o.PermissionMode,
+		Status: store.StatusStarting, Options: raw, BudgetUSD: o.MaxBudgetUSD}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if err := d.db.CreateSession(ctx, s); err != nil {
+		return nil, fmt.Errorf("daemon: creating session: %w", err)
+	}
+	a := newActor(d, s.ID, o)
+	if err := a.start(ctx); err != nil {
+		return nil, err
+	}
+	go a.run()
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		a.close()
+		return nil, ErrClosed
+	}
+	d.actors[s.ID] = a
+	d.mu.Unlock()
+	if prompt != "" {
+		if err := a.send(ctx, prompt); err != nil {
+			return nil, err
+		}
+	}
+	return d.db.Session(ctx, s.ID)
+}
+
+// actor returns the live actor of session id, or an error: store.ErrNotFound
+// for an unknown session, ErrNotRunning for one without a CLI.
+func (d *Daemon) actor(ctx context.Context, id string) (*actor, error) {
+	d.mu.Lock()
+	a := d.actors[id]
+	d.mu.Unlock()
+	if a != nil {
+		select {
+		case <-a.done:
+		default:
+			return a, nil
+		}
+	}
+	s, err := d.db.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: session %s is %s", ErrNotRunning, id, s.Status)
+}
+
+// Send writes a prompt to the session (a new turn, or queued behind the
+// running one).
+func (d *Daemon) Send(ctx context.Context, id, text string) error {
+	if text == "" {
+		return &InvalidArgumentError{Field: "text", Value: "", Reason: "required"}
+	}
+	a, err := d.actor(ctx, id)
+	if err != nil {
+		return err
+	}
+	return a.send(ctx, text)
+}
+
+// Interrupt stops the session's running turn.
+func (d *Daemon) Interrupt(ctx context.Context, id string) error {
+	a, err := d.actor(ctx, id)
+	if err != nil {
+		return err
+	}
+	return a.do(ctx, func(ctx context.Context, s *claude.Session) error { return s.Interrupt(ctx) })
+}
+
+// SetModel switches the session's model ("" for the default).
+func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
+	a, err := d.actor(ctx, id)
+	if err != nil {
+		return err
+	}
+	err = a.do(ctx, func(ctx context.Context, s *claude.Session) error { return s.SetModel(ctx, model) })
+	if err != nil {
+		return err
+	}
+	_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{Model: &model})
+	return err
+}
+
+// SetPermissionMode switches the session's permission mode.
+func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
+	if !slices.Contains(claude.PermissionModes, claude.PermissionMode(mode)) {
+		return &InvalidArgumentError{Field: "mode", Value: mode, Reason: fmt.Sprintf("must be one of %v", claude.PermissionModes)}
+	}
+	a, err := d.actor(ctx, id)
+	if err != nil {
+		return err
+	}
+	err = a.do(ctx, func(ctx context.Context, s *claude.Session) error {
+		return s.SetPermissionMode(ctx, claude.PermissionMode(mode))
+	})
+	if err != nil {
+		return err
+	}
+	_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{PermissionMode: &mode})
+	return err
+}
+
+// CloseSession ends the session's CLI and marks it closed. Closing a
+// session that is not running is not an error.
+func (d *Daemon) CloseSession(ctx context.Context, id string) error {
+	d.mu.Lock()
+	a := d.actors[id]
+	d.mu.Unlock()
+	if a == nil {
+		_, err := d.db.Session(ctx, id)
+		return err
+	}
+	a.close()
+	return nil
+}
+
+// Running returns how many sessions have a live CLI.
+func (d *Daemon) Running() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, a := range d.actors {
+		select {
+		case <-a.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// Close closes every session (their CLIs end, their status becomes
+// closed) and waits for them. It leaves the DB, engine and broker open.
+// Idempotent.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	actors := make([]*actor, 0, len(d.actors))
+	for _, a := range d.actors {
+		actors = append(actors, a)
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, a := range actors {
+		wg.Go(a.close)
+	}
+	wg.Wait()
+	d.cancel()
+	return nil
+}
+
+// RuleFromStore compiles a stored rule for the engine.
+func RuleFromStore(r *store.Rule) (permission.Rule, error) {
+	pr, err := permission.NewRule(r.Spec, permission.Behavior(r.Behavior),
+		permission.Scope{ProjectDir: r.ProjectDir, SessionID: r.SessionID})
+	if err != nil {
+		return pr, err
+	}
+	pr.ID = r.ID
+	return pr, nil
+}

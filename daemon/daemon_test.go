@@ -1,0 +1,180 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/sqlite"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newDaemon starts a daemon whose sessions run the real CLI against a
+// scripted fake API.
+func newDaemon(t *testing.T, turns ...claudetest.Turn) (*daemon.Daemon, context.Context) {
+	t.Helper()
+	return newDaemonBuf(t, 0, turns...)
+}
+
+func newDaemonBuf(t *testing.T, subBuf int, turns ...claudetest.Turn) (*daemon.Daemon, context.Context) {
+	t.Helper()
+	bin := claudetest.CLIPath(t)
+	srv := claudetest.NewServer(claudetest.Script(turns...))
+	t.Cleanup(srv.Close)
+	env := map[string]string{}
+	for _, kv := range srv.Env(t.TempDir()) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "claudectl.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := permission.NewBroker(nil)
+	d, err := daemon.New(ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
+		CLIPath: bin, Env: env, Logger: slog.New(slog.DiscardHandler), SubscriberBuffer: subBuf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.Close()
+		broker.Close()
+		db.Close()
+	})
+	return d, ctx
+}
+
+// untilIdle reads events until the status after a result is idle.
+func untilIdle(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, after int64) []store.Event {
+	t.Helper()
+	var evs []store.Event
+	sawResult := false
+	for ev, err := range d.Subscribe(ctx, id, after) {
+		if err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+		evs = append(evs, ev)
+		if ev.Type == "result" {
+			sawResult = true
+		}
+		if sawResult && ev.Type == "status" && strings.Contains(string(ev.Raw), `"idle"`) {
+			return evs
+		}
+	}
+	t.Fatalf("subscription ended before idle; got %d events", len(evs))
+	return nil
+}
+
+func TestCreateReplyAndReplay(t *testing.T) {
+	d, ctx := newDaemon(t, claudetest.Reply(claudetest.Text("Hello from the fake.")))
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "Say hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := untilIdle(t, d, ctx, s.ID, 0)
+	var text string
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d, want %d", i, ev.Seq, i+1)
+		}
+		if ev.Type == "assistant" {
+			var m struct {
+				Message struct {
+					Content []struct{ Text string }
+				}
+			}
+			json.Unmarshal(ev.Raw, &m)
+			for _, c := range m.Message.Content {
+				text += c.Text
+			}
+		}
+	}
+	if text != "Hello from the fake." {
+		t.Errorf("assistant text = %q", text)
+	}
+	got, err := d.DB().Session(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ClaudeSessionID == "" || got.Totals.Turns != 1 {
+		t.Errorf("session after the turn: claude id %q, turns %d", got.ClaudeSessionID, got.Totals.Turns)
+	}
+	// Replay from the middle gives the same events.
+	var replay []store.Event
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for ev, err := range d.Subscribe(rctx, s.ID, 2) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		replay = append(replay, ev)
+		if ev.Seq == evs[len(evs)-1].Seq {
+			break
+		}
+	}
+	if len(replay) != len(evs)-2 || replay[0].Seq != 3 || string(replay[0].Raw) != string(evs[2].Raw) {
+		t.Errorf("replay after 2: %d events, want %d", len(replay), len(evs)-2)
+	}
+	if err := d.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = d.DB().Session(ctx, s.ID)
+	if got.Status != store.StatusClosed {
+		t.Errorf("status after close = %s", got.Status)
+	}
+}
+
+func TestSlowSubscriberDroppedAndResumes(t *testing.T) {
+	d, ctx := newDaemonBuf(t, 1, claudetest.Reply(claudetest.Text("Hello from the fake.")))
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	var gotErr error
+	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+		if err != nil {
+			gotErr = err
+			break
+		}
+		last = ev.Seq
+		if ev.Seq == 2 { // replayed: starting, idle; now stall while a turn runs
+			if err := d.Send(ctx, s.ID, "Say hello"); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				got, err := d.DB().Session(ctx, s.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Status == store.StatusIdle && got.Totals.Turns == 1 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	if !errors.Is(gotErr, daemon.ErrSlowSubscriber) {
+		t.Fatalf("stalled subscriber ended with %v, want ErrSlowSubscriber", gotErr)
+	}
+	// Resubscribing from the last seq seen gives the rest, gap-free.
+	evs := untilIdle(t, d, ctx, s.ID, last)
+	for i, ev := range evs {
+		if ev.Seq != last+int64(i)+1 {
+			t.Fatalf("after resubscribing, event %d has seq %d, want %d", i, ev.Seq, last+int64(i)+1)
+		}
+	}
+}
