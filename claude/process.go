@@ -38,7 +38,8 @@ var (
 // period.
 type ProcessTransport struct {
 	// GracePeriod is how long Close waits for the CLI to exit on its own
-	// after its stdin is closed. Zero means 5s.
+	// after its stdin is closed. Zero means 5s; a negative value means no
+	// grace period (SIGTERM at once).
 	GracePeriod time.Duration
 	// KillDelay is how long to wait after SIGTERM before SIGKILL. Zero
 	// means 5s.

@@ -47,9 +47,44 @@ func CLIPath(tb testing.TB) string {
 	return ""
 }
 
+// CLIWSEnv is the environment variable naming the claude binary to test the
+// WebSocket (--sdk-url) transport against: a CLI of version 2.1.120 or
+// older, as newer ones refuse a local --sdk-url. The Makefile sets it.
+const CLIWSEnv = "CLAUDECTL_TEST_CLI_WS"
+
+// SDKURLCLIPath returns the claude binary to test --sdk-url against, the way
+// CLIPath does: $CLAUDECTL_TEST_CLI_WS if set, else the newest
+// .tools/claude-code-VERSION with VERSION at most 2.1.120, else it calls
+// tb.Fatal when CI=true and tb.Skip otherwise.
+func SDKURLCLIPath(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv(CLIWSEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			tb.Fatalf("claude CLI for --sdk-url not found: %s=%s: %v; run make test", CLIWSEnv, p, err)
+			return ""
+		}
+		return p
+	}
+	if p := findToolsCLIMatching(func(v []int) bool { return compareVersions(v, []int{2, 1, 120}) <= 0 }); p != "" {
+		return p
+	}
+	msg := "claude CLI 2.1.120 or older not found (set " + CLIWSEnv + " or install one into .tools/); run make test"
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg)
+	} else {
+		tb.Skip(msg)
+	}
+	return ""
+}
+
 // findToolsCLI walks up from the working directory to the module root looking
 // for .tools/claude-code-*/node_modules/.bin/claude and returns the newest.
 func findToolsCLI() string {
+	return findToolsCLIMatching(func([]int) bool { return true })
+}
+
+// findToolsCLIMatching is findToolsCLI among the versions ok accepts.
+func findToolsCLIMatching(ok func(version []int) bool) string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return ""
@@ -62,6 +97,9 @@ func findToolsCLI() string {
 				continue
 			}
 			v := parseVersion(strings.TrimPrefix(filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(m)))), "claude-code-"))
+			if !ok(v) {
+				continue
+			}
 			if best == "" || compareVersions(v, bestVer) > 0 {
 				best, bestVer = m, v
 			}

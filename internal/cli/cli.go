@@ -135,6 +135,8 @@ func Commands(env *Env) []Command {
 	return []Command{
 		&RunCommand{Env: env},
 		&DoctorCommand{Env: env},
+		&WorkerCommand{Env: env},
+		&ServeCommand{Env: env},
 	}
 }
 

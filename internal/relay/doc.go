@@ -1,0 +1,64 @@
+// Package relay is the wire protocol between a remote worker ("claudectl
+// worker", which runs the Claude Code CLI over stdio on its own machine) and
+// the controller that drives the session (claude.WorkerListener), plus the
+// worker's side of it.
+//
+// # Connection
+//
+// The worker dials the controller's WebSocket endpoint with
+//
+//	Authorization: Bearer <token>
+//	Sec-WebSocket-Protocol: claudectl-worker.v1
+//
+// Every WebSocket message is one text frame made of a JSON header, a
+// newline, and a payload whose meaning depends on the header's type:
+//
+//	{"type":"line","seq":7,"ack":3}\n{"type":"assistant",...}
+//
+// # Handshake
+//
+// The worker speaks first on every connection:
+//
+//	worker → hello  {"session":"", "worker":"host-123"}            a fresh worker
+//	worker → hello  {"session":"s-…", "ack":N}                      a worker coming back
+//
+// A fresh worker waits, connected, until the controller has a session for it
+// and answers start, which carries the command to run: the CLI's arguments,
+// the environment changes to apply to the worker's own environment, the
+// working directory and the line limit. A returning worker gets resume with
+// the controller's ack, or reject (the session is unknown or over: the worker
+// stops its CLI and exits with an error).
+//
+//	controller → start  {"session":"s-…","command":{"args":[…],"set_env":{…},"unset_env":[…],"dir":"…","max_line_bytes":N}}
+//	controller → resume {"session":"s-…","ack":M}
+//	controller → reject {"error":"…"}
+//
+// # Sequenced frames and replay
+//
+// After the handshake each side sends sequenced frames, numbered from 1 in
+// its own direction for the life of the session, not of the connection:
+//
+//	controller → line   one NDJSON line for the CLI's stdin
+//	controller → eof    close the CLI's stdin
+//	controller → close  stop the CLI: end stdin, grace period, SIGTERM, SIGKILL ("now":true skips the grace)
+//	worker → line       one line of the CLI's stdout ("orig" is its size before truncation, if cut)
+//	worker → stderr     one line of the CLI's stderr
+//	worker → exit       the CLI exited: code, signal, stderr tail; always the last frame
+//
+// Every header may carry "ack": the highest sequence number the sender has
+// consumed from the other side, in order; a bare {"type":"ack"} is sent when
+// there is nothing else to say. A side keeps every frame it sent until the
+// peer acknowledges it (a bounded window: when it is full, the sender stops
+// reading from its source, which pauses the CLI or the session). When the
+// link drops the worker dials again with backoff; the hello and resume carry
+// each side's count of frames received, and each side sends again, in order,
+// exactly the frames after it. A receiver drops any frame whose number it has
+// already seen, so nothing is lost or delivered twice. Both sides ping every
+// few seconds; a missing pong ends the connection, which starts the
+// reconnection.
+//
+// The session ends when the worker has sent exit and the controller has
+// acknowledged it: the worker then closes the connection with a normal
+// closure and exits 0. A worker that cannot reach the controller for longer
+// than its reconnect timeout stops the CLI and fails.
+package relay
