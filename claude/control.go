@@ -96,12 +96,34 @@ func (s *Session) awaitResponse(ctx context.Context, subtype, id string, p *pend
 		return r.body.Response, nil
 	case <-ctx.Done():
 		forget()
-		// Withdraw it; the CLI may already be past caring, so don't wait long.
-		wctx, cancel := context.WithTimeout(s.ctx, time.Second)
-		_ = s.write(wctx, wireCancel{Type: "control_cancel_request", RequestID: id})
-		cancel()
+		if s.acceptsCancel() {
+			// Withdraw it; the CLI may already be past caring, so don't wait long.
+			wctx, cancel := context.WithTimeout(s.ctx, time.Second)
+			_ = s.write(wctx, wireCancel{Type: "control_cancel_request", RequestID: id})
+			cancel()
+		}
 		return nil, ctx.Err()
 	}
+}
+
+// cancelMinVersion is the oldest CLI known to accept a control_cancel_request
+// on its stdin: 2.1.329 does; 2.1.37 exits on one ("Expected message type
+// 'user' or 'control'"); versions in between are untested.
+var cancelMinVersion = Version{Major: 2, Minor: 1, Patch: 329}
+
+// acceptsCancel reports whether the CLI is known to accept
+// control_cancel_request. When its version is not known yet (it comes with
+// the initialize response or system/init), the request is not withdrawn:
+// its late answer is simply dropped.
+func (s *Session) acceptsCancel() bool {
+	s.mu.Lock()
+	v := s.cliVersion
+	s.mu.Unlock()
+	if v == "" {
+		return false
+	}
+	pv, err := ParseVersion(v)
+	return err == nil && pv.Compare(cancelMinVersion) >= 0
 }
 
 // handleResponse delivers a control_response to the request waiting for it.
@@ -255,6 +277,9 @@ func (s *Session) initialize() {
 		}
 		s.mu.Lock()
 		s.initResp, s.initErr = r, err
+		if r != nil && r.ClaudeCodeVersion != "" {
+			s.cliVersion = r.ClaudeCodeVersion
+		}
 		s.mu.Unlock()
 	}()
 }

@@ -165,6 +165,11 @@ func (s *Session) route(m Message) bool {
 		return false
 	case *SystemInit:
 		s.setSessionID(m.SessionID)
+		if m.ClaudeCodeVersion != "" {
+			s.mu.Lock()
+			s.cliVersion = m.ClaudeCodeVersion
+			s.mu.Unlock()
+		}
 	case *ResultMessage:
 		s.setSessionID(m.SessionID)
 		s.mu.Lock()

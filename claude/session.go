@@ -49,6 +49,7 @@ type Session struct {
 
 	mu         sync.Mutex
 	sessionID  string
+	cliVersion string // from the initialize response or system/init
 	inTurn     bool
 	pending    map[string]*pendingRequest    // our requests awaiting a response
 	incoming   map[string]context.CancelFunc // the CLI's requests being answered

@@ -119,7 +119,10 @@ func startMem(t *testing.T, opts *claude.Options) (*claude.Session, *memConn) {
 	if init["request"].(map[string]any)["subtype"] != "initialize" {
 		t.Fatalf("first request = %v", init)
 	}
-	c.print(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": init["request_id"], "response": map[string]any{"commands": []any{}, "pid": 7}}})
+	c.print(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": init["request_id"], "response": map[string]any{"commands": []any{}, "pid": 7, "claude_code_version": "2.1.329"}}})
+	if _, err := s.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return s, c
 }
 
@@ -193,6 +196,36 @@ func TestControlCancelAndErrors(t *testing.T) {
 	var ce *claude.ControlError
 	if !errors.As(err, &ce) || ce.Subtype != "set_model" || ce.Message != "no such model" || !errors.Is(err, claude.ErrUnsupportedRequest) {
 		t.Errorf("error response = %v", err)
+	}
+}
+
+func TestNoCancelToOldCLI(t *testing.T) {
+	// CLI 2.1.37 exits on a control_cancel_request: none is sent to a CLI
+	// older than the first one known to accept it.
+	c := newMemConn()
+	s, err := claude.Start(context.Background(), &claude.Options{Transport: memTransport{c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	init := c.nextOf(t, "control_request")
+	respond(c, init["request_id"], map[string]any{"claude_code_version": "2.1.37"})
+	if _, err := s.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := s.Control(ctx, "slow_thing", nil); done <- err }()
+	c.nextOf(t, "control_request")
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Control = %v", err)
+	}
+	if err := s.SendText(context.Background(), "next"); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); m["type"] != "user" {
+		t.Errorf("after the cancelled request the session wrote %v, want the user line", m)
 	}
 }
 
