@@ -29,11 +29,7 @@ func newE2EResponder(t *testing.T, r claudetest.Responder) *e2e {
 	srv := claudetest.NewServer(r)
 	t.Cleanup(srv.Close)
 	home := t.TempDir()
-	env := map[string]string{}
-	for _, kv := range srv.Env(home) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
+	env := srv.EnvMap(home)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	return &e2e{t: t, srv: srv, ctx: ctx, opts: &claude.Options{

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -270,4 +271,14 @@ func (s *Server) respond(req *Request) (turn Turn, err error) {
 		}
 	}
 	return turn, nil
+}
+
+// EnvMap is [Server.Env] as a map, the form claude.Options.Env takes.
+func (s *Server) EnvMap(home string) map[string]string {
+	env := make(map[string]string)
+	for _, kv := range s.Env(home) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
 }

@@ -32,11 +32,7 @@ func newDaemonBuf(t *testing.T, subBuf int, turns ...claudetest.Turn) (*daemon.D
 	bin := claudetest.CLIPath(t)
 	srv := claudetest.NewServer(claudetest.Script(turns...))
 	t.Cleanup(srv.Close)
-	env := map[string]string{}
-	for _, kv := range srv.Env(t.TempDir()) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
+	env := srv.EnvMap(t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "claudectl.db"), nil)

@@ -103,11 +103,7 @@ func newFake(t *testing.T, turns ...claudetest.Turn) *fake {
 	cli := claudetest.CLIPath(t)
 	srv := claudetest.NewServer(claudetest.Script(turns...))
 	t.Cleanup(srv.Close)
-	env := map[string]string{}
-	for _, kv := range srv.Env(t.TempDir()) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
+	env := srv.EnvMap(t.TempDir())
 	return &fake{srv: srv, cli: cli, cwd: t.TempDir(), env: env}
 }
 

@@ -93,11 +93,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 		t.Logf("worker stderr:\n%s", werr.String())
 	}()
 
-	env := map[string]string{}
-	for _, kv := range srv.Env(t.TempDir()) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
+	env := srv.EnvMap(t.TempDir())
 	var mu sync.Mutex
 	var asked []string
 	s, err := claude.Start(ctx, &claude.Options{
