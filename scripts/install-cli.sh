@@ -9,7 +9,7 @@ if ! command -v npm >/dev/null; then
   exit 1
 fi
 mkdir -p "$dir"
-echo "installing @anthropic-ai/claude-code@$version into $dir (about 380 MB) ..." >&2
+echo "installing @anthropic-ai/claude-code@$version into $dir ..." >&2
 [ -f "$dir/package.json" ] || echo '{"name":"claudectl-tools","private":true}' >"$dir/package.json"
 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "@anthropic-ai/claude-code@$version" >&2
 bin="$dir/node_modules/.bin/claude"
