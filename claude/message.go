@@ -21,7 +21,10 @@ type Message interface {
 	Kind() string
 	// Raw returns the line as read from the CLI, without its newline. If the
 	// line was longer than the session's MaxPayloadBytes, it is the truncated
-	// line (see [Base.Truncated]).
+	// line (see [Base.Truncated]). The bytes are read-only: decoded strings
+	// of stream events share them, and small lines share a 64 KiB block, so
+	// a program that keeps a few messages for long while dropping the rest
+	// should keep copies.
 	Raw() []byte
 	base() *Base
 }

@@ -22,7 +22,7 @@ import (
 
 const (
 	batchMaxLines = 2048
-	batchMaxBytes = 256 << 10
+	batchMaxBytes = 384 << 10
 	// inlineDecodeLines: batches this small are decoded by readLoop itself,
 	// which saves a hand-off when output trickles in.
 	inlineDecodeLines = 2

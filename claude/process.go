@@ -48,7 +48,7 @@ type ProcessTransport struct {
 	// called from one goroutine and must not block for long.
 	Stderr func(line string)
 	// ReadBufferSize is the size of the stdout read buffer, allocated on
-	// the first read and kept for the session's life. Zero means 256 KiB,
+	// the first read and kept for the session's life. Zero means 384 KiB,
 	// which suits a fast stream; a host of many mostly idle sessions may
 	// prefer less, at some cost in peak throughput.
 	ReadBufferSize int
@@ -58,7 +58,7 @@ func (t *ProcessTransport) readBufferSize() int {
 	if t.ReadBufferSize > 0 {
 		return t.ReadBufferSize
 	}
-	return 256 << 10
+	return 384 << 10
 }
 
 // stderrTailBytes is how much of stderr is kept for errors.
