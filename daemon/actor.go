@@ -136,6 +136,7 @@ func (a *actor) end(err error, requested bool) {
 func (a *actor) read() error {
 	ctx := context.WithoutCancel(a.d.ctx)
 	recorded := false
+	var acc claude.Accumulator
 	for {
 		m, err := a.sess.Next(a.d.ctx)
 		if err != nil {
@@ -155,6 +156,9 @@ func (a *actor) read() error {
 			a.d.log.Error("logging an event", "session", a.id, "err", err)
 			continue
 		}
+		if u, ok := acc.Add(m); ok {
+			a.logStreamUpdate(ctx, u)
+		}
 		switch m := m.(type) {
 		case *claude.SystemInit:
 			if !recorded && m.SessionID != "" {
@@ -165,15 +169,57 @@ func (a *actor) read() error {
 				}
 			}
 		case *claude.ResultMessage:
-			if _, _, err := a.d.db.AddUsage(ctx, store.UsageInput{SessionID: a.id, Process: a.process,
-				EventSeq: ev.Seq, Result: m}); err != nil {
+			rec, sess, err := a.d.db.AddUsage(ctx, store.UsageInput{SessionID: a.id, Process: a.process,
+				EventSeq: ev.Seq, Result: m})
+			if err != nil {
 				a.d.log.Error("recording usage", "session", a.id, "err", err)
+			} else if rec != nil && sess != nil {
+				a.logDaemon(ctx, "usage_report", UsageReportEvent{Type: "usage_report", Turn: *rec, Totals: sess.Totals})
 			}
 			if isMainThread(m) {
 				a.status(ctx, store.StatusIdle, "")
 			}
 		}
 	}
+}
+
+// logStreamUpdate logs what the accumulator made of a stream event.
+func (a *actor) logStreamUpdate(ctx context.Context, u claude.StreamUpdate) {
+	switch {
+	case u.Err != nil:
+		a.d.log.Warn("rebuilding a streamed tool input", "session", a.id, "err", u.Err)
+	case u.ToolUse != nil:
+		a.logDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name,
+			Input: u.ToolUse.Input, ParentToolUseID: u.Thread.ParentToolUseID})
+	default:
+		a.logDaemon(ctx, "text_delta", TextDeltaEvent{Type: "text_delta", Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID})
+	}
+}
+
+// TextDeltaEvent is the raw line of a piece of streamed text (type
+// "text_delta"), logged after the stream_event it comes from.
+type TextDeltaEvent struct {
+	Type            string `json:"type"` // "text_delta"
+	Text            string `json:"text"`
+	ParentToolUseID string `json:"parent_tool_use_id,omitempty"`
+}
+
+// ToolUseEvent is the raw line of a tool call whose input was streamed
+// (type "tool_use"), logged after the content_block_stop that completes it.
+type ToolUseEvent struct {
+	Type            string          `json:"type"` // "tool_use"
+	ToolUseID       string          `json:"tool_use_id"`
+	Name            string          `json:"name"`
+	Input           json.RawMessage `json:"input"`
+	ParentToolUseID string          `json:"parent_tool_use_id,omitempty"`
+}
+
+// UsageReportEvent is the raw line logged after a result's usage is recorded
+// (type "usage_report"): the turn's share and the session's totals after it.
+type UsageReportEvent struct {
+	Type   string            `json:"type"` // "usage_report"
+	Turn   store.UsageRecord `json:"turn"`
+	Totals store.Totals      `json:"totals"`
 }
 
 func isMainThread(m claude.Message) bool { return claude.ThreadOf(m).IsMain() }

@@ -76,13 +76,33 @@ func untilIdle(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, a
 
 func TestCreateReplyAndReplay(t *testing.T) {
 	d, ctx := newDaemon(t, claudetest.Reply(claudetest.Text("Hello from the fake.")))
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "Say hello")
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "Say hello")
 	if err != nil {
 		t.Fatal(err)
 	}
 	evs := untilIdle(t, d, ctx, s.ID, 0)
-	var text string
+	var text, streamed string
+	var report *daemon.UsageReportEvent
+	resultSeq := int64(0)
 	for i, ev := range evs {
+		switch {
+		case ev.Type == "result":
+			resultSeq = ev.Seq
+		case ev.Type == "text_delta" && ev.Direction == store.FromDaemon:
+			var td daemon.TextDeltaEvent
+			if err := json.Unmarshal(ev.Raw, &td); err != nil {
+				t.Fatal(err)
+			}
+			streamed += td.Text
+		case ev.Type == "usage_report" && ev.Direction == store.FromDaemon:
+			report = new(daemon.UsageReportEvent)
+			if err := json.Unmarshal(ev.Raw, report); err != nil {
+				t.Fatal(err)
+			}
+			if resultSeq == 0 {
+				t.Errorf("usage_report (seq %d) before the result", ev.Seq)
+			}
+		}
 		if ev.Seq != int64(i+1) {
 			t.Fatalf("event %d has seq %d, want %d", i, ev.Seq, i+1)
 		}
@@ -100,6 +120,15 @@ func TestCreateReplyAndReplay(t *testing.T) {
 	}
 	if text != "Hello from the fake." {
 		t.Errorf("assistant text = %q", text)
+	}
+	if streamed != text {
+		t.Errorf("text_delta events = %q, want %q", streamed, text)
+	}
+	if report == nil {
+		t.Errorf("no usage_report event")
+	} else if report.Turn.Turn != 1 || report.Turn.EventSeq != resultSeq || report.Totals.Turns != 1 ||
+		report.Totals.OutputTokens != report.Turn.OutputTokens || report.Turn.OutputTokens == 0 {
+		t.Errorf("usage_report = %+v, result seq %d", report, resultSeq)
 	}
 	got, err := d.DB().Session(ctx, s.ID)
 	if err != nil {

@@ -116,10 +116,28 @@ func sessionToProto(s *store.Session) *v1.Session {
 		PermissionMode: s.PermissionMode, Status: statusToProto[s.Status],
 		CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
 		LastSeq: s.LastSeq, BudgetUsd: s.BudgetUSD, Worker: "local",
-		Totals: &v1.Usage{CostUsd: s.Totals.CostUSD, InputTokens: s.Totals.InputTokens,
-			OutputTokens: s.Totals.OutputTokens, CacheReadInputTokens: s.Totals.CacheReadTokens,
-			CacheCreationInputTokens: s.Totals.CacheWriteTokens},
+		Totals: totalsToProto(s.Totals),
 	}
+}
+
+func totalsToProto(t store.Totals) *v1.Usage {
+	return &v1.Usage{CostUsd: t.CostUSD, InputTokens: t.InputTokens,
+		OutputTokens: t.OutputTokens, CacheReadInputTokens: t.CacheReadTokens,
+		CacheCreationInputTokens: t.CacheWriteTokens}
+}
+
+// turnUsageToProto returns a turn's usage, by model too.
+func turnUsageToProto(r *store.UsageRecord) *v1.Usage {
+	u := &v1.Usage{CostUsd: r.CostUSD, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
+		CacheReadInputTokens: r.CacheReadTokens, CacheCreationInputTokens: r.CacheWriteTokens}
+	if len(r.Models) > 0 {
+		u.ByModel = make(map[string]*v1.ModelUsage, len(r.Models))
+		for name, m := range r.Models {
+			u.ByModel[name] = &v1.ModelUsage{CostUsd: m.CostUSD, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
+				CacheReadInputTokens: m.CacheReadTokens, CacheCreationInputTokens: m.CacheWriteTokens}
+		}
+	}
+	return u
 }
 
 func parseRuleID(field, s string) (int64, error) {

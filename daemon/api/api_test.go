@@ -135,7 +135,11 @@ func TestCreateSubscribeReplay(t *testing.T) {
 	checkSeqs(t, evs, 1)
 	var text strings.Builder
 	var types []string
+	var report *v1.UsageReport
 	for _, ev := range evs {
+		if r := ev.GetUsageReport(); r != nil {
+			report = r
+		}
 		if m := ev.GetMessage(); m != nil {
 			types = append(types, m.Type)
 			if m.Type == "assistant" {
@@ -148,6 +152,10 @@ func TestCreateSubscribeReplay(t *testing.T) {
 	}
 	if types[len(types)-1] != "result" {
 		t.Errorf("last CLI event is %q, want result", types[len(types)-1])
+	}
+	if report == nil || report.GetTurn().GetOutputTokens() == 0 ||
+		report.GetSessionTotals().GetOutputTokens() != report.GetTurn().GetOutputTokens() {
+		t.Errorf("usage report = %v", report)
 	}
 
 	// After the fact, a replay gives the same events.

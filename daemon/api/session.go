@@ -175,6 +175,26 @@ func eventToProto(ev *store.Event) *v1.Event {
 					ToolUseId: pr.ToolUseID, Description: pr.Description, DecisionReason: pr.Reason, Suggestions: sugs}}
 				return out
 			}
+		case "text_delta":
+			var td daemon.TextDeltaEvent
+			if json.Unmarshal(ev.Raw, &td) == nil {
+				out.Kind = &v1.Event_TextDelta{TextDelta: &v1.TextDelta{Text: td.Text, ParentToolUseId: td.ParentToolUseID}}
+				return out
+			}
+		case "tool_use":
+			var tu daemon.ToolUseEvent
+			if json.Unmarshal(ev.Raw, &tu) == nil {
+				out.Kind = &v1.Event_ToolUse{ToolUse: &v1.ToolUse{ToolUseId: tu.ToolUseID, Name: tu.Name,
+					Input: tu.Input, ParentToolUseId: tu.ParentToolUseID}}
+				return out
+			}
+		case "usage_report":
+			var ur daemon.UsageReportEvent
+			if json.Unmarshal(ev.Raw, &ur) == nil {
+				out.Kind = &v1.Event_UsageReport{UsageReport: &v1.UsageReport{
+					Turn: turnUsageToProto(&ur.Turn), SessionTotals: totalsToProto(ur.Totals)}}
+				return out
+			}
 		case "permission_resolved":
 			var pr daemon.PermissionResolvedEvent
 			if json.Unmarshal(ev.Raw, &pr) == nil {
