@@ -137,6 +137,11 @@ func Commands(env *Env) []Command {
 		&DoctorCommand{Env: env},
 		&WorkerCommand{Env: env},
 		&ServeCommand{Env: env},
+		&SessionsCommand{Env: env},
+		&SendCommand{Env: env},
+		&DecideCommand{Env: env, Allow: true},
+		&DecideCommand{Env: env},
+		&RulesCommand{Env: env},
 	}
 }
 
