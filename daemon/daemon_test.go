@@ -4,17 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
-	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/daemon/daemontest"
 	"github.com/claudectl/claudectl/store"
-	"github.com/claudectl/claudectl/store/sqlite"
 	"go.uber.org/goleak"
 )
 
@@ -29,28 +26,8 @@ func newDaemon(t *testing.T, turns ...claudetest.Turn) (*daemon.Daemon, context.
 
 func newDaemonBuf(t *testing.T, subBuf int, turns ...claudetest.Turn) (*daemon.Daemon, context.Context) {
 	t.Helper()
-	bin := claudetest.CLIPath(t)
-	srv := claudetest.NewServer(claudetest.Script(turns...))
-	t.Cleanup(srv.Close)
-	env := srv.EnvMap(t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "claudectl.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker := permission.NewBroker(nil)
-	d, err := daemon.New(ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
-		CLIPath: bin, Env: env, Logger: slog.New(slog.DiscardHandler), SubscriberBuffer: subBuf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		d.Close()
-		broker.Close()
-		db.Close()
-	})
-	return d, ctx
+	d := daemontest.Start(t, &daemontest.Options{SubscriberBuffer: subBuf}, turns...)
+	return d.D, d.Ctx
 }
 
 // untilIdle reads events until the status after a result is idle.

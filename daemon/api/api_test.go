@@ -3,14 +3,11 @@ package api_test
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/goleak"
@@ -18,10 +15,8 @@ import (
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/claudetest"
-	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/api"
-	"github.com/claudectl/claudectl/permission"
-	"github.com/claudectl/claudectl/store/sqlite"
+	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,49 +33,13 @@ type client struct {
 // real CLI against a scripted fake API, and returns Connect clients.
 func start(t *testing.T, turns ...claudetest.Turn) *client {
 	t.Helper()
-	bin := claudetest.CLIPath(t)
-	srv := claudetest.NewServer(claudetest.Script(turns...))
-	t.Cleanup(srv.Close)
-	env := srv.EnvMap(t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "claudectl.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker := permission.NewBroker(nil)
-	d, err := daemon.New(ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
-		CLIPath: bin, Env: env, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs, err := api.NewServer("127.0.0.1:0", api.NewHandler(&api.Service{D: d}), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); hs.Serve(ln) }()
-	httpc := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(func() {
-		d.Close() // ends the sessions, and so the streams
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		hs.Shutdown(sctx)
-		<-served
-		httpc.CloseIdleConnections()
-		broker.Close()
-		db.Close()
-	})
-	url := "http://" + ln.Addr().String()
+	d := daemontest.Start(t, nil, turns...)
+	url, httpc := d.Serve()
 	return &client{
 		sessions: claudectlv1connect.NewSessionServiceClient(httpc, url),
 		perms:    claudectlv1connect.NewPermissionServiceClient(httpc, url),
 		health:   claudectlv1connect.NewHealthServiceClient(httpc, url),
-		url:      url, ctx: ctx,
+		url:      url, ctx: d.Ctx,
 	}
 }
 

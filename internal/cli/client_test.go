@@ -3,25 +3,19 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/claudetest"
-	"github.com/claudectl/claudectl/daemon"
-	"github.com/claudectl/claudectl/daemon/api"
-	"github.com/claudectl/claudectl/permission"
-	"github.com/claudectl/claudectl/store/sqlite"
+	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
 // testDaemon is an in-process daemon on 127.0.0.1 whose sessions run the
@@ -40,45 +34,9 @@ func startDaemon(t *testing.T, turns ...claudetest.Turn) *testDaemon {
 // startDaemonToken is startDaemon requiring the bearer token (if not "").
 func startDaemonToken(t *testing.T, token string, turns ...claudetest.Turn) *testDaemon {
 	t.Helper()
-	bin := claudetest.CLIPath(t)
-	srv := claudetest.NewServer(claudetest.Script(turns...))
-	t.Cleanup(srv.Close)
-	env := srv.EnvMap(t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "claudectl.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker := permission.NewBroker(nil)
-	d, err := daemon.New(ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
-		CLIPath: bin, Env: env, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs, err := api.NewServer("127.0.0.1:0", api.NewHandler(&api.Service{D: d}), token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); hs.Serve(ln) }()
-	httpc := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(func() {
-		d.Close()
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		hs.Shutdown(sctx)
-		<-served
-		httpc.CloseIdleConnections()
-		broker.Close()
-		db.Close()
-	})
-	url := "http://" + ln.Addr().String()
-	return &testDaemon{url: url, ctx: ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}
+	d := daemontest.Start(t, &daemontest.Options{Token: token}, turns...)
+	url, httpc := d.Serve()
+	return &testDaemon{url: url, ctx: d.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}
 }
 
 // inv points the client commands at the daemon through CLAUDECTL_SERVER.
