@@ -60,6 +60,7 @@ func (a *actor) start(ctx context.Context) error {
 	o := a.opts
 	s, err := claude.Start(a.d.ctx, &claude.Options{
 		CLIPath:                a.d.cliPath,
+		Transport:              &claude.ProcessTransport{ReadBufferSize: a.d.readBuf},
 		Cwd:                    o.Cwd,
 		Env:                    a.d.env,
 		Model:                  o.Model,

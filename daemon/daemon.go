@@ -59,6 +59,10 @@ type Options struct {
 	// SubscriberBuffer is how many live events a subscriber may fall
 	// behind before it is dropped. Zero means 1024.
 	SubscriberBuffer int
+	// ReadBufferSize is each CLI's stdout read buffer
+	// (claude.ProcessTransport.ReadBufferSize), kept for the session's
+	// life. Zero means 64 KiB: a daemon hosts many mostly idle sessions.
+	ReadBufferSize int
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
@@ -70,6 +74,7 @@ type Daemon struct {
 	env     map[string]string
 	log     *slog.Logger
 	subBuf  int
+	readBuf int
 	started time.Time
 
 	ctx    context.Context // the life of every session's CLI
@@ -88,7 +93,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	d := &Daemon{
 		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
-		subBuf: opts.SubscriberBuffer, started: time.Now(),
+		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, started: time.Now(),
 		actors: map[string]*actor{},
 	}
 	if d.log == nil {
@@ -96,6 +101,9 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	}
 	if d.subBuf <= 0 {
 		d.subBuf = 1024
+	}
+	if d.readBuf <= 0 {
+		d.readBuf = 64 << 10
 	}
 	rules, err := d.db.Rules(ctx)
 	if err != nil {

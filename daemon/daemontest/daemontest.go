@@ -25,6 +25,13 @@ type Options struct {
 	SubscriberBuffer int
 	// Token, if set, is required of API clients (Serve).
 	Token string
+	// CLIPath, if set, runs this executable instead of the real CLI (a
+	// stand-in for benchmarks); the scripted model still serves it.
+	CLIPath string
+	// ReadBufferSize is daemon.Options.ReadBufferSize (0: its default).
+	ReadBufferSize int
+	// Broker configures the permission broker (nil: its defaults).
+	Broker *permission.BrokerOptions
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -44,7 +51,10 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 	if opts != nil {
 		o = *opts
 	}
-	bin := claudetest.CLIPath(t)
+	bin := o.CLIPath
+	if bin == "" {
+		bin = claudetest.CLIPath(t)
+	}
 	srv := claudetest.NewServer(claudetest.Script(turns...))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -53,10 +63,10 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := permission.NewBroker(nil)
+	broker := permission.NewBroker(o.Broker)
 	d, err := daemon.New(ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
 		CLIPath: bin, Env: srv.EnvMap(t.TempDir()), Logger: slog.New(slog.DiscardHandler),
-		SubscriberBuffer: o.SubscriberBuffer})
+		SubscriberBuffer: o.SubscriberBuffer, ReadBufferSize: o.ReadBufferSize})
 	if err != nil {
 		t.Fatal(err)
 	}
