@@ -18,11 +18,11 @@ all: build
 build:
 	$(GO) build -o bin/claudectl ./cmd/claudectl
 
-# The main job. Until the daemon exists this runs one prompt through the real CLI.
-# PROMPT and ARGS can be overridden: make run PROMPT='list the files' ARGS='--permission-mode acceptEdits'
-PROMPT ?= Say hello in one sentence.
+# The main job: the daemon on 127.0.0.1:7777 with its embedded SQLite store
+# ($XDG_DATA_HOME/claudectl), running the pinned CLI. ARGS adds serve flags:
+# make run ARGS='--listen 127.0.0.1:8000'
 run: build cli
-	./bin/claudectl run --cli "$(CLAUDE_BIN)" $(ARGS) "$(PROMPT)"
+	./bin/claudectl serve --cli "$(CLAUDE_BIN)" $(ARGS)
 
 # Installs the pinned CLIs into .tools/ (project-local, git-ignored) when they are missing.
 cli: $(CLAUDE_BIN) $(CLAUDE_WS_BIN)
