@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
@@ -21,8 +23,14 @@ type actor struct {
 	id   string
 	opts SessionOptions
 
+	launch  launch
 	sess    *claude.Session
 	process int64 // CLI process generation (store.NewProcess)
+
+	waiting  atomic.Int32 // permission requests waiting for a person
+	shutdown atomic.Bool  // the daemon is stopping: the session is interrupted, not closed
+	stopMu  sync.Mutex
+	stopMsg string // why the daemon stopped the session itself (budget)
 
 	cmds    chan command
 	closing chan struct{} // closed to ask run to end
@@ -60,7 +68,9 @@ func (a *actor) start(ctx context.Context) error {
 	o := a.opts
 	s, err := claude.Start(a.d.ctx, &claude.Options{
 		CLIPath:                a.d.cliPath,
-		Transport:              &claude.ProcessTransport{ReadBufferSize: a.d.readBuf},
+		Transport:              &tapTransport{Transport: &claude.ProcessTransport{ReadBufferSize: a.d.readBuf}, a: a},
+		Resume:                 a.launch.resume,
+		ForkSession:            a.launch.fork,
 		Cwd:                    o.Cwd,
 		Env:                    a.d.env,
 		Model:                  o.Model,
@@ -86,6 +96,7 @@ func (a *actor) start(ctx context.Context) error {
 }
 
 func (a *actor) fail(ctx context.Context, err error) error {
+	a.logError(ctx, err.Error(), "")
 	a.status(ctx, store.StatusFailed, err.Error())
 	a.hub.close(nil)
 	close(a.done)
@@ -118,12 +129,21 @@ func (a *actor) run() {
 // end records how the session ended and closes the subscriptions.
 func (a *actor) end(err error, requested bool) {
 	ctx := context.WithoutCancel(a.d.ctx)
+	a.stopMu.Lock()
+	stopped := a.stopMsg
+	a.stopMu.Unlock()
 	switch {
+	case stopped != "":
+		a.status(ctx, store.StatusClosed, stopped)
+	case a.shutdown.Load():
+		a.status(ctx, store.StatusInterrupted, "the daemon stopped; the next prompt resumes the session")
 	case requested || err == nil:
 		a.status(ctx, store.StatusClosed, "")
 	default:
+		tail := a.sess.StderrTail()
+		a.logError(ctx, err.Error(), tail)
 		detail := err.Error()
-		if tail := a.sess.StderrTail(); tail != "" {
+		if tail != "" && !strings.Contains(detail, tail) {
 			detail += "\n" + tail
 		}
 		a.status(ctx, store.StatusFailed, detail)
@@ -169,13 +189,23 @@ func (a *actor) read() error {
 					a.d.log.Error("recording the CLI session id", "session", a.id, "err", err)
 				}
 			}
+		case *claude.AssistantMessage:
+			if m.Error != "" {
+				a.logError(ctx, "the model's turn failed: "+m.Error, "")
+			}
 		case *claude.ResultMessage:
+			if m.IsError {
+				a.logError(ctx, resultError(m), "")
+			}
 			rec, sess, err := a.d.db.AddUsage(ctx, store.UsageInput{SessionID: a.id, Process: a.process,
 				EventSeq: ev.Seq, Result: m})
 			if err != nil {
 				a.d.log.Error("recording usage", "session", a.id, "err", err)
 			} else if rec != nil && sess != nil {
 				a.logDaemon(ctx, "usage_report", UsageReportEvent{Type: "usage_report", Turn: *rec, Totals: sess.Totals})
+				if sess.BudgetExceeded() {
+					a.stop(ctx, fmt.Sprintf("budget of $%.4f spent ($%.4f used); the session was stopped", sess.BudgetUSD, sess.Totals.CostUSD))
+				}
 			}
 			if isMainThread(m) {
 				a.status(ctx, store.StatusIdle, "")
@@ -189,6 +219,7 @@ func (a *actor) logStreamUpdate(ctx context.Context, u claude.StreamUpdate) {
 	switch {
 	case u.Err != nil:
 		a.d.log.Warn("rebuilding a streamed tool input", "session", a.id, "err", u.Err)
+		a.logError(ctx, "rebuilding a streamed tool input: "+u.Err.Error(), "")
 	case u.ToolUse != nil:
 		a.logDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name,
 			Input: u.ToolUse.Input, ParentToolUseID: u.Thread.ParentToolUseID})
@@ -273,6 +304,50 @@ func (a *actor) logDaemon(ctx context.Context, typ string, v any) {
 	}
 }
 
+// ErrorEvent is the raw line of something that went wrong in the session
+// (type "error"): the CLI failed, a turn ended in error, a streamed tool
+// input could not be rebuilt, the budget was spent.
+type ErrorEvent struct {
+	Type       string `json:"type"` // "error"
+	Message    string `json:"message"`
+	StderrTail string `json:"stderr_tail,omitempty"`
+}
+
+func (a *actor) logError(ctx context.Context, msg, stderrTail string) {
+	a.logDaemon(ctx, "error", ErrorEvent{Type: "error", Message: msg, StderrTail: stderrTail})
+}
+
+// resultError describes a result that is an error.
+func resultError(m *claude.ResultMessage) string {
+	msg := "the turn ended in error (" + m.Subtype + ")"
+	if len(m.Errors) > 0 {
+		msg += ": " + strings.Join(m.Errors, "; ")
+	} else if m.Result != "" {
+		msg += ": " + m.Result
+	}
+	return msg
+}
+
+// stop ends the session on the daemon's own decision (a spent budget):
+// the reason is logged as an error and becomes the closed status's detail.
+// It does not wait: it may run on the reader goroutine.
+func (a *actor) stop(ctx context.Context, reason string) {
+	a.stopMu.Lock()
+	first := a.stopMsg == ""
+	if first {
+		a.stopMsg = reason
+	}
+	a.stopMu.Unlock()
+	if !first {
+		return
+	}
+	a.logError(ctx, reason, "")
+	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Error: &reason}); err != nil {
+		a.d.log.Error("recording why the session stopped", "session", a.id, "err", err)
+	}
+	a.once.Do(func() { close(a.closing) })
+}
+
 // StatusEvent is the raw line of a status change (type "status").
 type StatusEvent struct {
 	Type   string              `json:"type"` // "status"
@@ -280,9 +355,19 @@ type StatusEvent struct {
 	Detail string              `json:"detail,omitempty"`
 }
 
-// status stores a status transition and logs it as an event.
+// status stores a status transition and logs it as an event. Waiting is
+// stored as running (see store.StatusWaiting); failed stores detail as the
+// session's error.
 func (a *actor) status(ctx context.Context, st store.SessionStatus, detail string) {
-	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Status: &st}); err != nil {
+	stored := st
+	if st == store.StatusWaiting {
+		stored = store.StatusRunning
+	}
+	upd := store.SessionUpdate{Status: &stored}
+	if st == store.StatusFailed {
+		upd.Error = &detail
+	}
+	if _, err := a.d.db.UpdateSession(ctx, a.id, upd); err != nil {
 		a.d.log.Error("updating status", "session", a.id, "status", st, "err", err)
 	}
 	a.logDaemon(ctx, "status", StatusEvent{Type: "status", Status: st, Detail: detail})
@@ -311,6 +396,16 @@ func (a *actor) send(ctx context.Context, text string) error {
 		a.status(ctx, store.StatusRunning, "")
 		return s.SendText(ctx, text)
 	})
+}
+
+// ended reports whether the actor's CLI is gone (or never started).
+func (a *actor) ended() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // close asks the actor to end and waits for it.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,8 @@ var (
 	ErrNotRunning = errors.New("daemon: session is not running")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("daemon: closed")
+	// ErrAlreadyRunning means a session to resume still has its CLI.
+	ErrAlreadyRunning = errors.New("daemon: session is already running")
 	// ErrSlowSubscriber ends a subscription that fell too far behind; the
 	// client resubscribes from the last seq it saw.
 	ErrSlowSubscriber = errors.New("daemon: subscriber too slow, dropped")
@@ -43,6 +46,21 @@ type InvalidArgumentError struct {
 func (e *InvalidArgumentError) Error() string {
 	return fmt.Sprintf("daemon: invalid %s %q: %s", e.Field, e.Value, e.Reason)
 }
+
+// StateError says why a session cannot do what was asked in its state
+// (errors.Is ErrNotRunning).
+type StateError struct {
+	SessionID string
+	Status    store.SessionStatus
+	Msg       string
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("daemon: session %s is %s: %s", e.SessionID, e.Status, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrNotRunning) hold.
+func (e *StateError) Is(target error) bool { return target == ErrNotRunning }
 
 // Options configures New. DB, Engine and Broker are required; the caller
 // owns them and closes them after Daemon.Close.
@@ -85,7 +103,8 @@ type Daemon struct {
 	closed bool              // guarded by mu
 }
 
-// New returns a daemon. It loads the stored rules into the engine.
+// New returns a daemon. It loads the stored rules into the engine and
+// marks the sessions that a killed daemon left running as interrupted.
 func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if opts == nil || opts.DB == nil || opts.Engine == nil || opts.Broker == nil {
 		panic("daemon.New: DB, Engine and Broker are required")
@@ -119,8 +138,31 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 			d.log.Warn("skipping stored rule", "id", r.ID, "spec", r.Spec, "err", err)
 		}
 	}
+	if err := d.markInterrupted(ctx); err != nil {
+		return nil, err
+	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d, nil
+}
+
+// markInterrupted marks the sessions a previous daemon left starting or
+// running (it was killed) as interrupted, and logs that in each one's log.
+func (d *Daemon) markInterrupted(ctx context.Context) error {
+	ids, err := d.db.MarkRunningInterrupted(ctx)
+	if err != nil {
+		return fmt.Errorf("daemon: marking interrupted sessions: %w", err)
+	}
+	for _, id := range ids {
+		raw, _ := json.Marshal(StatusEvent{Type: "status", Status: store.StatusInterrupted,
+			Detail: "the daemon stopped while the session ran; the next prompt resumes it"})
+		if _, err := d.db.Append(ctx, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw}); err != nil {
+			return fmt.Errorf("daemon: logging the interruption of %s: %w", id, err)
+		}
+	}
+	if len(ids) > 0 {
+		d.log.Info("sessions interrupted by the last daemon's end", "sessions", strings.Join(ids, ","))
+	}
+	return nil
 }
 
 // Started returns when the daemon was made.
@@ -181,36 +223,157 @@ func (d *Daemon) Create(ctx context.Context, o SessionOptions, prompt string) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &store.Session{Cwd: o.Cwd, Model: o.Model, PermissionMode: o.PermissionMode,
-		Status: store.StatusStarting, Options: raw, BudgetUSD: o.MaxBudgetUSD}
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
+	if d.isClosed() {
 		return nil, ErrClosed
 	}
+	s := &store.Session{Cwd: o.Cwd, Model: o.Model, PermissionMode: o.PermissionMode,
+		Status: store.StatusStarting, Options: raw, BudgetUSD: o.MaxBudgetUSD}
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("daemon: creating session: %w", err)
 	}
+	return d.launch(ctx, s, o, launch{}, prompt)
+}
+
+// Resume starts a new CLI process for a session that has none (closed,
+// failed, interrupted by a daemon restart, or idle since one) with
+// claude --resume, so that the conversation goes on where it stopped, and
+// sends prompt when it is not empty. Errors: store.ErrNotFound,
+// ErrAlreadyRunning, *StateError when the session cannot be resumed.
+func (d *Daemon) Resume(ctx context.Context, id, prompt string) (*store.Session, error) {
+	s, err := d.db.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	o, err := resumable(s, "resume")
+	if err != nil {
+		return nil, err
+	}
+	return d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID}, prompt)
+}
+
+// Fork starts a new session that begins with a copy of session id's
+// conversation (claude --resume --fork-session) and goes on apart from it;
+// the original is left as it is, running or not. prompt, if not empty, is
+// the fork's first message.
+func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, error) {
+	src, err := d.db.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	o, err := resumable(src, "fork")
+	if err != nil {
+		return nil, err
+	}
+	if d.isClosed() {
+		return nil, ErrClosed
+	}
+	s := &store.Session{Cwd: src.Cwd, Model: src.Model, PermissionMode: src.PermissionMode,
+		Status: store.StatusStarting, Options: src.Options, BudgetUSD: src.BudgetUSD, ParentID: src.ID}
+	if err := d.db.CreateSession(ctx, s); err != nil {
+		return nil, fmt.Errorf("daemon: creating the fork of %s: %w", id, err)
+	}
+	return d.launch(ctx, s, o, launch{resume: src.ClaudeSessionID, fork: true}, prompt)
+}
+
+// resumable returns the launch options of a stored session that a new CLI
+// process may continue (op is "resume" or "fork", for the error).
+func resumable(s *store.Session, op string) (SessionOptions, error) {
+	var o SessionOptions
+	if err := json.Unmarshal(s.Options, &o); err != nil {
+		return o, fmt.Errorf("daemon: session %s has unreadable options: %w", s.ID, err)
+	}
+	if o.Cwd == "" {
+		o.Cwd = s.Cwd
+	}
+	o.Model, o.PermissionMode = s.Model, s.PermissionMode // as last switched
+	if s.ClaudeSessionID == "" {
+		return o, &StateError{SessionID: s.ID, Status: s.Status,
+			Msg: "cannot " + op + " it: its CLI never started a conversation (no session id was reported); create a new session"}
+	}
+	if s.BudgetExceeded() {
+		return o, &StateError{SessionID: s.ID, Status: s.Status,
+			Msg: fmt.Sprintf("cannot %s it: its budget of $%.4f is spent ($%.4f used)", op, s.BudgetUSD, s.Totals.CostUSD)}
+	}
+	if s.BudgetUSD > 0 {
+		o.MaxBudgetUSD = s.BudgetUSD - s.Totals.CostUSD // the CLI counts from zero
+	}
+	return o, nil
+}
+
+// launch says how a session's CLI process starts.
+type launch struct {
+	resume string // the CLI session id to continue, "" for a new conversation
+	fork   bool   // continue a copy of resume under a new id
+}
+
+// launch starts a CLI process for stored session s, registers its actor
+// and sends prompt when not empty. It fails with ErrAlreadyRunning when s
+// has a live actor.
+func (d *Daemon) launch(ctx context.Context, s *store.Session, o SessionOptions, l launch, prompt string) (*store.Session, error) {
 	a := newActor(d, s.ID, o)
+	a.launch = l
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if old := d.actors[s.ID]; old != nil && !old.ended() {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: session %s", ErrAlreadyRunning, s.ID)
+	}
+	d.actors[s.ID] = a // reserved: a second launch now fails
+	d.mu.Unlock()
+	if l.resume != "" && !l.fork {
+		d.loadSessionRules(ctx, s.ID) // the engine forgot them when the last CLI ended
+	}
 	if err := a.start(ctx); err != nil {
 		return nil, err
 	}
 	go a.run()
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		a.close()
-		return nil, ErrClosed
-	}
-	d.actors[s.ID] = a
-	d.mu.Unlock()
 	if prompt != "" {
 		if err := a.send(ctx, prompt); err != nil {
 			return nil, err
 		}
 	}
-	return d.db.Session(ctx, s.ID)
+	return d.Session(ctx, s.ID)
+}
+
+func (d *Daemon) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+// Session returns the stored session with its live status: waiting while
+// a permission request of its CLI waits for a person.
+func (d *Daemon) Session(ctx context.Context, id string) (*store.Session, error) {
+	s, err := d.db.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d.overlay(s)
+	return s, nil
+}
+
+// Sessions returns the stored sessions f selects, with their live status.
+func (d *Daemon) Sessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	ss, err := d.db.Sessions(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ss {
+		d.overlay(s)
+	}
+	return ss, nil
+}
+
+func (d *Daemon) overlay(s *store.Session) {
+	d.mu.Lock()
+	a := d.actors[s.ID]
+	d.mu.Unlock()
+	if a != nil && !a.ended() && s.Status == store.StatusRunning && a.waiting.Load() > 0 {
+		s.Status = store.StatusWaiting
+	}
 }
 
 // actor returns the live actor of session id, or an error: store.ErrNotFound
@@ -219,12 +382,8 @@ func (d *Daemon) actor(ctx context.Context, id string) (*actor, error) {
 	d.mu.Lock()
 	a := d.actors[id]
 	d.mu.Unlock()
-	if a != nil {
-		select {
-		case <-a.done:
-		default:
-			return a, nil
-		}
+	if a != nil && !a.ended() {
+		return a, nil
 	}
 	s, err := d.db.Session(ctx, id)
 	if err != nil {
@@ -234,12 +393,26 @@ func (d *Daemon) actor(ctx context.Context, id string) (*actor, error) {
 }
 
 // Send writes a prompt to the session (a new turn, or queued behind the
-// running one).
+// running one). A session left without a CLI by a daemon restart (idle or
+// interrupted) is resumed first; a closed or failed one is not: Resume
+// says so explicitly.
 func (d *Daemon) Send(ctx context.Context, id, text string) error {
 	if text == "" {
 		return &InvalidArgumentError{Field: "text", Value: "", Reason: "required"}
 	}
 	a, err := d.actor(ctx, id)
+	if errors.Is(err, ErrNotRunning) {
+		s, serr := d.db.Session(ctx, id)
+		if serr != nil {
+			return serr
+		}
+		if s.Status == store.StatusIdle || s.Status == store.StatusInterrupted {
+			_, err = d.Resume(ctx, id, text)
+			return err
+		}
+		return &StateError{SessionID: id, Status: s.Status,
+			Msg: "it has no CLI process; ResumeSession (claudectl resume) starts one"}
+	}
 	if err != nil {
 		return err
 	}
@@ -317,14 +490,15 @@ func (d *Daemon) Running() int {
 	return n
 }
 
-// Close closes every session (their CLIs end, their status becomes
-// closed) and waits for them. It leaves the DB, engine and broker open.
+// Close ends every session's CLI and waits for them; the sessions become
+// interrupted (a later prompt or Resume continues them), not closed. It leaves the DB, engine and broker open.
 // Idempotent.
 func (d *Daemon) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	actors := make([]*actor, 0, len(d.actors))
 	for _, a := range d.actors {
+		a.shutdown.Store(true)
 		actors = append(actors, a)
 	}
 	d.mu.Unlock()
@@ -335,6 +509,28 @@ func (d *Daemon) Close() error {
 	wg.Wait()
 	d.cancel()
 	return nil
+}
+
+// loadSessionRules enables the stored rules scoped to session id.
+func (d *Daemon) loadSessionRules(ctx context.Context, id string) {
+	rules, err := d.db.Rules(ctx)
+	if err != nil {
+		d.log.Error("loading the session's rules", "session", id, "err", err)
+		return
+	}
+	for _, r := range rules {
+		if r.SessionID != id {
+			continue
+		}
+		pr, err := RuleFromStore(r)
+		if err == nil {
+			d.engine.Remove(r.ID)
+			err = d.engine.Add(pr)
+		}
+		if err != nil {
+			d.log.Warn("skipping stored rule", "id", r.ID, "spec", r.Spec, "err", err)
+		}
+	}
 }
 
 // RuleFromStore compiles a stored rule for the engine.

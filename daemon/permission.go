@@ -55,14 +55,26 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 			return res, nil
 		}
 	}
+	// Held first, logged second: a client that sees the event can decide
+	// at once. The resolution is logged by this goroutine after <-ch, so
+	// it always follows the request in the log.
+	ch, err := a.d.broker.Submit(ctx, a.id, req)
+	if err != nil {
+		a.logError(bg, "holding a permission request: "+err.Error(), "")
+		return claude.PermissionResult{}, err
+	}
 	a.logDaemon(bg, "permission_request", PermissionRequestEvent{Type: "permission_request",
 		RequestID: req.RequestID, ToolName: req.ToolName, ToolUseID: req.ToolUseID, Input: req.Input,
 		Suggestions: req.Suggestions, Description: req.Description, Reason: req.DecisionReason})
-	ch, err := a.d.broker.Submit(ctx, a.id, req)
-	if err != nil {
-		return claude.PermissionResult{}, err
+	if a.waiting.Add(1) == 1 {
+		a.status(bg, store.StatusWaiting, req.ToolName)
 	}
 	r := <-ch
+	defer func() { // after the resolution is logged
+		if a.waiting.Add(-1) == 0 {
+			a.status(bg, store.StatusRunning, "")
+		}
+	}()
 	if r.Outcome == permission.Withdrawn {
 		a.audit(bg, req, requested, claude.PermissionResult{}, "withdrawn", r.By, nil)
 		return claude.PermissionResult{}, fmt.Errorf("daemon: permission request withdrawn by %s", r.By)

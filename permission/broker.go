@@ -419,6 +419,24 @@ func Answer(req *claude.PermissionRequest, answers map[string]string) (claude.Pe
 	if err := json.Unmarshal(req.Input, &in); err != nil || in == nil {
 		return claude.PermissionResult{}, fmt.Errorf("permission: Answer: input of %s is not a JSON object", req.ToolName)
 	}
+	var qs struct {
+		Questions []claude.Question `json:"questions"`
+	}
+	if err := json.Unmarshal(req.Input, &qs); err != nil {
+		return claude.PermissionResult{}, fmt.Errorf("permission: Answer: questions of %s: %v", req.ToolName, err)
+	}
+	asked := make(map[string]bool, len(qs.Questions))
+	for _, q := range qs.Questions {
+		asked[q.Question] = true
+		if _, ok := answers[q.Question]; !ok {
+			return claude.PermissionResult{}, fmt.Errorf("question %q has no answer", q.Question)
+		}
+	}
+	for q := range answers {
+		if !asked[q] {
+			return claude.PermissionResult{}, fmt.Errorf("%q is not one of the questions asked", q)
+		}
+	}
 	a, err := json.Marshal(answers)
 	if err != nil {
 		return claude.PermissionResult{}, err

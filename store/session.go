@@ -18,6 +18,11 @@ const (
 	StatusInterrupted SessionStatus = "interrupted" // the daemon stopped under it; resumable
 	StatusClosed      SessionStatus = "closed"      // ended on request
 	StatusFailed      SessionStatus = "failed"      // ended by an error
+
+	// StatusWaiting is reported, never stored: a running session with a
+	// permission request waiting for a person. The store keeps it as
+	// running (the request dies with the daemon's process).
+	StatusWaiting SessionStatus = "waiting"
 )
 
 // Valid reports whether s is one of the statuses above.
@@ -58,6 +63,13 @@ type Session struct {
 	// LastSeq is the sequence number of the session's last event, 0 when
 	// it has none. Read-only: filled in when a session is read.
 	LastSeq int64
+	// Error is why the session last failed or was stopped (with the CLI's
+	// stderr tail); empty otherwise.
+	Error string
+	// Worker is the remote worker the CLI runs on; empty means this host.
+	Worker string
+	// ParentID is the session this one was forked from; empty if none.
+	ParentID string
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -88,6 +100,8 @@ type SessionUpdate struct {
 	Status          *SessionStatus
 	Options         json.RawMessage
 	BudgetUSD       *float64
+	Error           *string
+	Worker          *string
 }
 
 // SessionFilter selects sessions; zero fields match everything.

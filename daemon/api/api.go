@@ -72,7 +72,7 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, store.ErrUnavailable):
 		return connect.NewError(connect.CodeOutOfRange, err)
-	case errors.Is(err, daemon.ErrNotRunning), errors.Is(err, claude.ErrClosed):
+	case errors.Is(err, daemon.ErrNotRunning), errors.Is(err, daemon.ErrAlreadyRunning), errors.Is(err, claude.ErrClosed):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, daemon.ErrSlowSubscriber):
 		return connect.NewError(connect.CodeResourceExhausted, err)
@@ -108,14 +108,19 @@ var statusToProto = map[store.SessionStatus]v1.SessionStatus{
 	store.StatusInterrupted: v1.SessionStatus_SESSION_STATUS_INTERRUPTED,
 	store.StatusClosed:      v1.SessionStatus_SESSION_STATUS_CLOSED,
 	store.StatusFailed:      v1.SessionStatus_SESSION_STATUS_FAILED,
+	store.StatusWaiting:     v1.SessionStatus_SESSION_STATUS_WAITING,
 }
 
 func sessionToProto(s *store.Session) *v1.Session {
+	worker := s.Worker
+	if worker == "" {
+		worker = "local"
+	}
 	return &v1.Session{
 		Id: s.ID, ClaudeSessionId: s.ClaudeSessionID, Cwd: s.Cwd, Model: s.Model,
 		PermissionMode: s.PermissionMode, Status: statusToProto[s.Status],
 		CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
-		LastSeq: s.LastSeq, BudgetUsd: s.BudgetUSD, Worker: "local",
+		LastSeq: s.LastSeq, BudgetUsd: s.BudgetUSD, Worker: worker, Error: s.Error, ParentId: s.ParentID,
 		Totals: totalsToProto(s.Totals),
 	}
 }

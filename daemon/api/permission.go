@@ -22,20 +22,28 @@ func pendingToProto(p permission.Pending) *v1.PermissionRequest {
 	sugs, _ := json.Marshal(r.Suggestions)
 	out := &v1.PermissionRequest{RequestId: r.RequestID, SessionId: p.SessionID, ToolName: r.ToolName,
 		Input: r.Input, ToolUseId: r.ToolUseID, Description: r.Description, DecisionReason: r.DecisionReason,
-		Suggestions: sugs}
-	if r.ToolName == "AskUserQuestion" {
-		var in struct {
-			Questions []claude.Question `json:"questions"`
+		Suggestions: sugs, Questions: questionsOf(r.ToolName, r.Input)}
+	return out
+}
+
+// questionsOf returns the questions of an AskUserQuestion input.
+func questionsOf(toolName string, input json.RawMessage) []*v1.Question {
+	if toolName != "AskUserQuestion" {
+		return nil
+	}
+	var in struct {
+		Questions []claude.Question `json:"questions"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return nil
+	}
+	var out []*v1.Question
+	for _, q := range in.Questions {
+		pq := &v1.Question{Question: q.Question, Header: q.Header, MultiSelect: q.MultiSelect}
+		for _, o := range q.Options {
+			pq.Options = append(pq.Options, o.Label)
 		}
-		if json.Unmarshal(r.Input, &in) == nil {
-			for _, q := range in.Questions {
-				pq := &v1.Question{Question: q.Question, Header: q.Header, MultiSelect: q.MultiSelect}
-				for _, o := range q.Options {
-					pq.Options = append(pq.Options, o.Label)
-				}
-				out.Questions = append(out.Questions, pq)
-			}
-		}
+		out = append(out, pq)
 	}
 	return out
 }

@@ -37,7 +37,7 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[v1.Cre
 
 // ListSessions implements SessionService.
 func (s *Service) ListSessions(ctx context.Context, req *connect.Request[v1.ListSessionsRequest]) (*connect.Response[v1.ListSessionsResponse], error) {
-	all, err := s.D.DB().Sessions(ctx, store.SessionFilter{})
+	all, err := s.D.Sessions(ctx, store.SessionFilter{})
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -57,7 +57,7 @@ func (s *Service) GetSession(ctx context.Context, req *connect.Request[v1.GetSes
 	if err := required("session_id", req.Msg.SessionId); err != nil {
 		return nil, err
 	}
-	ss, err := s.D.DB().Session(ctx, req.Msg.SessionId)
+	ss, err := s.D.Session(ctx, req.Msg.SessionId)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -119,20 +119,28 @@ func (s *Service) CloseSession(ctx context.Context, req *connect.Request[v1.Clos
 	return connect.NewResponse(&v1.CloseSessionResponse{}), nil
 }
 
-// ResumeSession implements SessionService. Not implemented yet.
-func (s *Service) ResumeSession(context.Context, *connect.Request[v1.ResumeSessionRequest]) (*connect.Response[v1.ResumeSessionResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errNotYet("ResumeSession"))
+// ResumeSession implements SessionService.
+func (s *Service) ResumeSession(ctx context.Context, req *connect.Request[v1.ResumeSessionRequest]) (*connect.Response[v1.ResumeSessionResponse], error) {
+	if err := required("session_id", req.Msg.SessionId); err != nil {
+		return nil, err
+	}
+	sess, err := s.D.Resume(ctx, req.Msg.SessionId, req.Msg.Prompt)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&v1.ResumeSessionResponse{Session: sessionToProto(sess)}), nil
 }
 
-// ForkSession implements SessionService. Not implemented yet.
-func (s *Service) ForkSession(context.Context, *connect.Request[v1.ForkSessionRequest]) (*connect.Response[v1.ForkSessionResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errNotYet("ForkSession"))
-}
-
-type errNotYet string
-
-func (e errNotYet) Error() string {
-	return "claudectl: " + string(e) + " is not implemented yet (issue 5)"
+// ForkSession implements SessionService.
+func (s *Service) ForkSession(ctx context.Context, req *connect.Request[v1.ForkSessionRequest]) (*connect.Response[v1.ForkSessionResponse], error) {
+	if err := required("session_id", req.Msg.SessionId); err != nil {
+		return nil, err
+	}
+	sess, err := s.D.Fork(ctx, req.Msg.SessionId, req.Msg.Prompt)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&v1.ForkSessionResponse{Session: sessionToProto(sess)}), nil
 }
 
 // Subscribe implements SessionService.
@@ -172,7 +180,8 @@ func eventToProto(ev *store.Event) *v1.Event {
 				sugs, _ := json.Marshal(pr.Suggestions)
 				out.Kind = &v1.Event_PermissionRequest{PermissionRequest: &v1.PermissionRequest{
 					RequestId: pr.RequestID, SessionId: ev.SessionID, ToolName: pr.ToolName, Input: pr.Input,
-					ToolUseId: pr.ToolUseID, Description: pr.Description, DecisionReason: pr.Reason, Suggestions: sugs}}
+					ToolUseId: pr.ToolUseID, Description: pr.Description, DecisionReason: pr.Reason, Suggestions: sugs,
+					Questions: questionsOf(pr.ToolName, pr.Input)}}
 				return out
 			}
 		case "text_delta":
@@ -195,6 +204,12 @@ func eventToProto(ev *store.Event) *v1.Event {
 					Turn: turnUsageToProto(&ur.Turn), SessionTotals: totalsToProto(ur.Totals)}}
 				return out
 			}
+		case "error":
+			var e daemon.ErrorEvent
+			if json.Unmarshal(ev.Raw, &e) == nil {
+				out.Kind = &v1.Event_Error{Error: &v1.Error{Message: e.Message, StderrTail: e.StderrTail}}
+				return out
+			}
 		case "permission_resolved":
 			var pr daemon.PermissionResolvedEvent
 			if json.Unmarshal(ev.Raw, &pr) == nil {
@@ -206,7 +221,7 @@ func eventToProto(ev *store.Event) *v1.Event {
 			}
 		}
 	}
-	m := &v1.Message{Type: ev.Type, Subtype: ev.Subtype, Raw: ev.Raw}
+	m := &v1.Message{Type: ev.Type, Subtype: ev.Subtype, Raw: ev.Raw, ToCli: ev.Direction == store.ToCLI}
 	if ev.Truncated() {
 		m.OriginalSize = ev.OriginalSize
 	}

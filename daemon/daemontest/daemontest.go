@@ -37,11 +37,17 @@ type Options struct {
 // Daemon is a running test daemon. Everything it starts is stopped by the
 // test's cleanup.
 type Daemon struct {
-	D   *daemon.Daemon
-	Ctx context.Context // bounds the test (90 s)
+	D     *daemon.Daemon
+	Ctx   context.Context    // bounds the test (90 s)
+	Model *claudetest.Server // the scripted Messages API the CLIs talk to
 
-	t    testing.TB
-	opts Options
+	t      testing.TB
+	opts   Options
+	bin    string
+	env    map[string]string
+	dbPath string
+	db     *sqlite.DB
+	broker *permission.Broker
 }
 
 // Start starts a daemon whose sessions answer with the scripted turns.
@@ -59,23 +65,43 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "claudectl.db"), nil)
+	d := &Daemon{Ctx: ctx, Model: srv, t: t, opts: o, bin: bin, env: srv.EnvMap(t.TempDir()),
+		dbPath: filepath.Join(t.TempDir(), "claudectl.db")}
+	d.open()
+	t.Cleanup(d.stop) // registered first, so it runs after Serve's cleanup
+	return d
+}
+
+// open opens the store and starts a daemon on it, as claudectl serve does.
+func (d *Daemon) open() {
+	t := d.t
+	t.Helper()
+	db, err := sqlite.Open(d.Ctx, d.dbPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := permission.NewBroker(o.Broker)
-	d, err := daemon.New(ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
-		CLIPath: bin, Env: srv.EnvMap(t.TempDir()), Logger: slog.New(slog.DiscardHandler),
-		SubscriberBuffer: o.SubscriberBuffer, ReadBufferSize: o.ReadBufferSize})
+	broker := permission.NewBroker(d.opts.Broker)
+	dd, err := daemon.New(d.Ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
+		CLIPath: d.bin, Env: d.env, Logger: slog.New(slog.DiscardHandler),
+		SubscriberBuffer: d.opts.SubscriberBuffer, ReadBufferSize: d.opts.ReadBufferSize})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { // registered first, so it runs after Serve's cleanup
-		d.Close()
-		broker.Close()
-		db.Close()
-	})
-	return &Daemon{D: d, Ctx: ctx, t: t, opts: o}
+	d.D, d.db, d.broker = dd, db, broker
+}
+
+func (d *Daemon) stop() {
+	d.D.Close()
+	d.broker.Close()
+	d.db.Close()
+}
+
+// Restart stops the daemon as claudectl serve stops on SIGTERM and starts
+// a new one on the same database (d.D changes). Not for use with Serve.
+func (d *Daemon) Restart() {
+	d.t.Helper()
+	d.stop()
+	d.open()
 }
 
 // Serve serves the daemon's API on 127.0.0.1 and returns its base URL and

@@ -15,6 +15,7 @@ import (
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
+	error, worker, parent_id,
 	COALESCE((SELECT MAX(seq) FROM events WHERE session = sessions.pk), 0)`
 
 type scanner interface{ Scan(dest ...any) error }
@@ -28,7 +29,7 @@ func scanSession(row scanner) (*store.Session, error) {
 	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
-		&s.LastSeq)
+		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -72,10 +73,11 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	}
 	now := time.Now()
 	_, err = db.w.ExecContext(ctx, `INSERT INTO sessions
-		(id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, created_at, updated_at,
+		error, worker, parent_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.ClaudeSessionID, s.Cwd, s.Model, s.PermissionMode, s.Status, options, s.BudgetUSD,
-		now.UnixNano(), now.UnixNano())
+		now.UnixNano(), now.UnixNano(), s.Error, s.Worker, s.ParentID)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return fmt.Errorf("%w: session %q exists", store.ErrInvalid, s.ID)
@@ -175,6 +177,12 @@ func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpd
 			return nil, err
 		}
 		add("options", o)
+	}
+	if upd.Error != nil {
+		add("error", *upd.Error)
+	}
+	if upd.Worker != nil {
+		add("worker", *upd.Worker)
 	}
 	if upd.BudgetUSD != nil {
 		if *upd.BudgetUSD < 0 {

@@ -266,6 +266,7 @@ type Session struct {
 	BudgetUsd       float64                `protobuf:"fixed64,11,opt,name=budget_usd,json=budgetUsd,proto3" json:"budget_usd,omitempty"` // 0: none
 	Error           string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`                            // why it failed, with the CLI's stderr tail
 	Worker          string                 `protobuf:"bytes,13,opt,name=worker,proto3" json:"worker,omitempty"`                          // "local" or the remote worker's name
+	ParentId        string                 `protobuf:"bytes,14,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`      // the session this one was forked from
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -387,6 +388,13 @@ func (x *Session) GetError() string {
 func (x *Session) GetWorker() string {
 	if x != nil {
 		return x.Worker
+	}
+	return ""
+}
+
+func (x *Session) GetParentId() string {
+	if x != nil {
+		return x.ParentId
 	}
 	return ""
 }
@@ -1934,11 +1942,15 @@ func (x *TextDelta) GetParentToolUseId() string {
 
 // Message is any CLI message, raw: the line the CLI printed.
 type Message struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	Subtype       string                 `protobuf:"bytes,2,opt,name=subtype,proto3" json:"subtype,omitempty"`
-	Raw           []byte                 `protobuf:"bytes,3,opt,name=raw,proto3" json:"raw,omitempty"`                                        // possibly truncated (see original_size)
-	OriginalSize  int64                  `protobuf:"varint,4,opt,name=original_size,json=originalSize,proto3" json:"original_size,omitempty"` // > 0 when raw was truncated
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Type         string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Subtype      string                 `protobuf:"bytes,2,opt,name=subtype,proto3" json:"subtype,omitempty"`
+	Raw          []byte                 `protobuf:"bytes,3,opt,name=raw,proto3" json:"raw,omitempty"`                                        // possibly truncated (see original_size)
+	OriginalSize int64                  `protobuf:"varint,4,opt,name=original_size,json=originalSize,proto3" json:"original_size,omitempty"` // > 0 when raw was truncated
+	// to_cli marks a line the daemon wrote to the CLI's stdin (a prompt, a
+	// control request, an answer to the CLI's request) rather than one the
+	// CLI printed.
+	ToCli         bool `protobuf:"varint,5,opt,name=to_cli,json=toCli,proto3" json:"to_cli,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1999,6 +2011,13 @@ func (x *Message) GetOriginalSize() int64 {
 		return x.OriginalSize
 	}
 	return 0
+}
+
+func (x *Message) GetToCli() bool {
+	if x != nil {
+		return x.ToCli
+	}
+	return false
 }
 
 type ToolUse struct {
@@ -3488,7 +3507,7 @@ var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
 
 const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
-	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x03\n" +
+	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf3\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x11claude_session_id\x18\x02 \x01(\tR\x0fclaudeSessionId\x12\x10\n" +
@@ -3506,7 +3525,8 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
 	"budget_usd\x18\v \x01(\x01R\tbudgetUsd\x12\x14\n" +
 	"\x05error\x18\f \x01(\tR\x05error\x12\x16\n" +
-	"\x06worker\x18\r \x01(\tR\x06worker\"\xf3\x02\n" +
+	"\x06worker\x18\r \x01(\tR\x06worker\x12\x1b\n" +
+	"\tparent_id\x18\x0e \x01(\tR\bparentId\"\xf3\x02\n" +
 	"\x05Usage\x12\x19\n" +
 	"\bcost_usd\x18\x01 \x01(\x01R\acostUsd\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
@@ -3613,12 +3633,13 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x04kind\"L\n" +
 	"\tTextDelta\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12+\n" +
-	"\x12parent_tool_use_id\x18\x02 \x01(\tR\x0fparentToolUseId\"n\n" +
+	"\x12parent_tool_use_id\x18\x02 \x01(\tR\x0fparentToolUseId\"\x85\x01\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\asubtype\x18\x02 \x01(\tR\asubtype\x12\x10\n" +
 	"\x03raw\x18\x03 \x01(\fR\x03raw\x12#\n" +
-	"\roriginal_size\x18\x04 \x01(\x03R\foriginalSize\"\x80\x01\n" +
+	"\roriginal_size\x18\x04 \x01(\x03R\foriginalSize\x12\x15\n" +
+	"\x06to_cli\x18\x05 \x01(\bR\x05toCli\"\x80\x01\n" +
 	"\aToolUse\x12\x1e\n" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

@@ -1,0 +1,442 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/store"
+)
+
+// lastUserTexts returns the user texts of every request the model got.
+func conversation(r *claudetest.Request) string {
+	var b strings.Builder
+	for _, m := range r.Messages {
+		for _, c := range m.Content {
+			if c.Type == "text" {
+				b.WriteString(m.Role + ": " + c.Text + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+func waitStatus(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, want store.SessionStatus) *store.Session {
+	t.Helper()
+	for {
+		s, err := d.Session(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Status == want {
+			return s
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("session %s is %s, want %s", id, s.Status, want)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestRestartThenResume(t *testing.T) {
+	td := daemontest.Start(t, nil,
+		claudetest.Reply(claudetest.Text("I will remember 42.")),
+		claudetest.Reply(claudetest.Text("You said 42.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "Remember the number 42.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := untilIdle(t, d, ctx, s.ID, 0)
+	before, _ := d.Session(ctx, s.ID)
+
+	td.Restart()
+	d = td.D
+	after, err := d.Session(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status != store.StatusInterrupted || after.ClaudeSessionID != before.ClaudeSessionID {
+		t.Fatalf("after restart: status %s, claude id %q (was %q)", after.Status, after.ClaudeSessionID, before.ClaudeSessionID)
+	}
+	// A prompt resumes it (claude --resume): the model sees the first exchange.
+	if err := d.Send(ctx, s.ID, "Which number?"); err != nil {
+		t.Fatal(err)
+	}
+	evs := untilIdle(t, d, ctx, s.ID, after.LastSeq)
+	if evs[0].Seq != after.LastSeq+1 {
+		t.Errorf("first event after the resume has seq %d, want %d", evs[0].Seq, after.LastSeq+1)
+	}
+	reqs := td.Model.Requests()
+	conv := conversation(reqs[len(reqs)-1])
+	if !strings.Contains(conv, "Remember the number 42.") || !strings.Contains(conv, "I will remember 42.") ||
+		!strings.Contains(conv, "Which number?") {
+		t.Errorf("resumed request lacks the first exchange:\n%s", conv)
+	}
+	got := waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	if got.Process != 2 || got.Totals.Turns != 2 || got.ClaudeSessionID != before.ClaudeSessionID {
+		t.Errorf("after the resumed turn: process %d, turns %d, claude id %q", got.Process, got.Totals.Turns, got.ClaudeSessionID)
+	}
+	// The whole log replays gap-free across both processes, and holds the
+	// lines written to the CLI (the prompts).
+	var prompts []string
+	n := int64(0)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for ev, err := range d.Subscribe(rctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if ev.Seq != n {
+			t.Fatalf("replay: event %d has seq %d", n, ev.Seq)
+		}
+		if ev.Direction == store.ToCLI && ev.Type == "user" {
+			prompts = append(prompts, string(ev.Raw))
+		}
+		if ev.Seq == got.LastSeq {
+			break
+		}
+	}
+	if len(prompts) != 2 || !strings.Contains(prompts[0], "Remember the number 42.") || !strings.Contains(prompts[1], "Which number?") {
+		t.Errorf("prompts logged to the CLI = %q", prompts)
+	}
+	if len(first) == 0 {
+		t.Fatal("no events in the first turn")
+	}
+}
+
+func TestResumeAndForkExplicitly(t *testing.T) {
+	td := daemontest.Start(t, nil,
+		claudetest.Reply(claudetest.Text("Noted: blue.")),
+		claudetest.Reply(claudetest.Text("It was blue.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "My colour is blue.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	untilIdle(t, d, ctx, s.ID, 0)
+	if _, err := d.Resume(ctx, s.ID, ""); !errors.Is(err, daemon.ErrAlreadyRunning) {
+		t.Fatalf("Resume of a running session: %v, want ErrAlreadyRunning", err)
+	}
+
+	// Fork while the original still runs: a new session with the history.
+	f, err := d.Fork(ctx, s.ID, "What was my colour?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ID == s.ID || f.ParentID != s.ID {
+		t.Fatalf("fork: id %s parent %q (original %s)", f.ID, f.ParentID, s.ID)
+	}
+	untilIdle(t, d, ctx, f.ID, 0)
+	fs := waitStatus(t, d, ctx, f.ID, store.StatusIdle)
+	orig, _ := d.Session(ctx, s.ID)
+	if fs.ClaudeSessionID == "" || fs.ClaudeSessionID == orig.ClaudeSessionID {
+		t.Errorf("fork's CLI session id %q, original's %q: want a new one", fs.ClaudeSessionID, orig.ClaudeSessionID)
+	}
+	reqs := td.Model.Requests()
+	if conv := conversation(reqs[len(reqs)-1]); !strings.Contains(conv, "My colour is blue.") || !strings.Contains(conv, "What was my colour?") {
+		t.Errorf("fork's request lacks the history:\n%s", conv)
+	}
+
+	// Closed: a prompt is refused with a message that says what to do; an
+	// explicit resume works.
+	if err := d.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Send(ctx, s.ID, "hello?")
+	var se *daemon.StateError
+	if !errors.As(err, &se) || se.Status != store.StatusClosed || !strings.Contains(err.Error(), "Resume") {
+		t.Fatalf("Send to a closed session: %v", err)
+	}
+	r, err := d.Resume(ctx, s.ID, "Still there?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	untilIdle(t, d, ctx, s.ID, r.LastSeq)
+	if got := waitStatus(t, d, ctx, s.ID, store.StatusIdle); got.Process != 2 {
+		t.Errorf("process after resume = %d", got.Process)
+	}
+
+	// A session whose CLI never reported an id cannot be resumed.
+	if _, err := d.DB().UpdateSession(ctx, f.ID, store.SessionUpdate{ClaudeSessionID: new(string)}); err != nil {
+		t.Fatal(err)
+	}
+	d.CloseSession(ctx, f.ID)
+	if _, err := d.Resume(ctx, f.ID, ""); !errors.As(err, &se) || !strings.Contains(err.Error(), "create a new session") {
+		t.Errorf("Resume without a CLI session id: %v", err)
+	}
+}
+
+func askTurn() claudetest.Turn {
+	return claudetest.Reply(claudetest.ToolUseID("toolu_ask_d1", "AskUserQuestion", map[string]any{
+		"questions": []map[string]any{{
+			"question": "Which database?", "header": "DB", "multiSelect": false,
+			"options": []map[string]any{{"label": "PostgreSQL", "description": "a server"}, {"label": "SQLite", "description": "a file"}},
+		}},
+	}))
+}
+
+func TestAskUserQuestionAnsweredByClient(t *testing.T) {
+	td := daemontest.Start(t, nil, askTurn(), claudetest.Reply(claudetest.Text("SQLite it is.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "pick a database")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqID string
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var statuses []string
+	for ev, err := range d.Subscribe(sctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "status" {
+			var st daemon.StatusEvent
+			json.Unmarshal(ev.Raw, &st)
+			statuses = append(statuses, string(st.Status))
+		}
+		if ev.Type == "permission_request" {
+			var pr daemon.PermissionRequestEvent
+			json.Unmarshal(ev.Raw, &pr)
+			if pr.ToolName != "AskUserQuestion" {
+				t.Fatalf("permission request for %s", pr.ToolName)
+			}
+			reqID = pr.RequestID
+		}
+		if reqID != "" && ev.Type == "status" && strings.Contains(string(ev.Raw), `"waiting"`) {
+			if got, _ := d.Session(ctx, s.ID); got.Status != store.StatusWaiting {
+				t.Errorf("session status while asking = %s, want waiting", got.Status)
+			}
+			// An answer that is not one of the options is refused.
+			_, _, err := d.Decide(ctx, daemon.Decision{RequestID: reqID, Allow: true, Answers: map[string]string{"Which colour?": "red"}})
+			var ia *daemon.InvalidArgumentError
+			if !errors.As(err, &ia) || ia.Field != "answers" {
+				t.Errorf("bad answers: %v", err)
+			}
+			if _, _, err := d.Decide(ctx, daemon.Decision{RequestID: reqID, Allow: true, Client: "alice",
+				Answers: map[string]string{"Which database?": "SQLite"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ev.Type == "result" {
+			break
+		}
+	}
+	reqs := td.Model.Requests()
+	content, isErr, ok := reqs[len(reqs)-1].ToolResult("toolu_ask_d1")
+	if !ok || isErr || !strings.Contains(content, "SQLite") {
+		t.Errorf("tool_result = %q is_error=%v found=%v", content, isErr, ok)
+	}
+	decs, err := d.DB().Decisions(ctx, store.DecisionFilter{SessionID: s.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(decs) != 1 || decs[0].By != "client:alice" || !strings.Contains(string(decs[0].UpdatedInput), "SQLite") {
+		t.Errorf("audit = %+v", decs)
+	}
+	if want := "running waiting running"; !strings.Contains(strings.Join(statuses, " "), want) {
+		t.Errorf("statuses = %v, want to contain %q", statuses, want)
+	}
+}
+
+func TestPermissionExpires(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{Broker: &permission.BrokerOptions{
+		WatchedTimeout: 300 * time.Millisecond, UnwatchedTimeout: 300 * time.Millisecond}},
+		claudetest.Reply(claudetest.ToolUseID("toolu_rm_1", "Bash", map[string]any{"command": "rm -rf build", "description": "clean"})),
+		claudetest.Reply(claudetest.Text("Could not clean.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "clean up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resolved *daemon.PermissionResolvedEvent
+	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "permission_resolved" {
+			resolved = new(daemon.PermissionResolvedEvent)
+			json.Unmarshal(ev.Raw, resolved)
+		}
+		if ev.Type == "result" {
+			break
+		}
+	}
+	if resolved == nil || resolved.Behavior != "deny" || resolved.By != "timeout" || !strings.Contains(resolved.Message, "expired") {
+		t.Fatalf("resolution = %+v", resolved)
+	}
+	reqs := td.Model.Requests()
+	content, isErr, ok := reqs[len(reqs)-1].ToolResult("toolu_rm_1")
+	if !ok || !isErr || !strings.Contains(content, "expired") {
+		t.Errorf("tool_result = %q is_error=%v found=%v", content, isErr, ok)
+	}
+	decs, _ := d.DB().Decisions(ctx, store.DecisionFilter{SessionID: s.ID})
+	if len(decs) != 1 || decs[0].By != "timeout" || decs[0].Behavior != "deny" {
+		t.Errorf("audit = %+v", decs)
+	}
+}
+
+func TestTwoSubscribersOneSlow(t *testing.T) {
+	long := claudetest.Reply(claudetest.Text(strings.Repeat("many small words ", 200)))
+	long.ChunkSize = 8
+	td := daemontest.Start(t, &daemontest.Options{SubscriberBuffer: 16}, long)
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := waitStatus(t, d, ctx, s.ID, store.StatusIdle).LastSeq
+
+	var wg sync.WaitGroup
+	var fast []store.Event
+	var fastErr error
+	var fastLast atomic.Int64
+	fctx, fcancel := context.WithCancel(ctx)
+	defer fcancel()
+	subscribed := make(chan struct{}, 1)
+	wg.Go(func() {
+		for ev, err := range d.Subscribe(fctx, s.ID, start) {
+			if err != nil {
+				if fctx.Err() == nil {
+					fastErr = err
+				}
+				return
+			}
+			fast = append(fast, ev)
+			fastLast.Store(ev.Seq)
+		}
+	})
+	// The slow one reads one event, then stalls until the turn is over.
+	var slowErr error
+	var slowLast int64
+	turnDone := make(chan struct{})
+	wg.Go(func() {
+		for ev, err := range d.Subscribe(ctx, s.ID, start) {
+			if err != nil {
+				slowErr = err
+				return
+			}
+			if slowLast == 0 {
+				subscribed <- struct{}{}
+			}
+			slowLast = ev.Seq
+			<-turnDone
+		}
+	})
+	if err := d.Send(ctx, s.ID, "talk a lot"); err != nil {
+		t.Fatal(err)
+	}
+	<-subscribed
+	end := waitTurns(t, d, ctx, s.ID, 1).LastSeq
+	for fastLast.Load() < end && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fcancel()
+	close(turnDone)
+	wg.Wait()
+	if fastErr != nil {
+		t.Fatalf("fast subscriber: %v", fastErr)
+	}
+	if !errors.Is(slowErr, daemon.ErrSlowSubscriber) {
+		t.Fatalf("slow subscriber ended with %v, want ErrSlowSubscriber", slowErr)
+	}
+	for i, ev := range fast {
+		if ev.Seq != start+int64(i)+1 {
+			t.Fatalf("fast subscriber: event %d has seq %d", i, ev.Seq)
+		}
+	}
+	if got := fast[len(fast)-1].Seq; got != end || len(fast) < 200 {
+		t.Errorf("fast subscriber got %d events up to seq %d; the log ends at %d", len(fast), got, end)
+	}
+	// The slow one picks up where it was dropped.
+	rest := untilIdleFrom(t, d, ctx, s.ID, slowLast, end)
+	if len(rest) != int(end-slowLast) {
+		t.Errorf("resubscribed from %d: %d events, want %d", slowLast, len(rest), end-slowLast)
+	}
+}
+
+// waitTurns waits until the session is idle after n turns.
+func waitTurns(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, n int64) *store.Session {
+	t.Helper()
+	for {
+		got, err := d.Session(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == store.StatusIdle && got.Totals.Turns == n {
+			return got
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("session %s: %s after %d turns, want idle after %d", id, got.Status, got.Totals.Turns, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// untilIdleFrom reads from after up to seq end.
+func untilIdleFrom(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, after, end int64) []store.Event {
+	t.Helper()
+	var evs []store.Event
+	for ev, err := range d.Subscribe(ctx, id, after) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq != after+int64(len(evs))+1 {
+			t.Fatalf("event %d has seq %d", len(evs), ev.Seq)
+		}
+		evs = append(evs, ev)
+		if ev.Seq == end {
+			break
+		}
+	}
+	return evs
+}
+
+func TestBudgetStopsSession(t *testing.T) {
+	turn := claudetest.Reply(claudetest.Text("That was expensive."))
+	turn.InputTokens, turn.OutputTokens = 200000, 50000
+	td := daemontest.Start(t, nil, turn, turn)
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir(), MaxBudgetUSD: 0.01}, "spend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "error" {
+			var e daemon.ErrorEvent
+			json.Unmarshal(ev.Raw, &e)
+			errs = append(errs, e.Message)
+		}
+	} // ends with the session
+	got, err := d.Session(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.StatusClosed || !strings.Contains(got.Error, "budget") || got.Totals.CostUSD < 0.01 {
+		t.Fatalf("after spending: status %s, error %q, cost %v", got.Status, got.Error, got.Totals.CostUSD)
+	}
+	if len(errs) == 0 || !strings.Contains(errs[len(errs)-1], "budget of $0.0100 spent") {
+		t.Errorf("error events = %q", errs)
+	}
+	var se *daemon.StateError
+	if _, err := d.Resume(ctx, s.ID, "more"); !errors.As(err, &se) || !strings.Contains(err.Error(), "budget") {
+		t.Errorf("Resume after the budget is spent: %v", err)
+	}
+}

@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/store"
+)
+
+// tapTransport logs every line written to the CLI (prompts, control
+// requests and the answers to the CLI's own) before it is written, so that
+// a session's log holds both directions in the order they happened.
+type tapTransport struct {
+	claude.Transport
+	a *actor
+}
+
+func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.Conn, error) {
+	c, err := t.Transport.Start(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &tapConn{Conn: c, a: t.a}, nil
+}
+
+type tapConn struct {
+	claude.Conn
+	a *actor
+}
+
+// WriteLine logs line, then writes it. A line that cannot be logged is
+// still written (and the failure logged): the session must go on.
+func (c *tapConn) WriteLine(ctx context.Context, line []byte) error {
+	raw := bytes.TrimRight(line, "\n")
+	var head struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw, &head)
+	ev := &store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: head.Type,
+		Subtype: subtypeOf(raw), Raw: append([]byte(nil), raw...)}
+	if err := c.a.logEvent(context.WithoutCancel(ctx), ev); err != nil {
+		c.a.d.log.Error("logging a line to the CLI", "session", c.a.id, "type", head.Type, "err", err)
+	}
+	return c.Conn.WriteLine(ctx, line)
+}
+
+// Buffered keeps the session's batching of already-buffered lines (an
+// optional method of the SDK's connections).
+func (c *tapConn) Buffered() int {
+	if b, ok := c.Conn.(interface{ Buffered() int }); ok {
+		return b.Buffered()
+	}
+	return 0
+}
