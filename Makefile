@@ -6,10 +6,13 @@ CLAUDE_CODE_WS_VERSION := 2.1.37
 TOOLS := $(CURDIR)/.tools
 CLAUDE_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_VERSION)/node_modules/.bin/claude
 CLAUDE_WS_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)/node_modules/.bin/claude
+# grpcurl, a gRPC client that is not ours, drives the daemon's API in daemon/api's tests.
+GRPCURL_VERSION := v1.9.3
 GO ?= go
 
 export CLAUDECTL_TEST_CLI := $(CLAUDE_BIN)
 export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
+export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 
 .PHONY: all build run test vet fmt cli bench generate clean
 
@@ -30,6 +33,8 @@ $(CLAUDE_BIN):
 	./scripts/install-cli.sh $(CLAUDE_CODE_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_VERSION)
 $(CLAUDE_WS_BIN):
 	./scripts/install-cli.sh $(CLAUDE_CODE_WS_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)
+$(TOOLS)/bin/grpcurl:
+	GO=$(GO) ./scripts/install-grpcurl.sh $(GRPCURL_VERSION) $(TOOLS)/bin
 
 vet:
 	$(GO) vet ./...
@@ -37,7 +42,7 @@ vet:
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-test: cli fmt vet
+test: cli $(TOOLS)/bin/grpcurl fmt vet
 	$(GO) test -race -count=1 ./...
 
 bench: build

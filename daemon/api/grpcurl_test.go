@@ -1,0 +1,314 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+)
+
+// grpcurl runs grpcurl (github.com/fullstorydev/grpcurl), a gRPC client that
+// is not ours and knows the schema only through server reflection, against a
+// test daemon.
+type grpcurl struct {
+	t    *testing.T
+	bin  string
+	addr string // host:port
+	ctx  context.Context
+}
+
+// findGrpcurl returns grpcurl from $CLAUDECTL_TEST_GRPCURL (set by make),
+// else from PATH. Without it the test is skipped, or fails when CI=true.
+func findGrpcurl(t *testing.T) string {
+	t.Helper()
+	env := os.Getenv("CLAUDECTL_TEST_GRPCURL")
+	if env != "" {
+		if _, err := os.Stat(env); err == nil {
+			return env
+		}
+	}
+	if p, err := exec.LookPath("grpcurl"); err == nil {
+		return p
+	}
+	msg := "grpcurl is not on PATH and CLAUDECTL_TEST_GRPCURL is not set; `make test` installs it"
+	if env != "" {
+		msg = "grpcurl is not on PATH and CLAUDECTL_TEST_GRPCURL names a missing file (" + env + "); `make test` installs it"
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// startGrpcurl runs a daemon with the scripted turns, serves it on
+// 127.0.0.1 and returns a grpcurl for it, bounded by a 60 s context.
+func startGrpcurl(t *testing.T, turns ...claudetest.Turn) *grpcurl {
+	t.Helper()
+	bin := findGrpcurl(t)
+	d := daemontest.Start(t, nil, turns...)
+	base, _ := d.Serve()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(d.Ctx, 60*time.Second)
+	t.Cleanup(cancel)
+	return &grpcurl{t: t, bin: bin, addr: u.Host, ctx: ctx}
+}
+
+// command returns grpcurl's command line for args; the process is killed
+// when the test's context ends.
+func (g *grpcurl) command(args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(g.ctx, g.bin, append([]string{"-plaintext"}, args...)...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// run runs grpcurl to the end and returns its standard output.
+func (g *grpcurl) run(args ...string) string {
+	g.t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := g.command(args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		g.t.Fatalf("grpcurl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// call invokes a unary method with the request JSON and decodes the response
+// (grpcurl's protojson) into res.
+func (g *grpcurl) call(method string, req any, res proto.Message) {
+	g.t.Helper()
+	data, err := json.Marshal(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	out := g.run("-d", string(data), g.addr, method)
+	if err := protojson.Unmarshal([]byte(out), res); err != nil {
+		g.t.Fatalf("%s: decoding grpcurl's output: %v\n%s", method, err, out)
+	}
+}
+
+// stream is a server stream read through grpcurl's standard output, which
+// holds one JSON object per message.
+type stream struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	dec    *json.Decoder
+	stderr bytes.Buffer
+}
+
+// stream starts a server-streaming call; its process is killed at the
+// latest by the test's cleanup.
+func (g *grpcurl) stream(method string, req any) *stream {
+	g.t.Helper()
+	data, err := json.Marshal(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	s := &stream{t: g.t, cmd: g.command("-d", string(data), g.addr, method)}
+	s.cmd.Stderr = &s.stderr
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(s.stop)
+	s.dec = json.NewDecoder(stdout)
+	return s
+}
+
+// next decodes the next message into m; it fails the test when the stream
+// ends.
+func (s *stream) next(m proto.Message) {
+	s.t.Helper()
+	var raw json.RawMessage
+	if err := s.dec.Decode(&raw); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = s.cmd.Wait()
+		}
+		s.t.Fatalf("stream ended: %v\n%s", err, s.stderr.String())
+	}
+	if err := protojson.Unmarshal(raw, m); err != nil {
+		s.t.Fatalf("decoding grpcurl's output: %v\n%s", err, raw)
+	}
+}
+
+// stop kills grpcurl (a subscription never ends by itself) and reaps it.
+// It may be called more than once.
+func (s *stream) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}
+
+func TestGrpcurlReflection(t *testing.T) {
+	g := startGrpcurl(t)
+	list := g.run(g.addr, "list")
+	for _, svc := range []string{"claudectl.v1.SessionService", "claudectl.v1.PermissionService", "claudectl.v1.HealthService"} {
+		if !strings.Contains(list, svc+"\n") {
+			t.Errorf("grpcurl list does not show %s:\n%s", svc, list)
+		}
+	}
+	desc := g.run(g.addr, "describe", "claudectl.v1.SessionService")
+	for _, want := range []string{
+		"rpc CreateSession ( .claudectl.v1.CreateSessionRequest ) returns ( .claudectl.v1.CreateSessionResponse );",
+		"rpc Subscribe ( .claudectl.v1.SubscribeRequest ) returns ( stream .claudectl.v1.SubscribeResponse );",
+	} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("grpcurl describe claudectl.v1.SessionService does not show %q:\n%s", want, desc)
+		}
+	}
+
+	var hd v1.HealthDetailsResponse
+	g.call("claudectl.v1.HealthService/HealthDetails", struct{}{}, &hd)
+	cli := claudetest.CLIPath(t)
+	out, err := exec.CommandContext(g.ctx, cli, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := hd.ClaudeCode
+	if !hd.Ok || cc.GetVersion() == "" || !strings.HasPrefix(string(out), cc.GetVersion()+" ") || cc.GetPath() != cli ||
+		cc.GetLevel() != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE {
+		t.Errorf("HealthDetails = %v; want ok, the version in %q, path %s, fully compatible", &hd, out, cli)
+	}
+}
+
+func TestGrpcurlSession(t *testing.T) {
+	g := startGrpcurl(t,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "echo hi > f.txt", "description": "Write f.txt"})),
+		claudetest.Reply(claudetest.Text("Wrote f.txt.")))
+	dir := t.TempDir()
+	var created v1.CreateSessionResponse
+	g.call("claudectl.v1.SessionService/CreateSession",
+		map[string]any{"options": map[string]any{"cwd": dir, "include_partial_messages": true}, "prompt": "Write hi to f.txt"}, &created)
+	id := created.GetSession().GetId()
+	if id == "" || created.Session.Cwd != dir {
+		t.Fatalf("CreateSession = %v", &created)
+	}
+
+	sub := g.stream("claudectl.v1.SessionService/Subscribe", map[string]any{"session_id": id})
+	var evs []*v1.Event
+	var requested *v1.PermissionRequest
+	for result := false; ; {
+		var res v1.SubscribeResponse
+		sub.next(&res)
+		ev := res.Event
+		evs = append(evs, ev)
+		if pr := ev.GetPermissionRequest(); pr != nil {
+			if requested != nil {
+				t.Fatalf("a second permission request: %v", pr)
+			}
+			requested = pr
+			decide(t, g, dir, id, pr)
+		}
+		result = result || ev.GetMessage().GetType() == "result"
+		if result && ev.GetStatusChange().GetStatus() == v1.SessionStatus_SESSION_STATUS_IDLE {
+			break
+		}
+	}
+	sub.stop()
+
+	checkSeqs(t, evs, 1)
+	if requested == nil {
+		t.Fatal("no permission_request event")
+	}
+	var (
+		toolUse  *v1.ToolUse
+		resolved *v1.PermissionResolved
+		toolRes  bool // a user message with the tool's result
+		reply    bool // an assistant message with the final text
+		deltas   strings.Builder
+	)
+	for _, ev := range evs {
+		if ev.GetSessionId() != id {
+			t.Errorf("event %d is for session %q, want %q", ev.GetSeq(), ev.GetSessionId(), id)
+		}
+		switch k := ev.Kind.(type) {
+		case *v1.Event_ToolUse:
+			toolUse = k.ToolUse
+		case *v1.Event_PermissionResolved:
+			resolved = k.PermissionResolved
+		case *v1.Event_TextDelta:
+			deltas.WriteString(k.TextDelta.Text)
+		case *v1.Event_Message:
+			switch m := k.Message; m.Type {
+			case "user":
+				toolRes = toolRes || bytes.Contains(m.Raw, []byte(`"tool_result"`)) &&
+					bytes.Contains(m.Raw, []byte(requested.ToolUseId))
+			case "assistant":
+				reply = reply || bytes.Contains(m.Raw, []byte("Wrote f.txt."))
+			}
+		}
+	}
+	if toolUse == nil || toolUse.Name != "Bash" || toolUse.ToolUseId != requested.ToolUseId || bashCommand(t, toolUse.Input) != "echo hi > f.txt" {
+		t.Errorf("tool_use event = %v, want Bash %s", toolUse, requested.ToolUseId)
+	}
+	if resolved == nil || resolved.RequestId != requested.RequestId ||
+		resolved.GetDecision().GetBehavior() != v1.Behavior_BEHAVIOR_ALLOW || resolved.GetDecision().GetDecidedBy() != "client:grpcurl" {
+		t.Errorf("permission_resolved = %v, want allow by client:grpcurl", resolved)
+	}
+	if !toolRes {
+		t.Errorf("no user message with the result of tool use %s", requested.ToolUseId)
+	}
+	if !reply || deltas.String() != "Wrote f.txt." {
+		t.Errorf("final text: in an assistant message %v, text deltas %q; want \"Wrote f.txt.\"", reply, deltas.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f.txt")); err != nil || string(b) != "hi\n" {
+		t.Errorf("f.txt = %q, %v; want \"hi\\n\"", b, err)
+	}
+}
+
+// bashCommand returns the command of a Bash tool input.
+func bashCommand(t *testing.T, input []byte) string {
+	t.Helper()
+	var in struct{ Command string }
+	if err := json.Unmarshal(input, &in); err != nil {
+		t.Errorf("Bash input %s: %v", input, err)
+	}
+	return in.Command
+}
+
+// decide checks the pending request through ListPending and allows it
+// through Decide, both with grpcurl.
+func decide(t *testing.T, g *grpcurl, dir, id string, pr *v1.PermissionRequest) {
+	t.Helper()
+	if pr.ToolName != "Bash" || bashCommand(t, pr.Input) != "echo hi > f.txt" || pr.SessionId != id {
+		t.Errorf("permission_request = %v", pr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "f.txt")); err == nil {
+		t.Errorf("f.txt exists before the decision")
+	}
+	var pend v1.ListPendingResponse
+	g.call("claudectl.v1.PermissionService/ListPending", map[string]any{"session_id": id}, &pend)
+	if len(pend.Requests) != 1 || pend.Requests[0].RequestId != pr.RequestId || pend.Requests[0].ToolName != "Bash" {
+		t.Fatalf("ListPending = %v, want request %s", &pend, pr.RequestId)
+	}
+	var dec v1.DecideResponse
+	g.call("claudectl.v1.PermissionService/Decide",
+		map[string]any{"request_id": pr.RequestId, "behavior": "BEHAVIOR_ALLOW", "client": "grpcurl"}, &dec)
+	if d := dec.Decision; d.GetBehavior() != v1.Behavior_BEHAVIOR_ALLOW || d.GetDecidedBy() != "client:grpcurl" || d.GetRequestId() != pr.RequestId {
+		t.Errorf("Decide = %v", &dec)
+	}
+}
