@@ -139,6 +139,7 @@ func Commands(env *Env) []Command {
 		&ServeCommand{Env: env},
 		&SessionsCommand{Env: env},
 		&SendCommand{Env: env},
+		&AttachCommand{Env: env},
 		&DecideCommand{Env: env, Allow: true},
 		&DecideCommand{Env: env},
 		&RulesCommand{Env: env},

@@ -42,8 +42,19 @@ When stdin is not a terminal it cannot ask, so such tools are denied unless
 Ctrl-C interrupts the turn and exits once Claude Code has stopped; a second
 Ctrl-C quits at once.
 
-Exit status: 0 success, 1 the turn ended in an error or the CLI failed,
-2 bad usage, 130 interrupted.
+With --server URL (or CLAUDECTL_SERVER set) the prompt runs in a new
+session of the claudectl daemon instead of a local CLI: in the current
+directory (or --cwd), with --model, --permission-mode, --allow, --deny,
+--add-dir, --max-turns, --max-budget-usd and the system prompt flags.
+The session's id is printed on stderr; the session stays open after the
+reply, for "claudectl attach ID" or "claudectl send ID TEXT". Permissions
+the daemon's rules do not settle are asked on the terminal as above (and
+denied without one); another client of the daemon may answer first.
+Ctrl-C interrupts the turn through the daemon. --resume, --continue,
+--fork, --cli and --max-payload-bytes do not go with --server.
+
+Exit status: 0 success, 1 the turn ended in an error or the CLI (or the
+daemon) failed, 2 bad usage, 130 interrupted.
 `
 
 // Output formats of run.
@@ -71,6 +82,7 @@ type runConfig struct {
 	maxPayloadBytes    int
 	verbose            bool
 	timeout            time.Duration
+	server             clientFlags // --server, --token-file
 
 	prompt          string
 	promptFromStdin bool
@@ -111,6 +123,8 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 	})
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the CLI's stderr, and cost, tokens, duration and session id at the end (on stderr)")
 	fs.Func("timeout", "give up after `DURATION`, e.g. 90s or 10m (0: no limit)", parseNonNegDuration(&cfg.timeout, "0 means no limit"))
+	fs.StringVar(&cfg.server.server, "server", "", "run in a session of the claudectl daemon at `URL` (default $CLAUDECTL_SERVER; none: a local CLI)")
+	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` (default $CLAUDECTL_TOKEN)")
 	return fs
 }
 
@@ -175,6 +189,14 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	remote := cfg.server.server != "" || strings.TrimSpace(env.Getenv("CLAUDECTL_SERVER")) != ""
+	if remote {
+		if err := cfg.checkRemote(); err != nil {
+			return err
+		}
+	} else if cfg.server.tokenFile != "" {
+		return usagef("--token-file goes with --server (or CLAUDECTL_SERVER)")
+	}
 	if cfg.promptFromStdin {
 		if env.StdinIsTerminal() {
 			fmt.Fprintln(env.Stderr, "claudectl: reading the prompt from stdin; end it with Ctrl-D")
@@ -187,6 +209,9 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		if strings.TrimSpace(cfg.prompt) == "" {
 			return usagef("the prompt read from stdin is empty")
 		}
+	}
+	if remote {
+		return (&remoteRunner{env: env, cfg: cfg}).run(ctx)
 	}
 	if cfg.cliPath == "" {
 		p, err := claude.FindBinary(&claude.FindOptions{Env: env.Getenv})

@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/claude"
+)
+
+// AttachCommand is "claudectl attach SESSION_ID": it follows a daemon
+// session in the terminal and answers its permission requests.
+type AttachCommand struct{ Env *Env }
+
+// Name implements Command.
+func (*AttachCommand) Name() string { return "attach" }
+
+// Summary implements Command.
+func (*AttachCommand) Summary() string {
+	return "follow a daemon session and answer its permission requests"
+}
+
+func (*AttachCommand) handlesInterrupts() {}
+
+const attachUsage = `Usage: claudectl attach [flags] SESSION_ID
+
+Follows a session of the claudectl daemon: its history from the start (or
+from --from-seq N; with --tail only what happens from now on), then what
+happens live, shown as "claudectl run" shows its stream: the prompts, the
+reply as it streams, tool calls and results on stdout; status changes,
+usage, errors and permission decisions on stderr.
+
+When a permission request is pending, claudectl asks on the terminal:
+  y = allow once, n = deny (the default), a = allow and remember the rule;
+AskUserQuestion shows each question with its options and sends your
+answers. The first decision wins: if another client decides first,
+claudectl says who. Requests already settled in the history are shown, not
+asked. When stdin is not a terminal, requests are shown and left to others
+(claudectl approve/deny REQUEST_ID).
+
+If the daemon drops the stream (this client fell behind, or the connection
+broke), claudectl subscribes again from the last event it saw.
+
+Ctrl-C detaches and leaves the session running. attach ends by itself
+when the session ends.
+
+Exit status: 0 the session closed, 1 it failed or the daemon failed or is
+unreachable, 2 bad usage, 130 detached with Ctrl-C.
+
+The daemon's address comes from --server, else CLAUDECTL_SERVER, else
+` + defaultServer + `. A bearer token comes from --token-file, else
+CLAUDECTL_TOKEN, if either is set.
+`
+
+// Run implements Command.
+func (c *AttachCommand) Run(ctx context.Context, args []string) error {
+	env := c.Env.withDefaults()
+	var cf clientFlags
+	var asJSON, tail bool
+	fromSeq := int64(1)
+	fs := newFlagSet("attach")
+	fs.Func("from-seq", "replay from event `N` on (default 1: the whole history)", func(s string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil || n < 1 {
+			return errors.New("must be a whole number >= 1")
+		}
+		fromSeq = n
+		return nil
+	})
+	fs.BoolVar(&tail, "tail", false, "skip the history: show only new events (and the requests pending now)")
+	fs.BoolVar(&asJSON, "json", false, "print the events as JSON lines instead")
+	cf.register(fs)
+	pos, help, err := parseClient(env, attachUsage, fs, args)
+	if help || err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0 || strings.TrimSpace(pos[0]) == "":
+		return usagef("missing SESSION_ID: attach needs the id of a daemon session (see claudectl sessions)")
+	case len(pos) > 1:
+		return usagef("unexpected argument %q: attach takes one SESSION_ID", pos[1])
+	}
+	if tail && fromSeq != 1 {
+		return usagef("--tail and --from-seq exclude each other: --tail skips the whole history")
+	}
+	id := pos[0]
+	dc, err := cf.dial(env)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+
+	// Ctrl-C detaches: this command watches it itself so that it can say so.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var detached atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if env.Interrupts != nil {
+		wg.Go(func() {
+			select {
+			case <-env.Interrupts:
+				detached.Store(true)
+				cancel()
+			case <-stop:
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(stop)
+
+	res, err := dc.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+	if err != nil {
+		if detached.Load() {
+			return exitSilently(ExitInterrupted)
+		}
+		return dc.explain(err, fmt.Sprintf("attaching to session %s", id))
+	}
+	sess := res.Msg.Session
+
+	f := &follower{env: env, dc: dc, id: id, asJSON: asJSON, attach: true,
+		client: clientName("attach"), lastSeq: fromSeq - 1}
+	if !asJSON {
+		f.tools = newToolLog()
+		f.render = newRenderer(env.Stdout, f.tools)
+	}
+	if env.StdinIsTerminal() {
+		ask := newAsker(env.Stderr, env.Stdin, f.tools)
+		defer ask.close()
+		f.decide = claude.AnswerQuestions(ask.answer, ask.canUseTool)
+	}
+	if !asJSON {
+		what := "history and live events"
+		if tail {
+			what = "new events"
+		}
+		fmt.Fprintf(env.Stderr, "claudectl: attached to session %s (%s, in %s): %s; Ctrl-C detaches\n",
+			id, statusName(sess.Status), sess.Cwd, what)
+	}
+	if tail {
+		f.lastSeq = sess.LastSeq
+		// The history holds the pending requests: show them now.
+		if pres, err := dc.perms.ListPending(ctx, connect.NewRequest(&v1.ListPendingRequest{SessionId: id})); err == nil {
+			for _, pr := range pres.Msg.Requests {
+				f.permissionRequest(ctx, pr)
+			}
+		}
+	}
+
+	err = f.follow(ctx)
+	f.stopAsking()
+	if f.render != nil {
+		f.render.finish()
+	}
+	if detached.Load() {
+		fmt.Fprintf(env.Stderr, "claudectl: detached from session %s; it goes on (claudectl attach %s)\n", id, id)
+		return exitSilently(ExitInterrupted)
+	}
+	if !errors.Is(err, errStreamEnded) {
+		return err
+	}
+	return f.ended(ctx)
+}
+
+// ended reports how the session ended, once its stream has: exit 0 when
+// it closed, 1 when it failed.
+func (f *follower) ended(ctx context.Context) error {
+	st, detail := f.finalStatus(ctx)
+	stderr := f.env.Stderr
+	switch st {
+	case v1.SessionStatus_SESSION_STATUS_FAILED:
+		if detail == "" {
+			detail = "no detail"
+		}
+		fmt.Fprintf(stderr, "claudectl: session %s failed: %s\n", f.id, detail)
+		return exitSilently(ExitFailure)
+	case v1.SessionStatus_SESSION_STATUS_CLOSED:
+		if detail != "" {
+			fmt.Fprintf(stderr, "claudectl: session %s closed: %s\n", f.id, detail)
+		} else {
+			fmt.Fprintf(stderr, "claudectl: session %s closed\n", f.id)
+		}
+		return nil
+	}
+	fmt.Fprintf(stderr, "claudectl: session %s is %s, with no CLI running (claudectl send resumes it)\n", f.id, statusName(st))
+	return nil
+}

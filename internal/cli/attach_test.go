@@ -1,0 +1,504 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+)
+
+// These tests run attach and run --server against an in-process daemon
+// whose sessions run the real CLI against the scripted model.
+
+// startRemote is startDaemon keeping the scripted model, for its requests.
+func startRemote(t *testing.T, opts *daemontest.Options, turns ...claudetest.Turn) (*testDaemon, *claudetest.Server) {
+	t.Helper()
+	dd := daemontest.Start(t, opts, turns...)
+	url, httpc := dd.Serve()
+	return &testDaemon{url: url, ctx: dd.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}, dd.Model
+}
+
+// create starts a session in dir (streaming text deltas) with a prompt.
+func (d *testDaemon) create(t *testing.T, dir, prompt string) string {
+	t.Helper()
+	res, err := d.sessions.CreateSession(d.ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: dir, IncludePartialMessages: true}, Prompt: prompt}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Msg.Session.Id
+}
+
+func (d *testDaemon) closeSession(t *testing.T, id string) {
+	t.Helper()
+	if _, err := d.sessions.CloseSession(d.ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitResults waits until session id has logged n results.
+func (d *testDaemon) waitResults(t *testing.T, id string, n int) {
+	t.Helper()
+	waitFor(t, "the session's result", func() bool {
+		stream, err := d.sessions.Subscribe(d.ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
+		if err != nil {
+			return false
+		}
+		defer stream.Close()
+		seen := 0
+		for stream.Receive() {
+			if stream.Msg().Event.GetMessage().GetType() == "result" {
+				if seen++; seen == n {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
+// permissionRequest waits for session id's first permission request and
+// returns its id.
+func (d *testDaemon) permissionRequest(t *testing.T, id string) string {
+	t.Helper()
+	var reqID string
+	waitFor(t, "a permission request", func() bool {
+		stream, err := d.sessions.Subscribe(d.ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
+		if err != nil {
+			return false
+		}
+		defer stream.Close()
+		for stream.Receive() {
+			if pr := stream.Msg().Event.GetPermissionRequest(); pr != nil {
+				reqID = pr.RequestId
+				return true
+			}
+		}
+		return false
+	})
+	return reqID
+}
+
+// waitFor polls cond for up to a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// background runs claudectl on its own goroutine; live gets its stdout as
+// it is written, and wait returns how it ended.
+func background(t *testing.T, inv invocation, args ...string) (live *lockedBuffer, wait func() outcome) {
+	t.Helper()
+	live = &lockedBuffer{}
+	inv.stdout = live
+	done := make(chan outcome, 1)
+	go func() { done <- claudectl(t, inv, args...) }()
+	return live, func() outcome {
+		t.Helper()
+		select {
+		case o := <-done:
+			return o
+		case <-time.After(80 * time.Second):
+			t.Fatal("claudectl did not end")
+			return outcome{}
+		}
+	}
+}
+
+func TestAttachReplayAndLive(t *testing.T) {
+	t.Parallel()
+	d, _ := startRemote(t, nil,
+		claudetest.Reply(claudetest.Text("First reply.")),
+		claudetest.Reply(claudetest.Text("Second reply.")))
+	id := d.create(t, t.TempDir(), "first prompt")
+	d.waitResults(t, id, 1)
+
+	live, wait := background(t, d.inv(), "attach", id)
+	waitFor(t, "the replayed reply", func() bool { return strings.Contains(live.String(), "First reply.") })
+	if _, err := d.sessions.Send(d.ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "second prompt"})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the live reply", func() bool { return strings.Contains(live.String(), "Second reply.") })
+	d.closeSession(t, id)
+	o := wait()
+	if o.code != 0 {
+		t.Fatalf("exit %d, want 0 once the session closed", o.code)
+	}
+	want := "> first prompt\n\nFirst reply.\n\n> second prompt\n\nSecond reply.\n"
+	if o.stdout != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", o.stdout, want)
+	}
+	for _, s := range []string{"claudectl: attached to session " + id, "session running", "session idle", "usage: turn $", "session " + id + " closed"} {
+		if !strings.Contains(o.stderr, s) {
+			t.Errorf("stderr lacks %q", s)
+		}
+	}
+}
+
+// Attaching to a session that has ended replays it and ends; --json prints
+// every event as a JSON line.
+func TestAttachEndedSessionJSON(t *testing.T) {
+	t.Parallel()
+	d, _ := startRemote(t, nil, claudetest.Reply(claudetest.Text("Only reply.")))
+	id := d.create(t, t.TempDir(), "hello")
+	d.waitResults(t, id, 1)
+	d.closeSession(t, id)
+
+	o := claudectl(t, d.inv(), "attach", "--json", id)
+	if o.code != 0 {
+		t.Fatalf("exit %d", o.code)
+	}
+	var last int64
+	types := map[string]int{}
+	var text strings.Builder
+	for i, line := range strings.Split(strings.TrimSuffix(o.stdout, "\n"), "\n") {
+		var ev eventJSON
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %d is not JSON: %v: %.200q", i+1, err, line)
+		}
+		if ev.Seq != last+1 || ev.SessionID != id {
+			t.Errorf("line %d: seq %d after %d, session %q", i+1, ev.Seq, last, ev.SessionID)
+		}
+		last = ev.Seq
+		types[ev.Type]++
+		if ev.Type == "text_delta" {
+			text.WriteString(ev.Text)
+		}
+		if ev.Type == "status" && ev.Status == "" {
+			t.Errorf("line %d: status without a status", i+1)
+		}
+	}
+	for _, typ := range []string{"message", "text_delta", "status", "usage_report"} {
+		if types[typ] == 0 {
+			t.Errorf("no %s event (events by type: %v)", typ, types)
+		}
+	}
+	if text.String() != "Only reply." {
+		t.Errorf("text deltas make %q", text.String())
+	}
+
+	// --from-seq skips the history before it.
+	o = claudectl(t, d.inv(), "attach", "--json", "--from-seq", "3", id)
+	if o.code != 0 || !strings.HasPrefix(o.stdout, `{"session_id":"`+id+`","seq":3,`) {
+		t.Errorf("--from-seq 3: exit %d, stdout starts %.100q", o.code, o.stdout)
+	}
+}
+
+func TestAttachApprovesBash(t *testing.T) {
+	t.Parallel()
+	d, model := startRemote(t, nil,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(claudetest.Text("Made it.")))
+	dir := t.TempDir()
+	id := d.create(t, dir, "make the file")
+
+	inv := d.inv()
+	inv.tty, inv.stdin = true, "y\n"
+	live, wait := background(t, inv, "attach", id)
+	waitFor(t, "the reply after the tool", func() bool { return strings.Contains(live.String(), "Made it.") })
+	d.closeSession(t, id)
+	o := wait()
+	if o.code != 0 {
+		t.Fatalf("exit %d", o.code)
+	}
+	if !strings.Contains(o.stderr, "Allow Bash: touch made.txt? [y/N/a(lways)] ") {
+		t.Errorf("no permission prompt on stderr: %q", o.stderr)
+	}
+	if !strings.Contains(o.stdout, "⏺ Bash(touch made.txt)\n  ⎿  (Bash completed with no output)\n") {
+		t.Errorf("the tool call is not in the transcript:\n%s", o.stdout)
+	}
+	if !fileExists(filepath.Join(dir, "made.txt")) {
+		t.Error("made.txt was not created: the approval did not reach the CLI")
+	}
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1]
+	if uses := last.ToolUses(); len(uses) == 0 {
+		t.Error("no tool call in the model's last request")
+	} else if content, isError, ok := last.ToolResult(uses[0].ID); !ok || isError {
+		t.Errorf("tool_result %q (is_error %v, found %v), want success", content, isError, ok)
+	}
+}
+
+func TestAttachAnswersQuestion(t *testing.T) {
+	t.Parallel()
+	ask := claudetest.ToolUse("AskUserQuestion", map[string]any{"questions": []any{map[string]any{
+		"question": "Which color?", "header": "Color", "multiSelect": false,
+		"options": []any{
+			map[string]any{"label": "red", "description": "warm"},
+			map[string]any{"label": "blue", "description": "cold"},
+		},
+	}}})
+	d, model := startRemote(t, nil, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("Blue it is.")))
+	id := d.create(t, t.TempDir(), "pick a color")
+
+	inv := d.inv()
+	inv.tty, inv.stdin = true, "2\n"
+	live, wait := background(t, inv, "attach", id)
+	waitFor(t, "the reply after the answer", func() bool { return strings.Contains(live.String(), "Blue it is.") })
+	d.closeSession(t, id)
+	o := wait()
+	if o.code != 0 {
+		t.Fatalf("exit %d", o.code)
+	}
+	for _, want := range []string{"[Color] Which color?", "1. red - warm", "2. blue - cold", "Choose 1-2"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1]
+	uses := last.ToolUses()
+	if len(uses) == 0 {
+		t.Fatal("no tool call in the model's last request")
+	}
+	content, isError, ok := last.ToolResult(uses[0].ID)
+	if !ok || isError || !strings.Contains(content, "blue") {
+		t.Errorf("tool_result %q (is_error %v, found %v), want the answer blue", content, isError, ok)
+	}
+}
+
+// Without a terminal attach shows the request and leaves it to others; it
+// is not asked again once settled.
+func TestAttachNoTerminalShowsRequest(t *testing.T) {
+	t.Parallel()
+	d, _ := startRemote(t, nil,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(claudetest.Text("Made it.")))
+	dir := t.TempDir()
+	id := d.create(t, dir, "make the file")
+	live, wait := background(t, d.inv(), "attach", id)
+	reqID := d.permissionRequest(t, id)
+	if o := claudectl(t, d.inv(), "approve", reqID); o.code != 0 {
+		t.Fatalf("approve: exit %d, stderr %q", o.code, o.stderr)
+	}
+	waitFor(t, "the reply after the tool", func() bool { return strings.Contains(live.String(), "Made it.") })
+	d.closeSession(t, id)
+	o := wait()
+	if o.code != 0 {
+		t.Fatalf("exit %d", o.code)
+	}
+	for _, want := range []string{"permission request " + reqID + ": Bash: touch made.txt", "request " + reqID + " (Bash) allowed by client:claudectl"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	if strings.Contains(o.stderr, "Allow Bash") {
+		t.Error("asked without a terminal")
+	}
+	if !fileExists(filepath.Join(dir, "made.txt")) {
+		t.Error("made.txt was not created")
+	}
+}
+
+// A client that falls behind is dropped by the daemon; attach subscribes
+// again from the last event it saw and misses nothing.
+func TestAttachResubscribes(t *testing.T) {
+	t.Parallel()
+	const words = 600
+	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("word ", words))},
+		ChunkSize: 5, DeltaDelay: 3 * time.Millisecond}
+	d, _ := startRemote(t, &daemontest.Options{SubscriberBuffer: 1}, slow)
+	id := d.create(t, t.TempDir(), "talk")
+	// Attach while the reply streams: the replay runs while live events
+	// queue up behind a buffer of one.
+	waitFor(t, "some of the reply", func() bool {
+		res, err := d.sessions.GetSession(d.ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+		return err == nil && res.Msg.Session.LastSeq > 200
+	})
+	live, wait := background(t, d.inv(), "attach", id)
+	waitFor(t, "the whole reply", func() bool { return strings.Count(live.String(), "word") == words })
+	d.closeSession(t, id)
+	o := wait()
+	if o.code != 0 {
+		t.Fatalf("exit %d", o.code)
+	}
+	if want := "> talk\n\n" + strings.TrimSpace(strings.Repeat("word ", words)) + "\n"; strings.TrimRight(o.stdout, " \n")+"\n" != want {
+		t.Errorf("stdout is not the reply once, whole (%d words)", strings.Count(o.stdout, "word"))
+	}
+	if !strings.Contains(o.stderr, "dropped this client for falling behind") {
+		t.Error("the daemon did not drop the client: the resubscription was not exercised")
+	}
+}
+
+func TestAttachUsageAndErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"attach"}, "SESSION_ID"},
+		{[]string{"attach", "a", "b"}, `"b"`},
+		{[]string{"attach", "--tail", "--from-seq", "3", "a"}, "--tail"},
+		{[]string{"attach", "--from-seq", "0", "a"}, "--from-seq"},
+		{[]string{"run", "--server", "http://127.0.0.1:1", "--resume", "x", "hi"}, "--resume"},
+		{[]string{"run", "--token-file", "/dev/null", "hi"}, "--token-file"},
+	} {
+		o := claudectl(t, invocation{}, tc.args...)
+		if o.code != ExitUsage || !strings.Contains(o.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", tc.args, o.code, o.stderr, tc.want)
+		}
+	}
+	d, _ := startRemote(t, nil)
+	o := claudectl(t, d.inv(), "attach", "no-such-session")
+	if o.code != 1 || !strings.Contains(o.stderr, "not found") {
+		t.Errorf("unknown session: exit %d, stderr %q", o.code, o.stderr)
+	}
+	o = claudectl(t, invocation{}, "attach", "-h")
+	if o.code != 0 || !strings.Contains(o.stdout, "--from-seq") || !strings.Contains(o.stdout, "CLAUDECTL_SERVER") {
+		t.Errorf("attach -h: exit %d, stdout %q", o.code, o.stdout)
+	}
+	o = claudectl(t, invocation{}, "run", "-h")
+	if o.code != 0 || !strings.Contains(o.stdout, "--server") || !strings.Contains(o.stdout, "claudectl attach ID") {
+		t.Errorf("run -h: exit %d, stdout %q", o.code, o.stdout)
+	}
+}
+
+func TestRunServer(t *testing.T) {
+	t.Parallel()
+	d, model := startRemote(t, nil,
+		claudetest.Reply(claudetest.Text("I will make it."), claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(claudetest.Text("Done.")))
+	dir := t.TempDir()
+	o := claudectl(t, invocation{tty: true, stdin: "y\n"}, "run", "--server", d.url, "--cwd", dir, "--model", "claude-sonnet-4-5", "make the file")
+	if o.code != 0 {
+		t.Fatalf("exit %d, want 0", o.code)
+	}
+	want := "I will make it.\n\n⏺ Bash(touch made.txt)\n  ⎿  (Bash completed with no output)\n\nDone.\n"
+	if o.stdout != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", o.stdout, want)
+	}
+	if !strings.Contains(o.stderr, "claudectl: daemon session ") || !strings.Contains(o.stderr, "(claudectl attach ") {
+		t.Errorf("stderr does not name the session: %q", o.stderr)
+	}
+	if !strings.Contains(o.stderr, "Allow Bash: touch made.txt? [y/N/a(lways)] ") {
+		t.Errorf("no permission prompt on stderr: %q", o.stderr)
+	}
+	if !fileExists(filepath.Join(dir, "made.txt")) {
+		t.Error("made.txt was not created")
+	}
+	reqs := model.Requests()
+	if len(reqs) < 2 || reqs[0].LastUserText() != "make the file" || reqs[0].Model != "claude-sonnet-4-5" {
+		t.Fatalf("the model got %d requests; the first: prompt %q, model %q", len(reqs), reqs[0].LastUserText(), reqs[0].Model)
+	}
+	// The session stays, for attach.
+	res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+	if err != nil || len(res.Msg.Sessions) != 1 || res.Msg.Sessions[0].Cwd != dir {
+		t.Errorf("sessions: %v (%v)", res, err)
+	}
+}
+
+// Without a terminal run --server denies what needs a person, as run does.
+func TestRunServerNoTerminal(t *testing.T) {
+	t.Parallel()
+	d, _ := startRemote(t, nil,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(claudetest.Text("Could not.")))
+	dir := t.TempDir()
+	inv := d.inv() // CLAUDECTL_SERVER
+	o := claudectl(t, inv, "run", "--cwd", dir, "make the file")
+	if o.code != 0 || !strings.HasSuffix(o.stdout, "Could not.\n") {
+		t.Fatalf("exit %d, stdout %q", o.code, o.stdout)
+	}
+	if !strings.Contains(o.stderr, "no terminal was available to ask") || fileExists(filepath.Join(dir, "made.txt")) {
+		t.Errorf("not denied: stderr %q", o.stderr)
+	}
+}
+
+func TestRunServerErrorResult(t *testing.T) {
+	t.Parallel()
+	d, _ := startRemote(t, nil, claudetest.Error(400, "invalid_request_error", "bad"))
+	o := claudectl(t, invocation{}, "run", "--server", d.url, "--cwd", t.TempDir(), "hi")
+	if o.code != 1 {
+		t.Errorf("exit %d, want 1", o.code)
+	}
+	if !strings.Contains(o.stderr, "claudectl run: API Error: 400 bad") {
+		t.Errorf("stderr = %q, want the error", o.stderr)
+	}
+}
+
+func TestRunServerInterrupt(t *testing.T) {
+	t.Parallel()
+	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 2000))}, ChunkSize: 5, DeltaDelay: 50 * time.Millisecond}
+	d, _ := startRemote(t, nil, slow)
+	ints := make(chan os.Signal, 1)
+	started := make(chan struct{})
+	go func() {
+		<-started
+		ints <- os.Interrupt
+	}()
+	start := time.Now()
+	o := claudectl(t, invocation{interrupts: ints, stdout: &firstWrite{ch: started}}, "run", "--server", d.url, "--cwd", t.TempDir(), "go slowly")
+	if o.code != ExitInterrupted {
+		t.Errorf("exit %d, want %d", o.code, ExitInterrupted)
+	}
+	if !strings.Contains(o.stderr, "interrupting the turn") || !strings.Contains(o.stderr, "claudectl: interrupted") {
+		t.Errorf("stderr = %q", o.stderr)
+	}
+	if n := strings.Count(o.stdout, "slow"); n == 0 || n >= 2000 {
+		t.Errorf("stdout has %d of 2000 words; want some, not all", n)
+	}
+	if d := time.Since(start); d > 60*time.Second {
+		t.Errorf("took %v: the turn was not cut short", d)
+	}
+	// The session goes on.
+	res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+	if err != nil || len(res.Msg.Sessions) != 1 {
+		t.Fatalf("sessions: %v (%v)", res, err)
+	}
+	if st := res.Msg.Sessions[0].Status; st == v1.SessionStatus_SESSION_STATUS_CLOSED || st == v1.SessionStatus_SESSION_STATUS_FAILED {
+		t.Errorf("the session is %s after Ctrl-C", statusName(st))
+	}
+}
+
+// When another client decides first, attach withdraws its question and
+// says who won.
+func TestAttachAnotherClientWins(t *testing.T) {
+	t.Parallel()
+	d, _ := startRemote(t, nil,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(claudetest.Text("Made it.")))
+	dir := t.TempDir()
+	id := d.create(t, dir, "make the file")
+
+	// A terminal on which nobody answers.
+	stdin, typist := io.Pipe()
+	defer typist.Close()
+	var stdout, stderr lockedBuffer
+	env := &Env{Stdin: stdin, Stdout: &stdout, Stderr: &stderr, StdinIsTerminal: func() bool { return true },
+		Getenv: func(k string) string { return d.inv().getenv[k] }}
+	done := make(chan int, 1)
+	go func() { done <- Main(d.ctx, env, []string{"attach", id}) }()
+
+	waitFor(t, "the question", func() bool { return strings.Contains(stderr.String(), "Allow Bash") })
+	if o := claudectl(t, d.inv(), "approve", d.permissionRequest(t, id)); o.code != 0 {
+		t.Fatalf("approve: exit %d, stderr %q", o.code, o.stderr)
+	}
+	waitFor(t, "the reply after the tool", func() bool { return strings.Contains(stdout.String(), "Made it.") })
+	d.closeSession(t, id)
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "Bash was decided first by client:claudectl: allow") || strings.Contains(stderr.String(), "allowed by") {
+		t.Errorf("stderr does not say who won: %q", stderr.String())
+	}
+	if !fileExists(filepath.Join(dir, "made.txt")) {
+		t.Error("made.txt was not created")
+	}
+}
