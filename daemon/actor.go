@@ -29,8 +29,8 @@ type actor struct {
 
 	waiting  atomic.Int32 // permission requests waiting for a person
 	shutdown atomic.Bool  // the daemon is stopping: the session is interrupted, not closed
-	stopMu  sync.Mutex
-	stopMsg string // why the daemon stopped the session itself (budget)
+	stopMu   sync.Mutex
+	stopMsg  string // why the daemon stopped the session itself (budget)
 
 	cmds    chan command
 	closing chan struct{} // closed to ask run to end
@@ -66,9 +66,17 @@ func (a *actor) start(ctx context.Context) error {
 	}
 	a.process = gen
 	o := a.opts
+	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf}
+	if o.Worker == "remote" {
+		if a.d.workers == nil {
+			return a.fail(ctx, &InvalidArgumentError{Field: "options.worker", Value: o.Worker,
+				Reason: "this daemon accepts no remote workers now"})
+		}
+		tr = a.d.workers
+	}
 	s, err := claude.Start(a.d.ctx, &claude.Options{
 		CLIPath:                a.d.cliPath,
-		Transport:              &tapTransport{Transport: &claude.ProcessTransport{ReadBufferSize: a.d.readBuf}, a: a},
+		Transport:              &tapTransport{Transport: tr, a: a},
 		Resume:                 a.launch.resume,
 		ForkSession:            a.launch.fork,
 		Cwd:                    o.Cwd,

@@ -77,6 +77,10 @@ type Options struct {
 	// SubscriberBuffer is how many live events a subscriber may fall
 	// behind before it is dropped. Zero means 1024.
 	SubscriberBuffer int
+	// Workers, if set, hosts sessions whose options ask for a remote
+	// worker ("claudectl worker" on another machine); the API serves it at
+	// api.WorkerPath. The caller closes it after Daemon.Close.
+	Workers *claude.WorkerListener
 	// ReadBufferSize is each CLI's stdout read buffer
 	// (claude.ProcessTransport.ReadBufferSize), kept for the session's
 	// life. Zero means 64 KiB: a daemon hosts many mostly idle sessions.
@@ -93,6 +97,7 @@ type Daemon struct {
 	log     *slog.Logger
 	subBuf  int
 	readBuf int
+	workers *claude.WorkerListener
 	started time.Time
 
 	ctx    context.Context // the life of every session's CLI
@@ -112,7 +117,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	d := &Daemon{
 		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
-		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, started: time.Now(),
+		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, workers: opts.Workers, started: time.Now(),
 		actors: map[string]*actor{},
 	}
 	if d.log == nil {
@@ -177,6 +182,9 @@ func (d *Daemon) Engine() *permission.Engine { return d.engine }
 // Broker returns the permission broker.
 func (d *Daemon) Broker() *permission.Broker { return d.broker }
 
+// Workers returns the listener of remote workers, nil if there is none.
+func (d *Daemon) Workers() *claude.WorkerListener { return d.workers }
+
 // CLIPath returns the configured CLI path ("" when searched for).
 func (d *Daemon) CLIPath() string { return d.cliPath }
 
@@ -194,9 +202,23 @@ type SessionOptions struct {
 	MaxBudgetUSD           float64  `json:"max_budget_usd,omitempty"`
 	IncludePartialMessages bool     `json:"include_partial_messages,omitempty"`
 	ExtraArgs              []string `json:"extra_args,omitempty"`
+	// Worker is where the CLI runs: "" or "local" on this host, "remote" on
+	// the next remote worker that connects (or one already waiting).
+	Worker string `json:"worker,omitempty"`
 }
 
-func (o *SessionOptions) validate() error {
+func (o *SessionOptions) validate(d *Daemon) error {
+	switch o.Worker {
+	case "", "local":
+		o.Worker = ""
+	case "remote":
+		if d.workers == nil {
+			return &InvalidArgumentError{Field: "options.worker", Value: o.Worker,
+				Reason: "this daemon accepts no remote workers: start it with workers.token_file in settings.json"}
+		}
+	default:
+		return &InvalidArgumentError{Field: "options.worker", Value: o.Worker, Reason: `must be "local" or "remote"`}
+	}
 	if o.Cwd == "" {
 		return &InvalidArgumentError{Field: "options.cwd", Value: "", Reason: "required"}
 	}
@@ -216,7 +238,7 @@ func (o *SessionOptions) validate() error {
 // Create stores a new session, starts its CLI and, when prompt is not
 // empty, sends it. It returns the session as stored once the CLI runs.
 func (d *Daemon) Create(ctx context.Context, o SessionOptions, prompt string) (*store.Session, error) {
-	if err := o.validate(); err != nil {
+	if err := o.validate(d); err != nil {
 		return nil, err
 	}
 	raw, err := json.Marshal(o)
@@ -227,7 +249,7 @@ func (d *Daemon) Create(ctx context.Context, o SessionOptions, prompt string) (*
 		return nil, ErrClosed
 	}
 	s := &store.Session{Cwd: o.Cwd, Model: o.Model, PermissionMode: o.PermissionMode,
-		Status: store.StatusStarting, Options: raw, BudgetUSD: o.MaxBudgetUSD}
+		Status: store.StatusStarting, Options: raw, BudgetUSD: o.MaxBudgetUSD, Worker: o.Worker}
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("daemon: creating session: %w", err)
 	}
@@ -268,7 +290,7 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 		return nil, ErrClosed
 	}
 	s := &store.Session{Cwd: src.Cwd, Model: src.Model, PermissionMode: src.PermissionMode,
-		Status: store.StatusStarting, Options: src.Options, BudgetUSD: src.BudgetUSD, ParentID: src.ID}
+		Status: store.StatusStarting, Options: src.Options, BudgetUSD: src.BudgetUSD, ParentID: src.ID, Worker: src.Worker}
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("daemon: creating the fork of %s: %w", id, err)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,30 @@ type Main struct {
 	Token string
 	// Env is added to every session's environment.
 	Env map[string]string
+	// MaxPayloadBytes is the store's limit on one event line
+	// (sqlite.Options.MaxPayloadBytes): zero means 10 MiB, negative no
+	// limit.
+	MaxPayloadBytes int
+	// FullSync makes every store commit fsync (sqlite.Options.FullSync).
+	FullSync bool
+	// BrokerOptions configures the permission broker (its watched and
+	// unwatched timeouts); nil means its defaults.
+	BrokerOptions *permission.BrokerOptions
+	// SubscriberBuffer is how many live events a subscriber may fall
+	// behind before it is dropped (Options.SubscriberBuffer); zero means
+	// 1024.
+	SubscriberBuffer int
+	// LogLevel is the least level logged; zero means slog.LevelInfo.
+	LogLevel slog.Level
+	// SettingsFile is the settings file the configuration came from, for
+	// the start-up log; empty for none.
+	SettingsFile string
+	// WorkerToken, if set, makes the daemon accept remote workers
+	// ("claudectl worker") at api.WorkerPath that present it. Never logged.
+	WorkerToken string
+	// WorkerWait bounds how long a remote session waits for a worker to
+	// connect; zero means 2 minutes.
+	WorkerWait time.Duration
 	// Getenv looks up the daemon's own environment; nil means os.Getenv.
 	Getenv func(string) string
 	// Stderr receives the compatibility notice and the logs.
@@ -61,11 +86,12 @@ type Main struct {
 	// Addr is the address served on, once Run has returned nil.
 	Addr string
 
-	db     *sqlite.DB
-	broker *permission.Broker
-	d      *Daemon
-	srv    *http.Server
-	served chan error
+	workers *claude.WorkerListener
+	db      *sqlite.DB
+	broker  *permission.Broker
+	d       *Daemon
+	srv     *http.Server
+	served  chan error
 }
 
 // DefaultDataDir returns $XDG_DATA_HOME/claudectl, else
@@ -101,7 +127,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.DataDir == "" {
 		m.DataDir = DefaultDataDir(m.Getenv)
 	}
-	log := slog.New(slog.NewTextHandler(m.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: m.LogLevel}))
 
 	path, err := claude.FindBinary(&claude.FindOptions{Path: m.CLIPath, Env: m.Getenv})
 	if err != nil {
@@ -124,7 +150,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return err
 	}
-	m.db, err = sqlite.Open(ctx, filepath.Join(m.DataDir, "claudectl.db"), nil)
+	m.db, err = sqlite.Open(ctx, filepath.Join(m.DataDir, "claudectl.db"),
+		&sqlite.Options{MaxPayloadBytes: m.MaxPayloadBytes, FullSync: m.FullSync})
 	if err != nil {
 		return err
 	}
@@ -133,16 +160,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Close()
 		}
 	}()
-	ids, err := m.db.MarkRunningInterrupted(ctx)
-	if err != nil {
-		return err
+	if m.WorkerToken != "" {
+		wait := m.WorkerWait
+		if wait <= 0 {
+			wait = 2 * time.Minute
+		}
+		m.workers = &claude.WorkerListener{Token: m.WorkerToken, WaitTimeout: wait, Logger: log}
 	}
-	if len(ids) > 0 {
-		log.Info("sessions interrupted by the last daemon's end", "sessions", strings.Join(ids, ","))
-	}
-	m.broker = permission.NewBroker(nil)
+	m.broker = permission.NewBroker(m.BrokerOptions)
 	m.d, err = New(ctx, &Options{DB: m.db, Engine: permission.NewEngine(nil), Broker: m.broker,
-		CLIPath: path, Env: m.Env, Logger: log})
+		CLIPath: path, Env: m.Env, Logger: log, SubscriberBuffer: m.SubscriberBuffer, Workers: m.workers})
 	if err != nil {
 		return err
 	}
@@ -158,7 +185,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.srv = hs
 	m.served = make(chan error, 1)
 	go func() { m.served <- hs.Serve(ln) }()
-	log.Info("serving", "addr", m.Addr, "data_dir", m.DataDir, "cli", path, "cli_version", v.String())
+	log.Info("serving", "addr", m.Addr, "data_dir", m.DataDir, "cli", path, "cli_version", v.String(),
+		"settings", cmp.Or(m.SettingsFile, "none"))
+	var bo permission.BrokerOptions
+	if m.BrokerOptions != nil {
+		bo = *m.BrokerOptions
+	}
+	log.Debug("configuration", "max_payload_bytes", m.MaxPayloadBytes, "full_sync", m.FullSync,
+		"subscriber_buffer", m.SubscriberBuffer, "watched_timeout", bo.WatchedTimeout,
+		"unwatched_timeout", bo.UnwatchedTimeout, "token", m.Token != "")
 	return nil
 }
 
@@ -185,6 +220,10 @@ func (m *Main) Close() error {
 	if m.d != nil {
 		m.d.Close()
 		m.d = nil
+	}
+	if m.workers != nil {
+		m.workers.Close()
+		m.workers = nil
 	}
 	if m.broker != nil {
 		m.broker.Close()

@@ -51,8 +51,16 @@ func NewHandler(s *Service) http.Handler {
 	)
 	mux.Handle(grpcreflect.NewHandlerV1(r))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(r))
+	if w := s.D.Workers(); w != nil {
+		mux.Handle(WorkerPath, w)
+	}
 	return mux
 }
+
+// WorkerPath is where remote workers connect ("claudectl worker --connect
+// ws://HOST:PORT/v1/worker"). The worker listener checks its own token, so
+// this path is exempt from the API token.
+const WorkerPath = "/v1/worker"
 
 // toConnect maps daemon, store and permission errors to connect codes.
 func toConnect(err error) error {

@@ -19,15 +19,12 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[v1.Cre
 	if o == nil {
 		return nil, invalid("options", "", "required")
 	}
-	if o.GetWorker() != "" {
-		return nil, invalid("options.worker", o.GetWorker(), "remote workers are not supported yet")
-	}
 	sess, err := s.D.Create(ctx, daemon.SessionOptions{
 		Cwd: o.Cwd, Model: o.Model, PermissionMode: o.PermissionMode,
 		AllowedTools: o.AllowedTools, DisallowedTools: o.DisallowedTools, AddDirs: o.AddDirs,
 		SystemPrompt: o.SystemPrompt, AppendSystemPrompt: o.AppendSystemPrompt,
 		MaxTurns: int(o.MaxTurns), MaxBudgetUSD: o.MaxBudgetUsd,
-		IncludePartialMessages: o.IncludePartialMessages, ExtraArgs: o.ExtraArgs,
+		IncludePartialMessages: o.IncludePartialMessages, ExtraArgs: o.ExtraArgs, Worker: o.Worker,
 	}, req.Msg.GetPrompt())
 	if err != nil {
 		return nil, toConnect(err)

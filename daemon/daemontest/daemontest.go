@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/api"
@@ -32,6 +33,9 @@ type Options struct {
 	ReadBufferSize int
 	// Broker configures the permission broker (nil: its defaults).
 	Broker *permission.BrokerOptions
+	// WorkerToken, if set, makes the daemon host remote workers (served
+	// by Serve at api.WorkerPath) that present this token.
+	WorkerToken string
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -41,13 +45,14 @@ type Daemon struct {
 	Ctx   context.Context    // bounds the test (90 s)
 	Model *claudetest.Server // the scripted Messages API the CLIs talk to
 
-	t      testing.TB
-	opts   Options
-	bin    string
-	env    map[string]string
-	dbPath string
-	db     *sqlite.DB
-	broker *permission.Broker
+	t       testing.TB
+	opts    Options
+	bin     string
+	env     map[string]string
+	dbPath  string
+	db      *sqlite.DB
+	broker  *permission.Broker
+	workers *claude.WorkerListener
 }
 
 // Start starts a daemon whose sessions answer with the scripted turns.
@@ -81,8 +86,12 @@ func (d *Daemon) open() {
 		t.Fatal(err)
 	}
 	broker := permission.NewBroker(d.opts.Broker)
+	if d.opts.WorkerToken != "" {
+		d.workers = &claude.WorkerListener{Token: d.opts.WorkerToken, WaitTimeout: 60 * time.Second,
+			Logger: slog.New(slog.DiscardHandler)}
+	}
 	dd, err := daemon.New(d.Ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
-		CLIPath: d.bin, Env: d.env, Logger: slog.New(slog.DiscardHandler),
+		CLIPath: d.bin, Env: d.env, Logger: slog.New(slog.DiscardHandler), Workers: d.workers,
 		SubscriberBuffer: d.opts.SubscriberBuffer, ReadBufferSize: d.opts.ReadBufferSize})
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +101,9 @@ func (d *Daemon) open() {
 
 func (d *Daemon) stop() {
 	d.D.Close()
+	if d.workers != nil {
+		d.workers.Close()
+	}
 	d.broker.Close()
 	d.db.Close()
 }

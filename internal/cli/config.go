@@ -1,0 +1,631 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// serveConfig is the configuration of "claudectl serve": the settings file
+// with the flags applied over it. A zero field means the daemon's default.
+type serveConfig struct {
+	Listen    string
+	DataDir   string
+	CLI       string
+	TokenFile string
+	// Env is added to every session's CLI environment.
+	Env      map[string]string
+	LogLevel slog.Level
+
+	MaxPayloadBytes  int // 0: default (10 MiB); -1: no limit
+	FullSync         bool
+	SubscriberBuffer int
+
+	WatchedTimeout   time.Duration
+	UnwatchedTimeout time.Duration
+
+	// WorkerTokenFile, if set, makes the daemon accept remote workers
+	// presenting the token it holds; WorkerWait bounds how long a session
+	// waits for a worker to connect.
+	WorkerTokenFile string
+	WorkerWait      time.Duration
+
+	// File is the settings file that was read; "" when there was none.
+	File string
+	// tokenFromFlag is whether TokenFile came from --token-file.
+	tokenFromFlag bool
+	// workerTokenFromFlag is whether WorkerTokenFile came from
+	// --worker-token-file.
+	workerTokenFromFlag bool
+}
+
+// configFileName is the settings file's name in the config directory.
+const configFileName = "settings.json"
+
+// defaultConfigPath returns $XDG_CONFIG_HOME/claudectl/settings.json, else
+// ~/.config/claudectl/settings.json.
+func defaultConfigPath(getenv func(string) string) string {
+	if x := getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, "claudectl", configFileName)
+	}
+	return filepath.Join(homeDir(getenv), ".config", "claudectl", configFileName)
+}
+
+func homeDir(getenv func(string) string) string {
+	if h := getenv("HOME"); h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// loadServeConfig reads the settings file: path when it is set (then the
+// file must exist), else the default location, where a missing file means
+// all defaults.
+func loadServeConfig(path string, getenv func(string) string) (*serveConfig, error) {
+	explicit := path != ""
+	if !explicit {
+		path = defaultConfigPath(getenv)
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case !explicit && errors.Is(err, fs.ErrNotExist):
+		return &serveConfig{}, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, badValue("config", path, "no such file")
+	case err != nil:
+		if explicit {
+			return nil, badValue("config", path, describeIOError(err))
+		}
+		return nil, usagef("settings file %s: %s", path, describeIOError(err))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return parseServeConfig(path, filepath.Dir(abs), data, getenv)
+}
+
+// describeIOError is err without the path the message already names.
+func describeIOError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		if errors.Is(pe.Err, fs.ErrPermission) {
+			return "permission denied"
+		}
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// configError is a bad settings file: its name, the line and column when
+// known, and what is wrong.
+type configError struct {
+	file      string
+	line, col int // 0 when unknown
+	msg       string
+}
+
+func (e *configError) Error() string {
+	if e.line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s", e.file, e.line, e.col, e.msg)
+	}
+	return fmt.Sprintf("%s: %s", e.file, e.msg)
+}
+
+// A configKey is one setting: its dotted name, what it allows (for error
+// messages) and how its JSON value is stored.
+type configKey struct {
+	name    string
+	allowed string
+	set     func(c *serveConfig, raw json.RawMessage, p *configParser) error
+}
+
+// errBadValue makes set report "invalid value V for KEY: ALLOWED".
+var errBadValue = errors.New("bad value")
+
+// configSections are the keys whose value is an object of more keys.
+var configSections = []string{"daemon", "permissions"}
+
+// configKeys are the settings, in the order the usage lists them.
+var configKeys = []configKey{
+	{"listen", `an address "host:port" such as "127.0.0.1:7777"`, func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil {
+			return err
+		}
+		host, port, err := net.SplitHostPort(s)
+		if err != nil || !validPort(port) || strings.ContainsAny(host, " \t") {
+			return errBadValue
+		}
+		c.Listen = s
+		return nil
+	}},
+	{"data_dir", "a directory path (relative to the settings file's directory)", func(c *serveConfig, raw json.RawMessage, p *configParser) (err error) {
+		c.DataDir, err = p.path(raw)
+		return err
+	}},
+	{"cli", "the path of the claude executable (relative to the settings file's directory)", func(c *serveConfig, raw json.RawMessage, p *configParser) (err error) {
+		c.CLI, err = p.path(raw)
+		return err
+	}},
+	{"token_file", "the path of a file holding the bearer token (relative to the settings file's directory)", func(c *serveConfig, raw json.RawMessage, p *configParser) (err error) {
+		c.TokenFile, err = p.path(raw)
+		return err
+	}},
+	{"env", `an object of environment variables with string values, such as {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8080"}`, func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+		var m map[string]any
+		if json.Unmarshal(raw, &m) != nil || m == nil {
+			return errBadValue
+		}
+		env := make(map[string]string, len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return fmt.Errorf("invalid variable name %q in env: must be non-empty, without '=' or NUL", k)
+			}
+			v, ok := m[k].(string)
+			if !ok || strings.ContainsRune(v, 0) {
+				return fmt.Errorf("invalid value %s for env.%s: must be a string (\"\" removes the variable)", shortJSON(m[k]), k)
+			}
+			env[k] = v
+		}
+		c.Env = env
+		return nil
+	}},
+	{"log_level", `one of "debug", "info", "warn", "error"`, func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil {
+			return err
+		}
+		l, ok := parseLogLevel(s)
+		if !ok {
+			return errBadValue
+		}
+		c.LogLevel = l
+		return nil
+	}},
+	{"daemon.max_payload_bytes", "a whole number of bytes >= 1024, or -1 for no limit (default 10485760, 10 MiB)", func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || (n != -1 && n < 1024) {
+			return errBadValue
+		}
+		c.MaxPayloadBytes = n
+		return nil
+	}},
+	{"daemon.full_sync", "true or false", func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+		var b *bool
+		if json.Unmarshal(raw, &b) != nil || b == nil {
+			return errBadValue
+		}
+		c.FullSync = *b
+		return nil
+	}},
+	{"daemon.subscriber_buffer", fmt.Sprintf("a whole number of events from 1 to %d (default 1024)", maxSubscriberBuffer), func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || n < 1 || n > maxSubscriberBuffer {
+			return errBadValue
+		}
+		c.SubscriberBuffer = n
+		return nil
+	}},
+	{"permissions.watched_timeout", `a duration > 0 such as "90s", "5m" or "1h30m" (default "5m")`, func(c *serveConfig, raw json.RawMessage, _ *configParser) (err error) {
+		c.WatchedTimeout, err = jsonDuration(raw)
+		return err
+	}},
+	{"permissions.unwatched_timeout", `a duration > 0 such as "30m", "24h" or "72h" (default "24h")`, func(c *serveConfig, raw json.RawMessage, _ *configParser) (err error) {
+		c.UnwatchedTimeout, err = jsonDuration(raw)
+		return err
+	}},
+	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *serveConfig, raw json.RawMessage, p *configParser) (err error) {
+		c.WorkerTokenFile, err = p.path(raw)
+		return err
+	}},
+	{"workers.wait_timeout", `a duration > 0 such as "30s" or "2m" (default "2m")`, func(c *serveConfig, raw json.RawMessage, _ *configParser) (err error) {
+		c.WorkerWait, err = jsonDuration(raw)
+		return err
+	}},
+}
+
+// maxSubscriberBuffer bounds daemon.subscriber_buffer: every subscriber
+// gets a channel of that many events.
+const maxSubscriberBuffer = 1 << 20
+
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 65535
+}
+
+// parseLogLevel accepts debug, info, warn and error.
+func parseLogLevel(s string) (slog.Level, bool) {
+	switch s {
+	case "debug":
+		return slog.LevelDebug, true
+	case "info":
+		return slog.LevelInfo, true
+	case "warn":
+		return slog.LevelWarn, true
+	case "error":
+		return slog.LevelError, true
+	}
+	return 0, false
+}
+
+func jsonString(raw json.RawMessage) (string, error) {
+	var s *string
+	if json.Unmarshal(raw, &s) != nil || s == nil || strings.TrimSpace(*s) == "" {
+		return "", errBadValue
+	}
+	return *s, nil
+}
+
+// jsonInt accepts a JSON number that is a whole number fitting an int
+// (1e6 included).
+func jsonInt(raw json.RawMessage) (int, error) {
+	var n *json.Number
+	if json.Unmarshal(raw, &n) != nil || n == nil {
+		return 0, errBadValue
+	}
+	if i, err := strconv.ParseInt(n.String(), 10, 0); err == nil {
+		return int(i), nil
+	}
+	f, err := n.Float64()
+	if err != nil || f != float64(int64(f)) || f > 1<<53 || f < -(1<<53) {
+		return 0, errBadValue
+	}
+	return int(f), nil
+}
+
+func jsonDuration(raw json.RawMessage) (time.Duration, error) {
+	s, err := jsonString(raw)
+	if err != nil {
+		return 0, err
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || d <= 0 {
+		return 0, errBadValue
+	}
+	return d, nil
+}
+
+// shortJSON renders v as compact JSON for a message, cut at 60 bytes.
+func shortJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return clip(string(b))
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:57] + "..."
+	}
+	return s
+}
+
+// parseServeConfig parses a settings file's contents. name is how messages
+// call the file; dir is the directory relative paths are taken from.
+// Whitespace alone is an empty configuration.
+func parseServeConfig(name, dir string, data []byte, getenv func(string) string) (*serveConfig, error) {
+	p := &configParser{name: name, dir: dir, data: data, getenv: getenv, seen: map[string]int{}}
+	c := &serveConfig{File: name}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return c, nil
+	}
+	if err := p.parse(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// configParser walks the file token by token, so that every error can say
+// where it is.
+type configParser struct {
+	name   string
+	dir    string
+	data   []byte
+	getenv func(string) string
+	dec    *json.Decoder
+	seen   map[string]int // key -> offset of its value
+}
+
+func (p *configParser) parse(c *serveConfig) error {
+	p.dec = json.NewDecoder(bytes.NewReader(p.data))
+	p.dec.UseNumber()
+	if err := p.object("", c); err != nil {
+		return err
+	}
+	if _, err := p.dec.Token(); err != io.EOF {
+		if err != nil {
+			return p.syntaxError(err)
+		}
+		return p.errorAt(int(p.dec.InputOffset())-1, "unexpected data after the settings object")
+	}
+	return nil
+}
+
+// object reads an object of settings; prefix is "" at the top and
+// "section." inside a section.
+func (p *configParser) object(prefix string, c *serveConfig) error {
+	start := p.skipSpace(int(p.dec.InputOffset()))
+	tok, err := p.dec.Token()
+	if err != nil {
+		return p.syntaxError(err)
+	}
+	if tok != json.Delim('{') {
+		if prefix == "" {
+			return p.errorAt(start, "the settings must be a JSON object {...}, not %s", describeToken(tok))
+		}
+		// Not reached: callers check for an object first.
+		return p.errorAt(start, "%s must be an object", strings.TrimSuffix(prefix, "."))
+	}
+	for p.dec.More() {
+		tok, err := p.dec.Token()
+		if err != nil {
+			return p.syntaxError(err)
+		}
+		key := prefix + tok.(string)
+		keyEnd := int(p.dec.InputOffset())
+		if prefix == "" && slices.Contains(configSections, key) {
+			valStart := p.valueStart(keyEnd)
+			if valStart < len(p.data) && p.data[valStart] == '{' {
+				if err := p.object(key+".", c); err != nil {
+					return err
+				}
+				continue
+			}
+			var raw json.RawMessage
+			if err := p.dec.Decode(&raw); err != nil {
+				return p.syntaxError(err)
+			}
+			if string(raw) == "null" {
+				continue
+			}
+			return p.errorAt(valStart, "invalid value %s for %s: must be an object with the keys %s",
+				clip(string(raw)), key, strings.Join(sectionKeys(key), ", "))
+		}
+		var raw json.RawMessage
+		if err := p.dec.Decode(&raw); err != nil {
+			return p.syntaxError(err)
+		}
+		valStart := int(p.dec.InputOffset()) - len(raw)
+		if err := p.set(c, key, raw, keyEnd, valStart); err != nil {
+			return err
+		}
+	}
+	if _, err := p.dec.Token(); err != nil { // the closing '}'
+		return p.syntaxError(err)
+	}
+	return nil
+}
+
+// set stores one setting; null leaves it at its default.
+func (p *configParser) set(c *serveConfig, key string, raw json.RawMessage, keyEnd, valStart int) error {
+	i := slices.IndexFunc(configKeys, func(k configKey) bool { return k.name == key })
+	if i < 0 {
+		msg := fmt.Sprintf("unknown key %q", key)
+		if s := suggestKey(key); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		return p.errorAt(p.keyStart(keyEnd), "%s", msg)
+	}
+	if prev, ok := p.seen[key]; ok {
+		line, _ := lineCol(p.data, prev)
+		return p.errorAt(valStart, "%s is set twice (first on line %d)", key, line)
+	}
+	p.seen[key] = valStart
+	if string(raw) == "null" {
+		return nil
+	}
+	k := configKeys[i]
+	switch err := k.set(c, raw, p); {
+	case err == nil:
+		return nil
+	case errors.Is(err, errBadValue):
+		return p.errorAt(valStart, "invalid value %s for %s: must be %s", clip(string(raw)), key, k.allowed)
+	default:
+		return p.errorAt(valStart, "%v", err)
+	}
+}
+
+// path reads a path setting: "~/" is the home directory, and a relative
+// path is taken from the settings file's directory.
+func (p *configParser) path(raw json.RawMessage) (string, error) {
+	s, err := jsonString(raw)
+	if err != nil {
+		return "", err
+	}
+	if strings.ContainsRune(s, 0) {
+		return "", errBadValue
+	}
+	if s == "~" || strings.HasPrefix(s, "~/") {
+		s = filepath.Join(homeDir(p.getenv), s[1:])
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(p.dir, s)
+	}
+	return filepath.Clean(s), nil
+}
+
+func sectionKeys(section string) []string {
+	var keys []string
+	for _, k := range configKeys {
+		if strings.HasPrefix(k.name, section+".") {
+			keys = append(keys, strings.TrimPrefix(k.name, section+"."))
+		}
+	}
+	return keys
+}
+
+// suggestKey returns the valid key closest to an unknown one: the same
+// last part in another place ("max_payload_bytes" for
+// "daemon.max_payload_bytes"), or one a few edits away. "" if none is close.
+func suggestKey(key string) string {
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "-", "_")) }
+	leaf := norm(key[strings.LastIndexByte(key, '.')+1:])
+	for _, k := range configKeys {
+		if norm(k.name) == norm(key) || k.name[strings.LastIndexByte(k.name, '.')+1:] == leaf {
+			return k.name
+		}
+	}
+	for _, k := range configKeys { // "max_payload" for "max_payload_bytes"
+		if kl := k.name[strings.LastIndexByte(k.name, '.')+1:]; len(leaf) >= 4 && (strings.HasPrefix(kl, leaf) || strings.HasPrefix(leaf, kl)) {
+			return k.name
+		}
+	}
+	best, bestDist := "", 0
+	for _, k := range configKeys {
+		d := min(editDistance(norm(key), k.name), editDistance(leaf, k.name[strings.LastIndexByte(k.name, '.')+1:]))
+		if best == "" || d < bestDist {
+			best, bestDist = k.name, d
+		}
+	}
+	if bestDist > max(2, len(leaf)/3) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func describeToken(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		return "an array"
+	case string:
+		return "a string"
+	case json.Number, float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprint(tok)
+}
+
+// keyStart returns the offset of the opening quote of the key that ends
+// just before end.
+func (p *configParser) keyStart(end int) int {
+	if end <= 0 || end > len(p.data) {
+		return end
+	}
+	for i := end - 2; i >= 0; i-- {
+		if p.data[i] == '"' && (i == 0 || p.data[i-1] != '\\') {
+			return i
+		}
+	}
+	return end
+}
+
+// valueStart returns the offset of the value after the key ending at end.
+func (p *configParser) valueStart(end int) int {
+	i := p.skipSpace(end)
+	if i < len(p.data) && p.data[i] == ':' {
+		i = p.skipSpace(i + 1)
+	}
+	return i
+}
+
+func (p *configParser) skipSpace(i int) int {
+	for i < len(p.data) && (p.data[i] == ' ' || p.data[i] == '\t' || p.data[i] == '\n' || p.data[i] == '\r' || p.data[i] == ',') {
+		i++
+	}
+	return i
+}
+
+func (p *configParser) errorAt(offset int, format string, args ...any) error {
+	line, col := lineCol(p.data, offset)
+	return &configError{file: p.name, line: line, col: col, msg: fmt.Sprintf(format, args...)}
+}
+
+// syntaxError places a decoding error at its line and column.
+func (p *configParser) syntaxError(err error) error {
+	// The Decoder's offsets are sometimes before the whitespace ahead of
+	// the offending byte and sometimes after that byte; Unmarshal's are
+	// always just after it.
+	var se *json.SyntaxError
+	if errors.As(json.Unmarshal(p.data, new(any)), &se) {
+		if se.Offset >= int64(len(p.data)) && strings.HasPrefix(se.Error(), "unexpected end") {
+			return p.errorAt(len(p.data), "invalid JSON: unexpected end of file")
+		}
+		return p.errorAt(max(int(se.Offset)-1, 0), "invalid JSON: %s", se.Error())
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return p.errorAt(len(p.data), "invalid JSON: unexpected end of file")
+	}
+	return &configError{file: p.name, msg: "invalid JSON: " + err.Error()}
+}
+
+// lineCol returns the 1-based line and column (in bytes) of offset.
+func lineCol(data []byte, offset int) (line, col int) {
+	offset = min(max(offset, 0), len(data))
+	before := data[:offset]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = offset - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return line, col
+}
+
+// configUsage documents the settings file for "claudectl serve -h".
+const configUsage = `Settings file:
+  --config FILE, else $XDG_CONFIG_HOME/claudectl/settings.json, else
+  ~/.config/claudectl/settings.json (all defaults when that one is missing).
+  A JSON object; relative paths in it are taken from its directory and null
+  leaves a setting at its default. The flags of the same name (--listen,
+  --data-dir, --cli, --token-file, --log-level) override it. Keys:
+
+  listen                         "host:port" to serve on (default "127.0.0.1:7777")
+  data_dir                       directory of claudectl.db
+  cli                            path of the claude executable
+  token_file                     file holding the bearer token clients must send
+  env                            {"NAME": "value", ...} added to every session's
+                                 CLI environment ("" removes a variable)
+  log_level                      "debug", "info", "warn" or "error" (default "info")
+  daemon.max_payload_bytes       event lines longer than this are stored truncated;
+                                 -1 for no limit (default 10485760, 10 MiB)
+  daemon.full_sync               true: fsync every commit, surviving power loss
+                                 (default false)
+  daemon.subscriber_buffer       live events a subscriber may fall behind before
+                                 it is dropped (default 1024)
+  permissions.watched_timeout    how long a permission request waits while someone
+                                 watches its session (default "5m")
+  permissions.unwatched_timeout  how long it waits while nobody does (default "24h")
+  workers.token_file             file holding the token remote workers present
+                                 ("claudectl worker --connect ws://ADDR/v1/worker");
+                                 unset: no remote workers
+  workers.wait_timeout           how long a session waits for a worker (default "2m")
+
+  A section may be an object ({"daemon": {"full_sync": true}}) or dotted keys
+  ({"daemon.full_sync": true}). See docs/config.md.
+`

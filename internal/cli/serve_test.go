@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/claudetest"
+)
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serving is "claudectl serve" running in-process.
+type serving struct {
+	addr   string // from the "serving" log line
+	stderr *lockedBuffer
+	stop   func() int // cancels and returns the exit status
+}
+
+// startServe runs "claudectl serve args..." with claudectl's environment
+// getenv until it logs that it serves, or fails the test.
+func startServe(t *testing.T, getenv map[string]string, args ...string) *serving {
+	t.Helper()
+	var stdout, stderr lockedBuffer
+	env := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string { return getenv[k] }}
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() { code <- Main(ctx, env, append([]string{"serve"}, args...)) }()
+	stop := sync.OnceValue(func() int {
+		cancel()
+		select {
+		case c := <-code:
+			return c
+		case <-time.After(30 * time.Second):
+			t.Errorf("serve did not stop; stderr:\n%s", stderr.String())
+			return -1
+		}
+	})
+	served := regexp.MustCompile(`msg=serving addr=(\S+)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if m := served.FindStringSubmatch(stderr.String()); m != nil {
+			t.Cleanup(func() { stop() })
+			return &serving{addr: m[1], stderr: &stderr, stop: stop}
+		}
+		select {
+		case c := <-code:
+			cancel()
+			code <- c // for stop
+			t.Fatalf("serve exited with %d before serving; stderr:\n%s", c, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("serve did not start; stderr:\n%s", stderr.String())
+		}
+	}
+}
+
+// health calls the Health RPC at addr with the bearer token (if not "").
+func health(t *testing.T, addr, token string) error {
+	t.Helper()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := claudectlv1connect.NewHealthServiceClient(&http.Client{Transport: tr}, "http://"+addr)
+	req := connect.NewRequest(&v1.HealthRequest{})
+	if token != "" {
+		req.Header().Set("Authorization", "Bearer "+token)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := hc.Health(ctx, req)
+	return err
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeSettingsFile starts the daemon from the settings file at the
+// XDG location: the address, data directory, CLI, token (relative to the
+// file), log level and timeouts come from it; then flags override it.
+func TestServeSettingsFile(t *testing.T) {
+	cli, err := filepath.Abs(claudetest.CLIPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	xdg := t.TempDir()
+	dir := filepath.Join(xdg, "claudectl")
+	addr := freeAddr(t)
+	writeFile(t, filepath.Join(dir, "token"), "s3cret-token\n")
+	writeFile(t, filepath.Join(dir, "settings.json"), `{
+  "listen": "`+addr+`",
+  "data_dir": "data",
+  "cli": "`+cli+`",
+  "token_file": "token",
+  "log_level": "debug",
+  "daemon": {"max_payload_bytes": 65536, "full_sync": true, "subscriber_buffer": 8},
+  "permissions": {"watched_timeout": "2m", "unwatched_timeout": "3h"}
+}`)
+	getenv := map[string]string{"XDG_CONFIG_HOME": xdg, "HOME": t.TempDir()}
+
+	s := startServe(t, getenv)
+	if s.addr != addr {
+		t.Errorf("serving on %s, want %s from the settings file", s.addr, addr)
+	}
+	if !fileExists(filepath.Join(dir, "data", "claudectl.db")) {
+		t.Errorf("no claudectl.db in data_dir %s", filepath.Join(dir, "data"))
+	}
+	if err := health(t, s.addr, "s3cret-token"); err != nil {
+		t.Errorf("Health with the token: %v", err)
+	}
+	if err := health(t, s.addr, ""); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("Health without the token: %v, want unauthenticated", err)
+	}
+	if code := s.stop(); code != 0 {
+		t.Errorf("serve exited with %d", code)
+	}
+	log := s.stderr.String()
+	for _, want := range []string{
+		"settings=" + filepath.Join(dir, "settings.json"),
+		"cli=" + cli,
+		"level=DEBUG msg=configuration max_payload_bytes=65536 full_sync=true subscriber_buffer=8 watched_timeout=2m0s unwatched_timeout=3h0m0s token=true",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "s3cret") {
+		t.Errorf("the token was logged:\n%s", log)
+	}
+
+	// Flags override the file; the flag's data dir is not relative to it.
+	addr2 := freeAddr(t)
+	data2 := filepath.Join(t.TempDir(), "d2")
+	s = startServe(t, getenv, "--listen", addr2, "--data-dir", data2, "--log-level", "info")
+	if s.addr != addr2 {
+		t.Errorf("serving on %s, want %s from --listen", s.addr, addr2)
+	}
+	if !fileExists(filepath.Join(data2, "claudectl.db")) {
+		t.Errorf("no claudectl.db in --data-dir %s", data2)
+	}
+	if err := health(t, s.addr, "s3cret-token"); err != nil {
+		t.Errorf("Health with the file's token: %v", err)
+	}
+	if code := s.stop(); code != 0 {
+		t.Errorf("serve exited with %d", code)
+	}
+	if log := s.stderr.String(); strings.Contains(log, "level=DEBUG") {
+		t.Errorf("--log-level info still logs debug:\n%s", log)
+	}
+}
+
+// TestServeConfigFlag starts the daemon with --config; a default settings
+// file that would fail is not read.
+func TestServeConfigFlag(t *testing.T) {
+	cli := claudetest.CLIPath(t)
+	xdg := t.TempDir()
+	writeFile(t, filepath.Join(xdg, "claudectl", "settings.json"), `{"listen": 1}`)
+	own := filepath.Join(t.TempDir(), "conf", "mine.json")
+	addr := freeAddr(t)
+	writeFile(t, own, `{"listen": "`+addr+`", "data_dir": "../state"}`)
+	s := startServe(t, map[string]string{"XDG_CONFIG_HOME": xdg}, "--config", own, "--cli", cli)
+	if s.addr != addr {
+		t.Errorf("serving on %s, want %s", s.addr, addr)
+	}
+	if db := filepath.Join(filepath.Dir(own), "..", "state", "claudectl.db"); !fileExists(db) {
+		t.Errorf("no %s", db)
+	}
+	if err := health(t, s.addr, ""); err != nil {
+		t.Errorf("Health: %v", err)
+	}
+	if code := s.stop(); code != 0 {
+		t.Errorf("serve exited with %d", code)
+	}
+}
