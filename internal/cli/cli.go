@@ -140,6 +140,10 @@ func Commands(env *Env) []Command {
 		&SessionsCommand{Env: env},
 		&SendCommand{Env: env},
 		&AttachCommand{Env: env},
+		&ResumeCommand{Env: env},
+		&ForkCommand{Env: env},
+		&InterruptCommand{Env: env},
+		&CloseCommand{Env: env},
 		&DecideCommand{Env: env, Allow: true},
 		&DecideCommand{Env: env},
 		&RulesCommand{Env: env},
@@ -281,7 +285,7 @@ func usage(cmds []Command) string {
 	b.WriteString("claudectl drives the Claude Code CLI.\n\n")
 	b.WriteString("Usage:\n  claudectl COMMAND [flags] [arguments]\n\nCommands:\n")
 	for _, c := range cmds {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.Name(), c.Summary())
+		fmt.Fprintf(&b, "  %-9s %s\n", c.Name(), c.Summary())
 	}
 	b.WriteString("\nRun \"claudectl COMMAND -h\" for a command's flags.\n")
 	return b.String()
