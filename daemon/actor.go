@@ -99,6 +99,9 @@ func (a *actor) start(ctx context.Context) error {
 		return a.fail(ctx, fmt.Errorf("daemon: starting the CLI: %w", err))
 	}
 	a.sess = s
+	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Error: new(string)}); err != nil {
+		a.d.log.Error("clearing the session's last error", "session", a.id, "err", err)
+	}
 	a.status(ctx, store.StatusIdle, "")
 	return nil
 }
@@ -151,8 +154,8 @@ func (a *actor) end(err error, requested bool) {
 		tail := a.sess.StderrTail()
 		a.logError(ctx, err.Error(), tail)
 		detail := err.Error()
-		if tail != "" && !strings.Contains(detail, tail) {
-			detail += "\n" + tail
+		if t := strings.TrimSpace(tail); t != "" && !strings.Contains(detail, t) {
+			detail += "\n" + t
 		}
 		a.status(ctx, store.StatusFailed, detail)
 	}

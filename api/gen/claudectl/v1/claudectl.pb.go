@@ -265,7 +265,7 @@ type Session struct {
 	Totals          *Usage                 `protobuf:"bytes,10,opt,name=totals,proto3" json:"totals,omitempty"`
 	BudgetUsd       float64                `protobuf:"fixed64,11,opt,name=budget_usd,json=budgetUsd,proto3" json:"budget_usd,omitempty"` // 0: none
 	Error           string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`                            // why it failed, with the CLI's stderr tail
-	Worker          string                 `protobuf:"bytes,13,opt,name=worker,proto3" json:"worker,omitempty"`                          // "local" or the remote worker's name
+	Worker          string                 `protobuf:"bytes,13,opt,name=worker,proto3" json:"worker,omitempty"`                          // "local", or "remote": a claudectl worker hosts its CLI
 	ParentId        string                 `protobuf:"bytes,14,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`      // the session this one was forked from
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
