@@ -204,6 +204,14 @@ func (a *actor) read() error {
 			if m.Error != "" {
 				a.logError(ctx, "the model's turn failed: "+m.Error, "")
 			}
+			if !a.opts.IncludePartialMessages { // no stream: the whole message has the calls
+				for _, b := range m.Message.Content {
+					if tu, ok := b.(*claude.ToolUseBlock); ok {
+						a.logDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: tu.ID, Name: tu.Name,
+							Input: tu.Input, ParentToolUseID: m.ParentToolUseID})
+					}
+				}
+			}
 		case *claude.ResultMessage:
 			if m.IsError {
 				a.logError(ctx, resultError(m), "")
@@ -247,8 +255,9 @@ type TextDeltaEvent struct {
 	ParentToolUseID string `json:"parent_tool_use_id,omitempty"`
 }
 
-// ToolUseEvent is the raw line of a tool call whose input was streamed
-// (type "tool_use"), logged after the content_block_stop that completes it.
+// ToolUseEvent is the raw line of a tool call (type "tool_use"): logged
+// after the content_block_stop that completes a streamed one, or after the
+// assistant message that holds it when partial messages are off.
 type ToolUseEvent struct {
 	Type            string          `json:"type"` // "tool_use"
 	ToolUseID       string          `json:"tool_use_id"`

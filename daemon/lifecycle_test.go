@@ -262,9 +262,15 @@ func TestPermissionExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	var resolved *daemon.PermissionResolvedEvent
+	var toolUses []daemon.ToolUseEvent
 	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
 		if err != nil {
 			t.Fatal(err)
+		}
+		if ev.Type == "tool_use" && ev.Direction == store.FromDaemon {
+			var tu daemon.ToolUseEvent
+			json.Unmarshal(ev.Raw, &tu)
+			toolUses = append(toolUses, tu)
 		}
 		if ev.Type == "permission_resolved" {
 			resolved = new(daemon.PermissionResolvedEvent)
@@ -276,6 +282,11 @@ func TestPermissionExpires(t *testing.T) {
 	}
 	if resolved == nil || resolved.Behavior != "deny" || resolved.By != "timeout" || !strings.Contains(resolved.Message, "expired") {
 		t.Fatalf("resolution = %+v", resolved)
+	}
+	// Partial messages are off: the tool_use event comes from the assistant message.
+	if len(toolUses) != 1 || toolUses[0].ToolUseID != "toolu_rm_1" || toolUses[0].Name != "Bash" ||
+		!strings.Contains(string(toolUses[0].Input), "rm -rf build") {
+		t.Errorf("tool_use events = %+v", toolUses)
 	}
 	reqs := td.Model.Requests()
 	content, isErr, ok := reqs[len(reqs)-1].ToolResult("toolu_rm_1")
