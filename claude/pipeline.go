@@ -122,11 +122,14 @@ func (s *Session) decodeBatch(b *batch) {
 }
 
 func (s *Session) dispatchLoop(ordered <-chan *batch) {
-	out := make([]Message, 0, batchMaxLines)
 	var endErr error = io.EOF
 	for b := range ordered {
 		<-b.done
-		out = out[:0]
+		// The batch is ours now: keep what goes to the reader in place.
+		// (A slice kept across batches would hold the last big batch's
+		// messages, and their lines, for as long as the session idles;
+		// a fixed-size one would sit on this goroutine's stack.)
+		out := b.msgs[:0]
 		for _, m := range b.msgs {
 			if e, ok := m.(*endMarker); ok {
 				endErr = e.err

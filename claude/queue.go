@@ -20,6 +20,9 @@ type msgQueue struct {
 	room   chan struct{} // capacity 1: the reader made room
 }
 
+// keepQueueCap is the largest backing array the queue keeps once drained.
+const keepQueueCap = 256
+
 func (q *msgQueue) init() {
 	q.notify = make(chan struct{}, 1)
 	q.room = make(chan struct{}, 1)
@@ -83,6 +86,9 @@ func (q *msgQueue) pop(ctx context.Context) (Message, error) {
 			q.bytes -= len(m.Raw())
 			if q.head == len(q.items) {
 				q.items, q.head = q.items[:0], 0
+				if cap(q.items) > keepQueueCap {
+					q.items = nil // a burst is over: do not keep its backlog's array while idle
+				}
 			}
 			wake := was >= maxQueuedBytes && q.bytes < maxQueuedBytes
 			q.mu.Unlock()

@@ -266,6 +266,10 @@ func (r *Reader) finishStream(t *truncator) (Line, bool, error) {
 
 // fill makes room in buf and reads from rd once. Errors are kept in r.err.
 func (r *Reader) fill() {
+	// No line read from here on can be in the slab: it copies at most up
+	// to r.end. Dropping it now means a Reader blocked in Read (an idle
+	// session) does not keep up to 64 KiB of old lines alive.
+	r.slab = nil
 	if r.buf == nil {
 		r.buf = make([]byte, r.bufSize)
 	}

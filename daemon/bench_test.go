@@ -1,0 +1,393 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+)
+
+// The daemon's benchmarks run 100 sessions of a stand-in CLI that streams
+// fast (daemon/internal/standin) in one in-process daemon. Run them with
+//
+//	go test -run '^$' -bench Daemon -benchtime 1x -count 3 ./daemon/
+//
+// Each stream_event line of the stand-in carries the time it was written
+// ("standin_ns"); every session has one subscriber (Daemon.Subscribe) for
+// the whole run, which times the lines against it.
+
+const benchSessions = 100
+
+// BenchmarkDaemon100Sessions sends one prompt to each of the 100 sessions
+// at once per iteration and waits until every session is idle again. It
+// reports
+//
+//   - events/s: events persisted (everything in the log: the CLI's lines
+//     and the daemon's own text_delta, usage_report and status events) over
+//     the wall time of the turns; lines/s counts the CLI's lines alone.
+//   - p50_ms, p99_ms, max_ms: from the stand-in writing a stream_event line
+//     to the session's subscriber receiving it.
+//   - drops: subscriptions dropped for falling behind (each subscriber
+//     then subscribes again from the last seq it saw; the replayed events
+//     are timed too).
+//
+// The sub-benchmarks differ in how the stand-in streams. burst writes each
+// turn's 1,000 deltas as fast as the pipe takes them: the throughput
+// figure (latency then measures the backlog, it is no target). 10ms paces
+// each session at 100 lines/s, 10,000 lines/s in all, several times what
+// 100 models stream: the latency figure.
+func BenchmarkDaemon100Sessions(b *testing.B) {
+	standin := buildStandin(b)
+	for _, c := range []struct {
+		name     string
+		deltas   int
+		interval time.Duration
+	}{
+		{"stream=burst", 1000, 0},
+		{"stream=10ms", 100, 10 * time.Millisecond},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			f := startFleet(b, standin, benchSessions, c.deltas, c.interval)
+			seq0 := f.persisted()
+			b.ResetTimer()
+			for range b.N {
+				f.turn()
+			}
+			b.StopTimer()
+			elapsed := b.Elapsed().Seconds()
+			b.ReportMetric(float64(f.persisted()-seq0)/elapsed, "events/s")
+			b.ReportMetric(float64(b.N*benchSessions*(c.deltas+8))/elapsed, "lines/s") // + init, assistant, result, 5 other stream events
+			lat := f.latencies()
+			if want := b.N * benchSessions * (c.deltas + 5); len(lat) != want {
+				b.Fatalf("%d stream events timed, want %d", len(lat), want)
+			}
+			ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+			b.ReportMetric(ms(lat[len(lat)/2]), "p50_ms")
+			b.ReportMetric(ms(lat[len(lat)*99/100]), "p99_ms")
+			b.ReportMetric(ms(lat[len(lat)-1]), "max_ms")
+			b.ReportMetric(float64(f.drops.Load()), "drops")
+		})
+	}
+}
+
+// BenchmarkDaemonIdleMemory measures what an idle session costs the
+// daemon, as growth over the daemon before the sessions were made, after
+// forced garbage collections:
+//
+//   - fresh_KB/session: right after Create, before any turn;
+//   - idle_KB/session: after one burst turn each (1,000 deltas), with no
+//     subscriber left; both count the Go heap in use and goroutine
+//     stacks (HeapInuse + StackInuse), which includes the OS thread each
+//     session's blocked wait for its CLI holds (its g0 and signal stacks);
+//   - sub_KB/subscriber: what a live subscription adds;
+//   - idle_rss_KB/session: the VmRSS growth of the process at the idle
+//     point, which also counts SQLite's page cache (outside the Go heap),
+//     thread stacks and heap the runtime has not returned.
+//
+// The CLI processes are separate and not counted. Every figure comes from
+// a fresh process (the test binary run again): the runtime never ends the
+// threads it made, so a second measurement in one process would find them
+// already there and miss their cost.
+func BenchmarkDaemonIdleMemory(b *testing.B) {
+	if bin := os.Getenv(idleMemChildEnv); bin != "" {
+		m := measureIdleMemory(b, bin)
+		out, _ := json.Marshal(m)
+		fmt.Printf("%s%s\n", idleMemPrefix, out)
+		return
+	}
+	standin := buildStandin(b)
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum map[string]float64
+	for range b.N {
+		cmd := exec.Command(self, "-test.run=^$", "-test.bench=^BenchmarkDaemonIdleMemory$", "-test.benchtime=1x", "-test.count=1")
+		cmd.Env = append(os.Environ(), idleMemChildEnv+"="+standin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("measuring in a child process: %v\n%s", err, out)
+		}
+		var m map[string]float64
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			if js, ok := strings.CutPrefix(sc.Text(), idleMemPrefix); ok {
+				if err := json.Unmarshal([]byte(js), &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if m == nil {
+			b.Fatalf("no figures from the child process:\n%s", out)
+		}
+		if sum == nil {
+			sum = map[string]float64{}
+		}
+		for k, v := range m {
+			sum[k] += v
+		}
+	}
+	for k, v := range sum {
+		b.ReportMetric(v/float64(b.N), k)
+	}
+}
+
+const (
+	idleMemChildEnv = "CLAUDECTL_BENCH_IDLEMEM_STANDIN"
+	idleMemPrefix   = "idlemem: "
+)
+
+func measureIdleMemory(b *testing.B, standin string) map[string]float64 {
+	const deltas = 1000
+	b.Setenv("STANDIN_DELTAS", strconv.Itoa(deltas))
+	b.Setenv("STANDIN_INTERVAL", "0")
+	td := daemontest.Start(b, &daemontest.Options{CLIPath: standin})
+	base := measureMem()
+	f := createSessions(b, td, benchSessions, deltas)
+	fresh := measureMem()
+	f.subscribe()
+	f.turn()
+	withSubs := measureMem()
+	f.stopSubs()
+	idle := measureMem()
+	per := func(v int64) float64 { return float64(v) / 1024 / benchSessions }
+	return map[string]float64{
+		"fresh_KB/session":    per(fresh.goBytes - base.goBytes),
+		"idle_KB/session":     per(idle.goBytes - base.goBytes),
+		"sub_KB/subscriber":   per(withSubs.goBytes - idle.goBytes),
+		"idle_rss_KB/session": per(idle.rss - base.rss),
+	}
+}
+
+// buildStandin builds the stand-in CLI into a temporary directory.
+func buildStandin(b *testing.B) string {
+	b.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		b.Skip("no go command to build the stand-in CLI:", err)
+	}
+	bin := filepath.Join(b.TempDir(), "standin")
+	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/claudectl/claudectl/daemon/internal/standin")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building the stand-in CLI: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A fleet is a daemon's sessions and their subscribers.
+type fleet struct {
+	b      *testing.B
+	d      *daemon.Daemon
+	ids    []string
+	deltas int
+
+	subCtx context.Context
+	cancel context.CancelFunc
+	subs   sync.WaitGroup
+	turns  chan error   // a subscriber saw its session idle after a result, or failed
+	lats   [][]int64    // per session, written when its subscriber returns
+	drops  atomic.Int64 // subscriptions dropped for falling behind
+}
+
+// startFleet starts a daemon running standin with sessions sessions, each
+// subscribed to.
+func startFleet(b *testing.B, standin string, sessions, deltas int, interval time.Duration) *fleet {
+	b.Setenv("STANDIN_DELTAS", strconv.Itoa(deltas))
+	b.Setenv("STANDIN_INTERVAL", interval.String())
+	f := createSessions(b, daemontest.Start(b, &daemontest.Options{CLIPath: standin}), sessions, deltas)
+	f.subscribe()
+	return f
+}
+
+func createSessions(b *testing.B, td *daemontest.Daemon, sessions, deltas int) *fleet {
+	f := &fleet{b: b, d: td.D, deltas: deltas, turns: make(chan error), lats: make([][]int64, sessions)}
+	f.subCtx, f.cancel = context.WithCancel(context.Background())
+	b.Cleanup(f.stopSubs) // before the daemon closes
+	cwd := b.TempDir()
+	for range sessions {
+		s, err := f.d.Create(context.Background(), daemon.SessionOptions{Cwd: cwd, IncludePartialMessages: true}, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.ids = append(f.ids, s.ID)
+	}
+	return f
+}
+
+// subscribe starts one subscriber per session. A subscriber that is
+// dropped for falling behind subscribes again after the last seq it saw, as
+// the Subscribe contract asks of a client.
+func (f *fleet) subscribe() {
+	for i, id := range f.ids {
+		lat := make([]int64, 0, (f.deltas+5)*f.b.N)
+		f.subs.Go(func() {
+			defer func() { f.lats[i] = lat }()
+			report := func(err error) {
+				select {
+				case f.turns <- err:
+				case <-f.subCtx.Done():
+				}
+			}
+			sawResult := false
+			var last int64
+			for dropped := true; dropped; {
+				dropped = false
+				for ev, err := range f.d.Subscribe(f.subCtx, id, last) {
+					now := time.Now().UnixNano()
+					if errors.Is(err, daemon.ErrSlowSubscriber) {
+						f.drops.Add(1)
+						dropped = true
+						break
+					}
+					if err != nil {
+						if f.subCtx.Err() == nil {
+							report(fmt.Errorf("session %s: %w", id, err))
+						}
+						return
+					}
+					last = ev.Seq
+					if ns, ok := standinNS(ev.Raw); ok {
+						lat = append(lat, now-ns)
+					}
+					switch {
+					case ev.Type == "result":
+						sawResult = true
+					case sawResult && ev.Type == "status" && bytes.Contains(ev.Raw, []byte(`"idle"`)):
+						sawResult = false
+						report(nil)
+					}
+				}
+			}
+			if f.subCtx.Err() == nil {
+				report(fmt.Errorf("session %s: subscription ended", id))
+			}
+		})
+	}
+}
+
+// stopSubs ends the subscriptions and waits for their goroutines.
+func (f *fleet) stopSubs() {
+	f.cancel()
+	f.subs.Wait()
+}
+
+// turn sends a prompt to every session at once and waits until each is
+// idle again.
+func (f *fleet) turn() {
+	b := f.b
+	var sends sync.WaitGroup
+	for _, id := range f.ids {
+		sends.Go(func() {
+			if err := f.d.Send(context.Background(), id, "Stream something."); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	sends.Wait()
+	timeout := time.After(2 * time.Minute)
+	for range f.ids {
+		select {
+		case err := <-f.turns:
+			if err != nil {
+				b.Fatal(err)
+			}
+		case <-timeout:
+			b.Fatal("timed out waiting for the turns to end")
+		}
+	}
+}
+
+// persisted returns how many events are stored for the sessions.
+func (f *fleet) persisted() int64 {
+	var n int64
+	for _, id := range f.ids {
+		s, err := f.d.DB().Session(context.Background(), id)
+		if err != nil {
+			f.b.Fatal(err)
+		}
+		n += s.LastSeq
+	}
+	return n
+}
+
+// latencies ends the subscriptions and returns every latency measured, in
+// nanoseconds, sorted.
+func (f *fleet) latencies() []int64 {
+	f.stopSubs()
+	var all []int64
+	for _, l := range f.lats {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	return all
+}
+
+var standinKey = []byte(`"standin_ns":`)
+
+// standinNS returns the stand-in's write time carried by a line.
+func standinNS(raw []byte) (int64, bool) {
+	i := bytes.LastIndex(raw, standinKey)
+	if i < 0 {
+		return 0, false
+	}
+	raw = raw[i+len(standinKey):]
+	n := 0
+	for n < len(raw) && '0' <= raw[n] && raw[n] <= '9' {
+		n++
+	}
+	v, err := strconv.ParseInt(string(raw[:n]), 10, 64)
+	return v, err == nil
+}
+
+type memSample struct {
+	goBytes int64 // HeapInuse + StackInuse
+	rss     int64
+}
+
+// measureMem collects garbage, returns freed memory to the OS and samples
+// the Go heap and stacks in use and the process's resident set.
+func measureMem() memSample {
+	for range 4 { // a GC halves an idle goroutine's stack at most
+		runtime.GC()
+	}
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memSample{goBytes: int64(ms.HeapInuse + ms.StackInuse), rss: vmRSS()}
+}
+
+// vmRSS returns VmRSS from /proc/self/status in bytes (0 where there is
+// none).
+func vmRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
