@@ -17,7 +17,8 @@ import (
 // An actor owns one session's *claude.Session. Its goroutine (run) is the
 // only one that steers the CLI (send, interrupt, set model, close); the
 // reader goroutine it starts and waits for only reads messages and logs
-// them. Every event of the session, from either, goes through logEvent.
+// them. Every event of the session, from either, goes through logEvent or
+// queueEvent: stored first, published from the store's commit callback.
 type actor struct {
 	d    *Daemon
 	id   string
@@ -37,7 +38,6 @@ type actor struct {
 	once    sync.Once
 	done    chan struct{} // closed when run has returned
 
-	logMu sync.Mutex // serialises append-then-publish, so live order is seq order
 	hub   *hub
 }
 
@@ -184,9 +184,13 @@ func (a *actor) read() error {
 				ev.OriginalSize = n
 			}
 		}
-		if err := a.logEvent(ctx, ev); err != nil {
-			a.d.log.Error("logging an event", "session", a.id, "err", err)
-			continue
+		if _, isResult := m.(*claude.ResultMessage); isResult {
+			if err := a.logEvent(ctx, ev); err != nil { // its seq goes into the usage ledger
+				a.d.log.Error("logging an event", "session", a.id, "err", err)
+				continue
+			}
+		} else {
+			a.queueEvent(ctx, ev)
 		}
 		if u, ok := acc.Add(m); ok {
 			a.logStreamUpdate(ctx, u)
@@ -207,7 +211,7 @@ func (a *actor) read() error {
 			if !a.opts.IncludePartialMessages { // no stream: the whole message has the calls
 				for _, b := range m.Message.Content {
 					if tu, ok := b.(*claude.ToolUseBlock); ok {
-						a.logDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: tu.ID, Name: tu.Name,
+						a.queueDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: tu.ID, Name: tu.Name,
 							Input: tu.Input, ParentToolUseID: m.ParentToolUseID})
 					}
 				}
@@ -240,10 +244,10 @@ func (a *actor) logStreamUpdate(ctx context.Context, u claude.StreamUpdate) {
 		a.d.log.Warn("rebuilding a streamed tool input", "session", a.id, "err", u.Err)
 		a.logError(ctx, "rebuilding a streamed tool input: "+u.Err.Error(), "")
 	case u.ToolUse != nil:
-		a.logDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name,
+		a.queueDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name,
 			Input: u.ToolUse.Input, ParentToolUseID: u.Thread.ParentToolUseID})
 	default:
-		a.logDaemon(ctx, "text_delta", TextDeltaEvent{Type: "text_delta", Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID})
+		a.queueDaemon(ctx, "text_delta", TextDeltaEvent{Type: "text_delta", Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID})
 	}
 }
 
@@ -300,20 +304,41 @@ func subtypeOf(raw []byte) string {
 	return v.Response.Subtype
 }
 
-// logEvent appends ev and then fans it out. Holding logMu across both keeps
-// the live order the seq order.
+// logEvent appends ev, fans it out once it is committed and returns then
+// (ev.Seq is set). Events are published from the store's in-order commit
+// callbacks, so the live order is the seq order whichever goroutine logs.
 func (a *actor) logEvent(ctx context.Context, ev *store.Event) error {
-	a.logMu.Lock()
-	defer a.logMu.Unlock()
-	if _, err := a.d.db.Append(ctx, ev); err != nil {
+	done := make(chan error, 1)
+	err := a.d.db.AppendAsync(ctx, func(err error) {
+		if err == nil {
+			a.hub.publish(*ev)
+		}
+		done <- err
+	}, ev)
+	if err != nil {
 		return err
 	}
-	a.hub.publish(*ev)
-	return nil
+	return <-done
 }
 
-// logDaemon logs an event the daemon made itself; v is encoded as its raw
-// line and must have a "type" equal to typ.
+// queueEvent appends ev without waiting for the commit: the reader goes on
+// reading while earlier lines commit (many per transaction), and ev is
+// fanned out once it is stored. ev must not be touched afterwards.
+func (a *actor) queueEvent(ctx context.Context, ev *store.Event) {
+	err := a.d.db.AppendAsync(ctx, func(err error) {
+		if err != nil {
+			a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
+			return
+		}
+		a.hub.publish(*ev)
+	}, ev)
+	if err != nil {
+		a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
+	}
+}
+
+// logDaemon logs an event the daemon made itself and waits for its
+// commit; v is encoded as its raw line and must have a "type" equal to typ.
 func (a *actor) logDaemon(ctx context.Context, typ string, v any) {
 	raw, err := json.Marshal(v)
 	if err == nil {
@@ -322,6 +347,16 @@ func (a *actor) logDaemon(ctx context.Context, typ string, v any) {
 	if err != nil {
 		a.d.log.Error("logging a daemon event", "session", a.id, "type", typ, "err", err)
 	}
+}
+
+// queueDaemon is logDaemon without waiting for the commit.
+func (a *actor) queueDaemon(ctx context.Context, typ string, v any) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		a.d.log.Error("logging a daemon event", "session", a.id, "type", typ, "err", err)
+		return
+	}
+	a.queueEvent(ctx, &store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: typ, Raw: raw})
 }
 
 // ErrorEvent is the raw line of something that went wrong in the session

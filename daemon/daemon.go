@@ -75,7 +75,8 @@ type Options struct {
 	// Logger receives the daemon's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// SubscriberBuffer is how many live events a subscriber may fall
-	// behind before it is dropped. Zero means 1024.
+	// behind before it is dropped. Zero means 8192 (a backlog takes memory
+	// only while a subscriber lags).
 	SubscriberBuffer int
 	// Workers, if set, hosts sessions whose options ask for a remote
 	// worker ("claudectl worker" on another machine); the API serves it at
@@ -124,7 +125,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		d.log = slog.Default()
 	}
 	if d.subBuf <= 0 {
-		d.subBuf = 1024
+		d.subBuf = 8192
 	}
 	if d.readBuf <= 0 {
 		d.readBuf = 64 << 10

@@ -9,7 +9,9 @@ import (
 )
 
 // A hub fans a session's logged events out to its live subscribers. publish
-// never blocks: a subscriber whose buffer is full is dropped.
+// never blocks: a subscriber that has more than size events not yet taken
+// is dropped. Each subscriber's backlog is a slice that grows only as far
+// as it lags, so an idle subscriber costs almost nothing.
 type hub struct {
 	size int
 
@@ -19,18 +21,22 @@ type hub struct {
 }
 
 type sub struct {
-	c       chan store.Event
-	dropped bool // set under hub.mu before c is closed
+	wake chan struct{} // capacity 1: events or the end are waiting
+
+	// guarded by hub.mu
+	backlog []store.Event
+	ended   bool // no more events will be added
+	dropped bool // ended because the backlog overflowed
 }
 
 func newHub(size int) *hub { return &hub{size: size, subs: map[*sub]struct{}{}} }
 
 func (h *hub) subscribe() *sub {
-	s := &sub{c: make(chan store.Event, h.size)}
+	s := &sub{wake: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		close(s.c)
+		s.ended = true
 		return s
 	}
 	h.subs[s] = struct{}{}
@@ -40,35 +46,50 @@ func (h *hub) subscribe() *sub {
 func (h *hub) unsubscribe(s *sub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.subs[s]; ok {
-		delete(h.subs, s)
-		close(s.c)
-	}
+	delete(h.subs, s)
+	s.ended = true
+	s.backlog = nil
 }
 
 func (h *hub) publish(ev store.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		select {
-		case s.c <- ev:
-		default:
-			s.dropped = true
+		if len(s.backlog) >= h.size {
+			s.dropped, s.ended, s.backlog = true, true, nil
 			delete(h.subs, s)
-			close(s.c)
+		} else {
+			s.backlog = append(s.backlog, ev)
+		}
+		select {
+		case s.wake <- struct{}{}:
+		default:
 		}
 	}
 }
 
-// close ends every subscription; they get the events already buffered.
+// close ends every subscription; they get the events already queued.
 func (h *hub) close(error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
 	for s := range h.subs {
 		delete(h.subs, s)
-		close(s.c)
+		s.ended = true
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// take returns the events queued for s (nil when none) and whether the
+// subscription has ended, and if so, whether it was dropped.
+func (h *hub) take(s *sub) (evs []store.Event, ended, dropped bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	evs, s.backlog = s.backlog, nil
+	return evs, s.ended, s.dropped
 }
 
 // Subscribe returns the events of session id after seq after: those stored,
@@ -105,17 +126,8 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			return
 		}
 		for {
-			select {
-			case ev, ok := <-s.c:
-				if !ok {
-					a.hub.mu.Lock()
-					dropped := s.dropped
-					a.hub.mu.Unlock()
-					if dropped {
-						yield(store.Event{}, ErrSlowSubscriber)
-					}
-					return
-				}
+			evs, ended, dropped := a.hub.take(s)
+			for _, ev := range evs {
 				if ev.Seq <= last {
 					continue
 				}
@@ -123,6 +135,18 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 				if !yield(ev, nil) {
 					return
 				}
+			}
+			if ended && len(evs) == 0 {
+				if dropped {
+					yield(store.Event{}, ErrSlowSubscriber)
+				}
+				return
+			}
+			if len(evs) > 0 {
+				continue // more may have come meanwhile; ended is checked on an empty take
+			}
+			select {
+			case <-s.wake:
 			case <-ctx.Done():
 				yield(store.Event{}, ctx.Err())
 				return

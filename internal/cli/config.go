@@ -212,7 +212,7 @@ var configKeys = []configKey{
 		c.FullSync = *b
 		return nil
 	}},
-	{"daemon.subscriber_buffer", fmt.Sprintf("a whole number of events from 1 to %d (default 1024)", maxSubscriberBuffer), func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+	{"daemon.subscriber_buffer", fmt.Sprintf("a whole number of events from 1 to %d (default 8192)", maxSubscriberBuffer), func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
 		n, err := jsonInt(raw)
 		if err != nil || n < 1 || n > maxSubscriberBuffer {
 			return errBadValue
@@ -617,7 +617,7 @@ const configUsage = `Settings file:
   daemon.full_sync               true: fsync every commit, surviving power loss
                                  (default false)
   daemon.subscriber_buffer       live events a subscriber may fall behind before
-                                 it is dropped (default 1024)
+                                 it is dropped (default 8192)
   permissions.watched_timeout    how long a permission request waits while someone
                                  watches its session (default "5m")
   permissions.unwatched_timeout  how long it waits while nobody does (default "24h")
