@@ -47,6 +47,7 @@ test: cli $(TOOLS)/bin/grpcurl fmt vet
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonl/ ./claude/
+	$(GO) test -run '^$$' -bench Daemon -benchtime 1x -count 3 ./daemon/
 	$(GO) build -o bin/sdkconsume ./bench/sdkconsume
 	../shared/bench/compare.sh '$(CURDIR)/bin/sdkconsume'
 

@@ -38,7 +38,7 @@ type actor struct {
 	once    sync.Once
 	done    chan struct{} // closed when run has returned
 
-	hub   *hub
+	hub *hub
 }
 
 type command struct {
@@ -178,7 +178,7 @@ func (a *actor) read() error {
 			return err
 		}
 		ev := &store.Event{SessionID: a.id, Direction: store.FromCLI, Type: m.Kind(),
-			Subtype: subtypeOf(m.Raw()), Raw: append([]byte(nil), m.Raw()...)}
+			Subtype: messageSubtype(m), Raw: append([]byte(nil), m.Raw()...)}
 		if b, ok := m.(interface{ Truncated() (int64, bool) }); ok {
 			if n, t := b.Truncated(); t {
 				ev.OriginalSize = n
@@ -279,6 +279,16 @@ type UsageReportEvent struct {
 }
 
 func isMainThread(m claude.Message) bool { return claude.ThreadOf(m).IsMain() }
+
+// messageSubtype is subtypeOf(m.Raw()) without decoding the line again
+// for the messages that have none (a stream_event is most of a stream).
+func messageSubtype(m claude.Message) string {
+	switch m.(type) {
+	case *claude.StreamEvent, *claude.AssistantMessage, *claude.UserMessage:
+		return ""
+	}
+	return subtypeOf(m.Raw())
+}
 
 // subtypeOf returns the "subtype" of a line, or of its "request" for
 // control lines.
@@ -410,22 +420,37 @@ type StatusEvent struct {
 	Detail string              `json:"detail,omitempty"`
 }
 
-// status stores a status transition and logs it as an event. Waiting is
-// stored as running (see store.StatusWaiting); failed stores detail as the
-// session's error.
+// status stores a status transition and logs it as an event, in one
+// commit. Waiting is stored as running (see store.StatusWaiting); failed
+// stores detail as the session's error.
 func (a *actor) status(ctx context.Context, st store.SessionStatus, detail string) {
 	stored := st
 	if st == store.StatusWaiting {
 		stored = store.StatusRunning
 	}
-	upd := store.SessionUpdate{Status: &stored}
+	var errText *string
 	if st == store.StatusFailed {
-		upd.Error = &detail
+		errText = &detail
 	}
-	if _, err := a.d.db.UpdateSession(ctx, a.id, upd); err != nil {
+	raw, err := json.Marshal(StatusEvent{Type: "status", Status: st, Detail: detail})
+	if err != nil {
+		a.d.log.Error("updating status", "session", a.id, "status", st, "err", err)
+		return
+	}
+	ev := &store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: "status", Raw: raw}
+	done := make(chan error, 1)
+	err = a.d.db.AppendStatusAsync(ctx, func(err error) {
+		if err == nil {
+			a.hub.publish(*ev)
+		}
+		done <- err
+	}, ev, stored, errText)
+	if err == nil {
+		err = <-done
+	}
+	if err != nil {
 		a.d.log.Error("updating status", "session", a.id, "status", st, "err", err)
 	}
-	a.logDaemon(ctx, "status", StatusEvent{Type: "status", Status: st, Detail: detail})
 }
 
 // do runs fn on the actor's goroutine.

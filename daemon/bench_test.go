@@ -33,7 +33,14 @@ import (
 // ("standin_ns"); every session has one subscriber (Daemon.Subscribe) for
 // the whole run, which times the lines against it.
 
-const benchSessions = 100
+// benchSessions is the number of concurrent sessions: 100, or
+// CLAUDECTL_BENCH_SESSIONS to explore how the figures scale.
+var benchSessions = func() int {
+	if n, err := strconv.Atoi(os.Getenv("CLAUDECTL_BENCH_SESSIONS")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}()
 
 // BenchmarkDaemon100Sessions sends one prompt to each of the 100 sessions
 // at once per iteration and waits until every session is idle again. It
@@ -62,6 +69,7 @@ func BenchmarkDaemon100Sessions(b *testing.B) {
 	}{
 		{"stream=burst", 1000, 0},
 		{"stream=10ms", 100, 10 * time.Millisecond},
+		{"stream=30ms", 40, 30 * time.Millisecond}, // about the rate of a real CLI streaming tokens
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			f := startFleet(b, standin, benchSessions, c.deltas, c.interval)
@@ -167,7 +175,7 @@ func measureIdleMemory(b *testing.B, standin string) map[string]float64 {
 	withSubs := measureMem()
 	f.stopSubs()
 	idle := measureMem()
-	per := func(v int64) float64 { return float64(v) / 1024 / benchSessions }
+	per := func(v int64) float64 { return float64(v) / 1024 / float64(benchSessions) }
 	return map[string]float64{
 		"fresh_KB/session":    per(fresh.goBytes - base.goBytes),
 		"idle_KB/session":     per(idle.goBytes - base.goBytes),

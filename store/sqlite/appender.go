@@ -29,10 +29,19 @@ type appendRequest struct {
 	// session; it runs in the writer so that the writer's cache of last
 	// sequence numbers never outlives a session.
 	deleteSession string
-	state         atomic.Int32
+	// setStatus, when set, changes the status (and error) of the session
+	// of evs[0] in the same transaction as the events.
+	setStatus *statusChange
+	state     atomic.Int32
 	// notify is called once, on the writer goroutine, with the outcome of
 	// a request the writer took. It must not block.
 	notify func(error)
+}
+
+// statusChange is a session status update that rides with an append.
+type statusChange struct {
+	status store.SessionStatus
+	err    *string // nil: leave the error as it is
 }
 
 // sessionState is what the writer knows of a session's log.
@@ -302,6 +311,18 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 			}
 			changed[ev.SessionID] = st
 			ev.Seq = st.last
+		}
+		if sc := r.setStatus; sc != nil {
+			st, _ := state(r.evs[0].SessionID)
+			q := `UPDATE sessions SET status = ?, updated_at = ? WHERE pk = ?`
+			args := []any{sc.status, r.evs[0].Time.UnixNano(), st.pk}
+			if sc.err != nil {
+				q = `UPDATE sessions SET status = ?, updated_at = ?, error = ? WHERE pk = ?`
+				args = []any{sc.status, r.evs[0].Time.UnixNano(), *sc.err, st.pk}
+			}
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return err
+			}
 		}
 	}
 	if err := flush(true); err != nil {

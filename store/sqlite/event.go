@@ -79,6 +79,27 @@ func (db *DB) AppendAsync(ctx context.Context, done func(error), evs ...*store.E
 	return nil
 }
 
+// AppendStatusAsync is AppendAsync for one event of a status change that
+// also sets the session's status, and its error when errText is not nil,
+// in the same transaction: a status change then shares a group commit with
+// every other append rather than taking a transaction of its own. Errors
+// as AppendAsync's, and store.ErrInvalid for a status the store does not
+// keep.
+func (db *DB) AppendStatusAsync(ctx context.Context, done func(error), ev *store.Event, status store.SessionStatus, errText *string) error {
+	if !status.Valid() {
+		return fmt.Errorf("sqlite: append: %w: session status %q", store.ErrInvalid, status)
+	}
+	if err := db.prepareAll([]*store.Event{ev}); err != nil {
+		return err
+	}
+	r := &appendRequest{evs: []*store.Event{ev}, notify: done,
+		setStatus: &statusChange{status: status, err: errText}}
+	if err := db.app.enqueue(ctx, r); err != nil {
+		return fmt.Errorf("sqlite: append: %w", err)
+	}
+	return nil
+}
+
 func (db *DB) prepareAll(evs []*store.Event) error {
 	if err := db.check(); err != nil {
 		return fmt.Errorf("sqlite: append: %w", err)

@@ -177,3 +177,37 @@ func TestMarkRunningInterrupted(t *testing.T) {
 		t.Errorf("second call: %v, %v; want none", ids, err)
 	}
 }
+
+func TestAppendStatusAsync(t *testing.T) {
+	ctx := context.Background()
+	db, _ := mustOpen(t, nil)
+	s := &store.Session{Cwd: "/src/app", Status: store.StatusStarting, Worker: "remote", ParentID: "p1"}
+	if err := db.CreateSession(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	appendStatus := func(st store.SessionStatus, errText *string) (int64, error) {
+		ev := &store.Event{SessionID: s.ID, Direction: store.FromDaemon, Type: "status", Raw: []byte(`{"type":"status"}`)}
+		done := make(chan error, 1)
+		if err := db.AppendStatusAsync(ctx, func(err error) { done <- err }, ev, st, errText); err != nil {
+			return 0, err
+		}
+		return ev.Seq, <-done
+	}
+	if seq, err := appendStatus(store.StatusFailed, ptr("exit 3\nboom")); err != nil || seq != 1 {
+		t.Fatalf("AppendStatusAsync: seq %d, %v", seq, err)
+	}
+	got, _ := db.Session(ctx, s.ID)
+	if got.Status != store.StatusFailed || got.Error != "exit 3\nboom" || got.LastSeq != 1 || got.Worker != "remote" || got.ParentID != "p1" {
+		t.Errorf("after a failed status: %+v", got)
+	}
+	if _, err := appendStatus(store.StatusIdle, nil); err != nil { // nil leaves the error
+		t.Fatal(err)
+	}
+	got, _ = db.Session(ctx, s.ID)
+	if got.Status != store.StatusIdle || got.Error != "exit 3\nboom" || got.LastSeq != 2 {
+		t.Errorf("after idle: %+v", got)
+	}
+	if _, err := appendStatus(store.StatusWaiting, nil); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a status the store does not keep: %v", err)
+	}
+}
