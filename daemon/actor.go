@@ -184,26 +184,24 @@ func (a *actor) read() error {
 				ev.OriginalSize = n
 			}
 		}
-		if _, isResult := m.(*claude.ResultMessage); isResult {
-			if err := a.logEvent(ctx, ev); err != nil { // its seq goes into the usage ledger
-				a.d.log.Error("logging an event", "session", a.id, "err", err)
-				continue
+		var usage usageOutcome
+		switch m := m.(type) {
+		case *claude.ResultMessage: // stored with its ledger entry, waited for
+			usage = a.logResult(ctx, ev, m)
+		case *claude.SystemInit:
+			if !recorded && m.SessionID != "" { // stored with the CLI's session id
+				recorded = true
+				a.queueEventUpdate(ctx, ev, store.SessionUpdate{ClaudeSessionID: &m.SessionID})
+			} else {
+				a.queueEvent(ctx, ev)
 			}
-		} else {
+		default:
 			a.queueEvent(ctx, ev)
 		}
 		if u, ok := acc.Add(m); ok {
 			a.logStreamUpdate(ctx, u)
 		}
 		switch m := m.(type) {
-		case *claude.SystemInit:
-			if !recorded && m.SessionID != "" {
-				recorded = true
-				sid := m.SessionID
-				if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{ClaudeSessionID: &sid}); err != nil {
-					a.d.log.Error("recording the CLI session id", "session", a.id, "err", err)
-				}
-			}
 		case *claude.AssistantMessage:
 			if m.Error != "" {
 				a.logError(ctx, "the model's turn failed: "+m.Error, "")
@@ -220,8 +218,7 @@ func (a *actor) read() error {
 			if m.IsError {
 				a.logError(ctx, resultError(m), "")
 			}
-			rec, sess, err := a.d.db.AddUsage(ctx, store.UsageInput{SessionID: a.id, Process: a.process,
-				EventSeq: ev.Seq, Result: m})
+			rec, sess, err := usage.rec, usage.sess, usage.err
 			if err != nil {
 				a.d.log.Error("recording usage", "session", a.id, "err", err)
 			} else if rec != nil && sess != nil {
@@ -347,6 +344,44 @@ func (a *actor) queueEvent(ctx context.Context, ev *store.Event) {
 	}
 }
 
+// queueEventUpdate is queueEvent for an event that also updates its
+// session (in the same commit).
+func (a *actor) queueEventUpdate(ctx context.Context, ev *store.Event, upd store.SessionUpdate) {
+	err := a.d.db.AppendUpdateAsync(ctx, func(err error) {
+		if err != nil {
+			a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
+			return
+		}
+		a.hub.publish(*ev)
+	}, ev, upd)
+	if err != nil {
+		a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
+	}
+}
+
+// usageOutcome is what entering a result in the usage ledger gave.
+type usageOutcome struct {
+	rec  *store.UsageRecord
+	sess *store.Session
+	err  error
+}
+
+// logResult stores a result line together with its usage ledger entry
+// and waits for the commit.
+func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.ResultMessage) usageOutcome {
+	done := make(chan usageOutcome, 1)
+	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
+		if err == nil {
+			a.hub.publish(*ev)
+		}
+		done <- usageOutcome{rec, sess, err}
+	}, ev, store.UsageInput{SessionID: a.id, Process: a.process, Result: m})
+	if err != nil {
+		return usageOutcome{err: err}
+	}
+	return <-done
+}
+
 // logDaemon logs an event the daemon made itself and waits for its
 // commit; v is encoded as its raw line and must have a "type" equal to typ.
 func (a *actor) logDaemon(ctx context.Context, typ string, v any) {
@@ -439,12 +474,12 @@ func (a *actor) status(ctx context.Context, st store.SessionStatus, detail strin
 	}
 	ev := &store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: "status", Raw: raw}
 	done := make(chan error, 1)
-	err = a.d.db.AppendStatusAsync(ctx, func(err error) {
+	err = a.d.db.AppendUpdateAsync(ctx, func(err error) {
 		if err == nil {
 			a.hub.publish(*ev)
 		}
 		done <- err
-	}, ev, stored, errText)
+	}, ev, store.SessionUpdate{Status: &stored, Error: errText})
 	if err == nil {
 		err = <-done
 	}

@@ -29,19 +29,13 @@ type appendRequest struct {
 	// session; it runs in the writer so that the writer's cache of last
 	// sequence numbers never outlives a session.
 	deleteSession string
-	// setStatus, when set, changes the status (and error) of the session
-	// of evs[0] in the same transaction as the events.
-	setStatus *statusChange
-	state     atomic.Int32
+	// then, when set, runs in the transaction after the request's events
+	// are inserted (seq is the last one's); an error fails the batch.
+	then  func(ctx context.Context, tx *sql.Tx, seq int64) error
+	state atomic.Int32
 	// notify is called once, on the writer goroutine, with the outcome of
 	// a request the writer took. It must not block.
 	notify func(error)
-}
-
-// statusChange is a session status update that rides with an append.
-type statusChange struct {
-	status store.SessionStatus
-	err    *string // nil: leave the error as it is
 }
 
 // sessionState is what the writer knows of a session's log.
@@ -243,18 +237,23 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 	insert := tx.StmtContext(ctx, a.insert)
 	insertN := tx.StmtContext(ctx, a.insertN)
 	lookup := tx.StmtContext(ctx, a.lookup)
-	args := make([]any, 0, 8*insertRows) // rows not inserted yet
+	buf := make([]any, 0, 8*insertRows)
+	args := buf // rows not inserted yet
 	flush := func(all bool) error {
-		if len(args) == cap(args) {
+		if len(args) == cap(buf) {
 			_, err := insertN.ExecContext(ctx, args...)
-			args = args[:0]
+			args = buf[:0]
 			return err
 		}
-		for ; all && len(args) > 0; args = args[8:] {
-			if _, err := insert.ExecContext(ctx, args[:8]...); err != nil {
+		if !all {
+			return nil
+		}
+		for rest := args; len(rest) > 0; rest = rest[8:] {
+			if _, err := insert.ExecContext(ctx, rest[:8]...); err != nil {
 				return err
 			}
 		}
+		args = buf[:0] // the whole array again, for the next full insert
 		return nil
 	}
 	// changed holds this batch's changes to a.sessions, merged on commit.
@@ -312,15 +311,11 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 			changed[ev.SessionID] = st
 			ev.Seq = st.last
 		}
-		if sc := r.setStatus; sc != nil {
-			st, _ := state(r.evs[0].SessionID)
-			q := `UPDATE sessions SET status = ?, updated_at = ? WHERE pk = ?`
-			args := []any{sc.status, r.evs[0].Time.UnixNano(), st.pk}
-			if sc.err != nil {
-				q = `UPDATE sessions SET status = ?, updated_at = ?, error = ? WHERE pk = ?`
-				args = []any{sc.status, r.evs[0].Time.UnixNano(), *sc.err, st.pk}
+		if r.then != nil {
+			if err := flush(true); err != nil { // then may read them
+				return err
 			}
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			if err := r.then(ctx, tx, r.evs[len(r.evs)-1].Seq); err != nil {
 				return err
 			}
 		}

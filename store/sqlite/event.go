@@ -79,21 +79,56 @@ func (db *DB) AppendAsync(ctx context.Context, done func(error), evs ...*store.E
 	return nil
 }
 
-// AppendStatusAsync is AppendAsync for one event of a status change that
-// also sets the session's status, and its error when errText is not nil,
-// in the same transaction: a status change then shares a group commit with
-// every other append rather than taking a transaction of its own. Errors
-// as AppendAsync's, and store.ErrInvalid for a status the store does not
-// keep.
-func (db *DB) AppendStatusAsync(ctx context.Context, done func(error), ev *store.Event, status store.SessionStatus, errText *string) error {
-	if !status.Valid() {
-		return fmt.Errorf("sqlite: append: %w: session status %q", store.ErrInvalid, status)
+// AppendUpdateAsync is AppendAsync for one event that also applies upd to
+// the event's session in the same transaction: a status change (or the
+// CLI's session id, or an error) then shares a group commit with every
+// other append rather than taking a transaction of its own. Errors as
+// AppendAsync's and UpdateSession's.
+func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store.Event, upd store.SessionUpdate) error {
+	if err := validUpdate(upd); err != nil {
+		return fmt.Errorf("sqlite: append: %w", err)
 	}
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
 		return err
 	}
 	r := &appendRequest{evs: []*store.Event{ev}, notify: done,
-		setStatus: &statusChange{status: status, err: errText}}
+		then: func(ctx context.Context, tx *sql.Tx, _ int64) error {
+			_, err := updateSession(ctx, tx, ev.SessionID, upd)
+			return err
+		}}
+	if err := db.app.enqueue(ctx, r); err != nil {
+		return fmt.Errorf("sqlite: append: %w", err)
+	}
+	return nil
+}
+
+// AppendResultAsync is AppendAsync for a result line (ev) that also
+// enters it in the usage ledger, as AddUsage does, in the same transaction
+// (in.EventSeq is ev's seq). done gets the ledger record and the session as
+// it is after the turn, or the error.
+func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput) error {
+	if in.Result == nil {
+		return fmt.Errorf("sqlite: append: %w: no result", store.ErrInvalid)
+	}
+	if err := db.prepareAll([]*store.Event{ev}); err != nil {
+		return err
+	}
+	var (
+		rec *store.UsageRecord
+		s   *store.Session
+	)
+	r := &appendRequest{evs: []*store.Event{ev},
+		then: func(ctx context.Context, tx *sql.Tx, seq int64) (err error) {
+			in.EventSeq = seq
+			rec, s, err = addUsage(ctx, tx, in)
+			return err
+		}}
+	r.notify = func(err error) {
+		if err != nil {
+			rec, s = nil, nil
+		}
+		done(rec, s, err)
+	}
 	if err := db.app.enqueue(ctx, r); err != nil {
 		return fmt.Errorf("sqlite: append: %w", err)
 	}

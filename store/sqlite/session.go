@@ -153,6 +153,35 @@ func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpd
 	if err := db.check(); err != nil {
 		return nil, err
 	}
+	if err := validUpdate(upd); err != nil {
+		return nil, err
+	}
+	return updateSession(ctx, db.w, id, upd)
+}
+
+// validUpdate checks upd before it goes to the database.
+func validUpdate(upd store.SessionUpdate) error {
+	if upd.Status != nil && !upd.Status.Valid() {
+		return fmt.Errorf("%w: session status %q", store.ErrInvalid, *upd.Status)
+	}
+	if upd.Options != nil {
+		if _, err := validOptions(upd.Options); err != nil {
+			return err
+		}
+	}
+	if upd.BudgetUSD != nil && *upd.BudgetUSD < 0 {
+		return fmt.Errorf("%w: negative budget", store.ErrInvalid)
+	}
+	return nil
+}
+
+// queryRower is a *sql.DB or a *sql.Tx.
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// updateSession applies a validated upd through q.
+func updateSession(ctx context.Context, q queryRower, id string, upd store.SessionUpdate) (*store.Session, error) {
 	set := []string{"updated_at = ?"}
 	args := []any{time.Now().UnixNano()}
 	add := func(col string, v any) { set, args = append(set, col+" = ?"), append(args, v) }
@@ -166,16 +195,10 @@ func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpd
 		add("permission_mode", *upd.PermissionMode)
 	}
 	if upd.Status != nil {
-		if !upd.Status.Valid() {
-			return nil, fmt.Errorf("%w: session status %q", store.ErrInvalid, *upd.Status)
-		}
 		add("status", *upd.Status)
 	}
 	if upd.Options != nil {
-		o, err := validOptions(upd.Options)
-		if err != nil {
-			return nil, err
-		}
+		o, _ := validOptions(upd.Options)
 		add("options", o)
 	}
 	if upd.Error != nil {
@@ -185,13 +208,10 @@ func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpd
 		add("worker", *upd.Worker)
 	}
 	if upd.BudgetUSD != nil {
-		if *upd.BudgetUSD < 0 {
-			return nil, fmt.Errorf("%w: negative budget", store.ErrInvalid)
-		}
 		add("budget_usd", *upd.BudgetUSD)
 	}
 	args = append(args, id)
-	s, err := scanSession(db.w.QueryRowContext(ctx, `UPDATE sessions SET `+strings.Join(set, ", ")+
+	s, err := scanSession(q.QueryRowContext(ctx, `UPDATE sessions SET `+strings.Join(set, ", ")+
 		` WHERE id = ? RETURNING `+sessionColumns, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound

@@ -178,7 +178,7 @@ func TestMarkRunningInterrupted(t *testing.T) {
 	}
 }
 
-func TestAppendStatusAsync(t *testing.T) {
+func TestAppendUpdateAsync(t *testing.T) {
 	ctx := context.Background()
 	db, _ := mustOpen(t, nil)
 	s := &store.Session{Cwd: "/src/app", Status: store.StatusStarting, Worker: "remote", ParentID: "p1"}
@@ -188,13 +188,14 @@ func TestAppendStatusAsync(t *testing.T) {
 	appendStatus := func(st store.SessionStatus, errText *string) (int64, error) {
 		ev := &store.Event{SessionID: s.ID, Direction: store.FromDaemon, Type: "status", Raw: []byte(`{"type":"status"}`)}
 		done := make(chan error, 1)
-		if err := db.AppendStatusAsync(ctx, func(err error) { done <- err }, ev, st, errText); err != nil {
+		if err := db.AppendUpdateAsync(ctx, func(err error) { done <- err }, ev,
+			store.SessionUpdate{Status: &st, Error: errText}); err != nil {
 			return 0, err
 		}
 		return ev.Seq, <-done
 	}
 	if seq, err := appendStatus(store.StatusFailed, ptr("exit 3\nboom")); err != nil || seq != 1 {
-		t.Fatalf("AppendStatusAsync: seq %d, %v", seq, err)
+		t.Fatalf("AppendUpdateAsync: seq %d, %v", seq, err)
 	}
 	got, _ := db.Session(ctx, s.ID)
 	if got.Status != store.StatusFailed || got.Error != "exit 3\nboom" || got.LastSeq != 1 || got.Worker != "remote" || got.ParentID != "p1" {
@@ -209,5 +210,46 @@ func TestAppendStatusAsync(t *testing.T) {
 	}
 	if _, err := appendStatus(store.StatusWaiting, nil); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("a status the store does not keep: %v", err)
+	}
+}
+
+// TestAppendUpdateMidBatch queues an update between many events so that
+// they share commits: every event is stored, numbered in order.
+func TestAppendUpdateMidBatch(t *testing.T) {
+	ctx := context.Background()
+	db, _ := mustOpen(t, nil)
+	s := &store.Session{Cwd: "/src/app", Status: store.StatusRunning}
+	if err := db.CreateSession(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	errs := make(chan error, n)
+	evs := make([]*store.Event, n)
+	for i := range n {
+		evs[i] = &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "stream_event", Raw: []byte(`{"type":"stream_event"}`)}
+		done := func(err error) { errs <- err }
+		var err error
+		if i%37 == 5 {
+			err = db.AppendUpdateAsync(ctx, done, evs[i], store.SessionUpdate{Status: ptr(store.StatusIdle)})
+		} else {
+			err = db.AppendAsync(ctx, done, evs[i])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, ev.Seq)
+		}
+	}
+	got, _ := db.Session(ctx, s.ID)
+	if got.LastSeq != n || got.Status != store.StatusIdle {
+		t.Errorf("session after the batch: last seq %d, status %s", got.LastSeq, got.Status)
 	}
 }

@@ -29,6 +29,23 @@ func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.Usage
 	if in.Result == nil {
 		return nil, nil, fmt.Errorf("%w: no result", store.ErrInvalid)
 	}
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback()
+	rec, s, err := addUsage(ctx, tx, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, nil, err
+	}
+	return rec, s, nil
+}
+
+// addUsage enters in in the ledger within tx.
+func addUsage(ctx context.Context, tx *sql.Tx, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
 	res := in.Result
 	rec := &store.UsageRecord{
 		SessionID:  in.SessionID,
@@ -43,12 +60,6 @@ func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.Usage
 	if err != nil {
 		return nil, nil, err
 	}
-
-	tx, err := db.w.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer tx.Rollback()
 	var turns int64
 	err = tx.QueryRowContext(ctx, `SELECT turns FROM sessions WHERE id = ?`, in.SessionID).Scan(&turns)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -65,8 +76,10 @@ func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.Usage
 	case err != nil:
 		return nil, nil, err
 	default:
-		if err := json.Unmarshal([]byte(prevJSON), &prev); err != nil {
-			return nil, nil, fmt.Errorf("turn %d: cumulative usage: %w", turns, err)
+		if json.Unmarshal([]byte(prevJSON), &prev) != nil {
+			// Unreadable (not written by this store): count the turn from
+			// zero rather than fail the transaction it shares.
+			prev = store.Cumulative{}
 		}
 	}
 	store.TurnUsage(rec, prev, res)
@@ -92,9 +105,6 @@ func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.Usage
 		rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
 		time.Now().UnixNano(), in.SessionID))
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := tx.Commit(); err != nil {
 		return nil, nil, err
 	}
 	return rec, s, nil

@@ -10,12 +10,60 @@ import (
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/sqlite"
 )
 
 // TestAddUsage enters two turns of one CLI process (cumulative counters),
 // then a resumed process whose counters start again, and checks the
 // per-turn deltas, the session totals and the budget.
 func TestAddUsage(t *testing.T) {
+	testAddUsage(t, func(db *sqlite.DB, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
+		return db.AddUsage(context.Background(), in)
+	})
+}
+
+// TestAppendResultAsync runs the same turns through the event writer: the
+// result line and its ledger entry commit together, and the entry's
+// event_seq is the line's seq.
+func TestAppendResultAsync(t *testing.T) {
+	testAddUsage(t, func(db *sqlite.DB, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
+		// Pad the log so that the line's seq is the one the test expects.
+		for {
+			s, err := db.Session(context.Background(), in.SessionID)
+			if err != nil {
+				return nil, nil, err
+			}
+			if s.LastSeq >= in.EventSeq-1 {
+				break
+			}
+			if _, err := db.Append(context.Background(), &store.Event{SessionID: in.SessionID,
+				Direction: store.FromCLI, Type: "assistant", Raw: []byte(`{"type":"assistant"}`)}); err != nil {
+				return nil, nil, err
+			}
+		}
+		type out struct {
+			rec  *store.UsageRecord
+			sess *store.Session
+			err  error
+		}
+		done := make(chan out, 1)
+		ev := &store.Event{SessionID: in.SessionID, Direction: store.FromCLI, Type: "result", Raw: []byte(`{"type":"result"}`)}
+		want := in.EventSeq
+		in.EventSeq = 0 // filled in by the writer
+		if err := db.AppendResultAsync(context.Background(), func(r *store.UsageRecord, s *store.Session, err error) {
+			done <- out{r, s, err}
+		}, ev, in); err != nil {
+			return nil, nil, err
+		}
+		o := <-done
+		if o.err == nil && (ev.Seq != want || o.rec.EventSeq != want) {
+			t.Errorf("result seq %d, ledger event_seq %d; want %d", ev.Seq, o.rec.EventSeq, want)
+		}
+		return o.rec, o.sess, o.err
+	})
+}
+
+func testAddUsage(t *testing.T, add func(*sqlite.DB, store.UsageInput) (*store.UsageRecord, *store.Session, error)) {
 	ctx := context.Background()
 	db, _ := mustOpen(t, nil)
 	s := mustSession(t, db)
@@ -51,7 +99,7 @@ func TestAddUsage(t *testing.T) {
 	)
 	var total float64
 	for i, st := range steps {
-		rec, sess, err := db.AddUsage(ctx, store.UsageInput{SessionID: s.ID, Process: st.process, EventSeq: int64(10 + i), Result: st.res})
+		rec, sess, err := add(db, store.UsageInput{SessionID: s.ID, Process: st.process, EventSeq: int64(10 + i), Result: st.res})
 		if err != nil {
 			t.Fatal(err)
 		}
