@@ -59,20 +59,28 @@ var benchSessions = func() int {
 // turn's 1,000 deltas as fast as the pipe takes them: the throughput
 // figure (latency then measures the backlog, it is no target). 10ms paces
 // each session at 100 lines/s, 10,000 lines/s in all, several times what
-// 100 models stream: the latency figure.
+// 100 models stream; 30ms at about a real model's rate. Their prompts go
+// out all at once, so each turn starts and ends with 100 stand-in processes
+// waking on the same 2 cores as the daemon; 30ms/staggered spreads the
+// prompts over a turn's length, as sessions that are not in lockstep are.
 func BenchmarkDaemon100Sessions(b *testing.B) {
 	standin := buildStandin(b)
 	for _, c := range []struct {
 		name     string
 		deltas   int
 		interval time.Duration
+		stagger  bool // prompts spread over one turn's length instead of all at once
 	}{
-		{"stream=burst", 1000, 0},
-		{"stream=10ms", 100, 10 * time.Millisecond},
-		{"stream=30ms", 40, 30 * time.Millisecond}, // about the rate of a real CLI streaming tokens
+		{"stream=burst", 1000, 0, false},
+		{"stream=10ms", 100, 10 * time.Millisecond, false},
+		{"stream=30ms", 40, 30 * time.Millisecond, false}, // about the rate of a real CLI streaming tokens
+		{"stream=30ms/staggered", 40, 30 * time.Millisecond, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			f := startFleet(b, standin, benchSessions, c.deltas, c.interval)
+			if c.stagger {
+				f.stagger = time.Duration(c.deltas) * c.interval / time.Duration(benchSessions)
+			}
 			seq0 := f.persisted()
 			b.ResetTimer()
 			for range b.N {
@@ -201,10 +209,11 @@ func buildStandin(b *testing.B) string {
 
 // A fleet is a daemon's sessions and their subscribers.
 type fleet struct {
-	b      *testing.B
-	d      *daemon.Daemon
-	ids    []string
-	deltas int
+	b       *testing.B
+	d       *daemon.Daemon
+	ids     []string
+	deltas  int
+	stagger time.Duration // between two sessions' prompts; 0: all at once
 
 	subCtx context.Context
 	cancel context.CancelFunc
@@ -301,8 +310,9 @@ func (f *fleet) stopSubs() {
 func (f *fleet) turn() {
 	b := f.b
 	var sends sync.WaitGroup
-	for _, id := range f.ids {
+	for i, id := range f.ids {
 		sends.Go(func() {
+			time.Sleep(time.Duration(i) * f.stagger)
 			if err := f.d.Send(context.Background(), id, "Stream something."); err != nil {
 				b.Error(err)
 			}

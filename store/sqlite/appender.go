@@ -48,6 +48,9 @@ type sessionState struct {
 // request queued since its last commit, up to maxBatch events, and stores
 // them in one transaction (group commit).
 type appender struct {
+	// committed, if set, is called after each commit; it must not block.
+	committed func()
+
 	w        *sql.DB
 	insert   *sql.Stmt // one row
 	insertN  *sql.Stmt // insertRows rows
@@ -185,6 +188,9 @@ func (a *appender) run() {
 			}
 		}
 		a.commit(batch)
+		if a.committed != nil {
+			a.committed()
+		}
 		clear(batch) // let the requests be collected
 	}
 }

@@ -102,6 +102,7 @@ type DB struct {
 	w          *sql.DB // one connection: every write
 	r          *sql.DB // readers
 	app        *appender
+	cp         *checkpointer
 	maxPayload int
 
 	closed    atomic.Bool
@@ -189,11 +190,10 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	} else {
 		q.Add("_pragma", "synchronous(NORMAL)")
 	}
-	// Checkpoint (copy the WAL back into the database) every 8192 pages
-	// (32 MiB) rather than 1000: busy sessions rewrite their last page in
-	// every commit, and a checkpoint copies only a page's latest version, so
-	// a longer WAL means far less copying and fewer fsyncs.
-	q.Add("_pragma", "wal_autocheckpoint(8192)")
+	// No automatic checkpoints: the committing connection would run them,
+	// fsync included, in the writer's path. A checkpointer on its own
+	// connection copies the WAL back every checkpointInterval instead.
+	q.Add("_pragma", "wal_autocheckpoint(0)")
 	// Truncate the WAL back to 64 MiB after a checkpoint that let it restart.
 	q.Add("_pragma", "journal_size_limit(67108864)")
 	rq := url.Values{"_pragma": append([]string{"query_only(1)", "cache_size(-16384)"}, q["_pragma"]...)}
@@ -228,13 +228,25 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	r.SetMaxIdleConns(o.ReadConns)
 	r.SetConnMaxIdleTime(0)
 
-	app, err := newAppender(w, o.MaxBatch)
+	c, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		w.Close()
 		r.Close()
 		return nil, err
 	}
-	return &DB{w: w, r: r, app: app, maxPayload: o.MaxPayloadBytes}, nil
+	c.SetMaxOpenConns(1)
+	c.SetMaxIdleConns(1)
+	c.SetConnMaxIdleTime(0)
+	cp := newCheckpointer(c)
+	app, err := newAppender(w, o.MaxBatch)
+	if err != nil {
+		cp.close()
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	app.committed = cp.wrote
+	return &DB{w: w, r: r, app: app, cp: cp, maxPayload: o.MaxPayloadBytes}, nil
 }
 
 // migrate applies the migrations the database lacks, in one transaction.
@@ -280,7 +292,7 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.closed.Store(true)
 		db.app.close()
-		db.closeErr = errors.Join(db.r.Close(), db.w.Close())
+		db.closeErr = errors.Join(db.cp.close(), db.r.Close(), db.w.Close())
 	})
 	return db.closeErr
 }
