@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -462,5 +464,103 @@ func TestBudgetStopsSession(t *testing.T) {
 	var se *daemon.StateError
 	if _, err := d.Resume(ctx, s.ID, "more"); !errors.As(err, &se) || !strings.Contains(err.Error(), "budget") {
 		t.Errorf("Resume after the budget is spent: %v", err)
+	}
+}
+
+func TestAlwaysAllowBecomesRule(t *testing.T) {
+	bash := func(id string) claudetest.Turn {
+		return claudetest.Reply(claudetest.ToolUseID(id, "Bash", map[string]any{"command": "touch made.txt", "description": "make a file"}))
+	}
+	td := daemontest.Start(t, nil, bash("toolu_a1"), claudetest.Reply(claudetest.Text("Made it.")))
+	d, ctx := td.D, td.Ctx
+	cwd := t.TempDir()
+	// run runs one session in cwd to its result and returns how its
+	// permission requests were asked and settled.
+	run := func(always bool) (asked int, resolved []daemon.PermissionResolvedEvent) {
+		s, err := d.Create(ctx, daemon.SessionOptions{Cwd: cwd}, "make a file")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch ev.Type {
+			case "permission_request":
+				asked++
+				var pr daemon.PermissionRequestEvent
+				json.Unmarshal(ev.Raw, &pr)
+				_, rules, err := d.Decide(ctx, daemon.Decision{RequestID: pr.RequestID, Allow: true, Always: always, Client: "bob"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if always && (len(rules) == 0 || rules[0].Behavior != "allow" || !strings.HasPrefix(rules[0].Spec, "Bash(")) {
+					t.Fatalf("rules stored from the suggestions %s: %+v", pr.Suggestions, rules)
+				}
+			case "permission_resolved":
+				var pr daemon.PermissionResolvedEvent
+				json.Unmarshal(ev.Raw, &pr)
+				resolved = append(resolved, pr)
+			}
+			if ev.Type == "result" {
+				break
+			}
+		}
+		return asked, resolved
+	}
+	if asked, res := run(true); asked != 1 || len(res) != 1 || res[0].By != "client:bob" {
+		t.Fatalf("first session: asked %d, resolutions %+v", asked, res)
+	}
+	rules, err := d.DB().Rules(ctx)
+	if err != nil || len(rules) == 0 {
+		t.Fatalf("stored rules: %+v, %v", rules, err)
+	}
+	if r := rules[0]; r.Spec != "Bash(touch made.txt)" || r.Behavior != "allow" || r.ProjectDir != cwd || r.SessionID != "" {
+		t.Fatalf("stored rule %+v: want Bash(touch made.txt) allowed in project %s (the CLI suggests localSettings)", r, cwd)
+	}
+	// The CLI also keeps the allowed permission (updatedPermissions) in the
+	// project's .claude/settings.local.json; without that file, a new
+	// session in the project is settled by the daemon's stored rule.
+	local := filepath.Join(cwd, ".claude", "settings.local.json")
+	if err := os.Remove(local); err != nil {
+		t.Fatalf("the CLI did not keep the permission where expected: %v", err)
+	}
+	if asked, res := run(false); asked != 0 || len(res) != 1 || res[0].By != "rule" || res[0].Behavior != "allow" {
+		t.Fatalf("second session: asked %d, resolutions %+v", asked, res)
+	}
+}
+
+func TestInterruptWithdrawsPendingRequest(t *testing.T) {
+	td := daemontest.Start(t, nil,
+		claudetest.Reply(claudetest.ToolUseID("toolu_w1", "Bash", map[string]any{"command": "rm -rf /tmp/x", "description": "clean"})),
+		claudetest.Reply(claudetest.Text("Stopped.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "clean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resolved *daemon.PermissionResolvedEvent
+	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "permission_request" {
+			if err := d.Interrupt(ctx, s.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ev.Type == "permission_resolved" {
+			resolved = new(daemon.PermissionResolvedEvent)
+			json.Unmarshal(ev.Raw, resolved)
+		}
+		if ev.Type == "result" {
+			break
+		}
+	}
+	if resolved == nil || resolved.Behavior != "withdrawn" {
+		t.Fatalf("resolution after the interrupt = %+v, want withdrawn", resolved)
+	}
+	if p := d.Broker().Pending(s.ID); len(p) != 0 {
+		t.Errorf("still pending after the interrupt: %+v", p)
 	}
 }
