@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -98,23 +96,8 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 	defer dc.Close()
 
 	// Ctrl-C detaches: this command watches it itself so that it can say so.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var detached atomic.Bool
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	if env.Interrupts != nil {
-		wg.Go(func() {
-			select {
-			case <-env.Interrupts:
-				detached.Store(true)
-				cancel()
-			case <-stop:
-			}
-		})
-	}
-	defer wg.Wait()
-	defer close(stop)
+	ctx, detached, stopWatching := watchInterrupt(ctx, env)
+	defer stopWatching()
 
 	res, err := dc.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"connectrpc.com/connect"
@@ -121,23 +120,8 @@ func runStart(ctx context.Context, env *Env, name, text string, args []string) e
 
 	// Ctrl-C during the call stops waiting for it; while attached, it
 	// detaches.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var detached atomic.Bool
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	if env.Interrupts != nil {
-		wg.Go(func() {
-			select {
-			case <-env.Interrupts:
-				detached.Store(true)
-				cancel()
-			case <-stop:
-			}
-		})
-	}
-	defer wg.Wait()
-	defer close(stop)
+	ctx, detached, stopWatching := watchInterrupt(ctx, env)
+	defer stopWatching()
 
 	var sess *v1.Session
 	var after int64 // follow the events after this one
@@ -147,19 +131,19 @@ func runStart(ctx context.Context, env *Env, name, text string, args []string) e
 			// The prompt and the reply come after the events logged so far.
 			res, err := dc.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
 			if err != nil {
-				return interruptedOr(&detached, lifecycleError(dc, err, name, id))
+				return interruptedOr(detached, lifecycleError(dc, err, name, id))
 			}
 			after = res.Msg.Session.LastSeq
 		}
 		res, err := dc.sessions.ResumeSession(ctx, connect.NewRequest(&v1.ResumeSessionRequest{SessionId: id, Prompt: prompt}))
 		if err != nil {
-			return interruptedOr(&detached, lifecycleError(dc, err, name, id))
+			return interruptedOr(detached, lifecycleError(dc, err, name, id))
 		}
 		sess = res.Msg.Session
 	case "fork":
 		res, err := dc.sessions.ForkSession(ctx, connect.NewRequest(&v1.ForkSessionRequest{SessionId: id, Prompt: prompt}))
 		if err != nil {
-			return interruptedOr(&detached, lifecycleError(dc, err, name, id))
+			return interruptedOr(detached, lifecycleError(dc, err, name, id))
 		}
 		sess = res.Msg.Session
 	default:
@@ -180,7 +164,7 @@ func runStart(ctx context.Context, env *Env, name, text string, args []string) e
 		}
 		return nil
 	}
-	return followStarted(ctx, env, dc, sess, after, prompt != "", &detached, name)
+	return followStarted(ctx, env, dc, sess, after, prompt != "", detached, name)
 }
 
 // interruptedOr returns err, or exit status 130 when Ctrl-C ended the call.

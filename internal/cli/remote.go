@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -578,4 +579,29 @@ func protoJSON(m proto.Message) json.RawMessage {
 		return nil
 	}
 	return b
+}
+
+// watchInterrupt returns a ctx that ends at the first Ctrl-C
+// (env.Interrupts) and a flag saying whether one came; stop ends the
+// watching (and ctx) and waits for it.
+func watchInterrupt(ctx context.Context, env *Env) (_ context.Context, hit *atomic.Bool, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	hit = new(atomic.Bool)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	if env.Interrupts != nil {
+		wg.Go(func() {
+			select {
+			case <-env.Interrupts:
+				hit.Store(true)
+				cancel()
+			case <-done:
+			}
+		})
+	}
+	return ctx, hit, func() {
+		close(done)
+		wg.Wait()
+		cancel()
+	}
 }
