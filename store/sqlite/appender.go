@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/claudectl/claudectl/store"
 )
@@ -31,7 +32,7 @@ type appendRequest struct {
 	deleteSession string
 	// then, when set, runs in the transaction after the request's events
 	// are inserted (seq is the last one's); an error fails the batch.
-	then  func(ctx context.Context, tx *sql.Tx, seq int64) error
+	then  func(ctx context.Context, tx dbtx, seq int64) error
 	state atomic.Int32
 	// notify is called once, on the writer goroutine, with the outcome of
 	// a request the writer took. It must not block.
@@ -51,10 +52,14 @@ type appender struct {
 	// committed, if set, is called after each commit; it must not block.
 	committed func()
 
-	w        *sql.DB
-	insert   *sql.Stmt // one row
-	insertN  *sql.Stmt // insertRows rows
-	lookup   *sql.Stmt
+	w       *sql.DB
+	insert  *sql.Stmt // one row
+	insertN *sql.Stmt // insertRows rows
+	lookup  *sql.Stmt
+	// stmts are the statements of session updates and the usage ledger
+	// that run in the writer's transactions, prepared on first use
+	// (outside a transaction: the writer has one connection).
+	stmts    map[string]*sql.Stmt
 	maxBatch int
 	// sessions caches the committed state of the sessions appended to, so
 	// a batch costs no query per session. Only the run goroutine touches
@@ -96,9 +101,63 @@ func newAppender(w *sql.DB, maxBatch int) (*appender, error) {
 		a.insertN.Close()
 		return nil, err
 	}
+	if err := a.prepareKnown(ctx); err != nil {
+		a.insert.Close()
+		a.insertN.Close()
+		a.lookup.Close()
+		for _, st := range a.stmts {
+			st.Close()
+		}
+		return nil, err
+	}
 	go a.run()
 	return a, nil
 }
+
+// cachedTx runs statements in tx, prepared once for the writer's life when
+// their text is one of the known ones (preparing costs more than running
+// a small statement).
+type cachedTx struct {
+	tx *sql.Tx
+	a  *appender
+}
+
+func (c cachedTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := c.a.stmts[q]; st != nil {
+		return c.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return c.tx.QueryRowContext(ctx, q, args...)
+}
+
+func (c cachedTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := c.a.stmts[q]; st != nil {
+		return c.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return c.tx.ExecContext(ctx, q, args...)
+}
+
+// prepareKnown prepares the statements cachedTx knows: the session
+// updates the daemon makes at every turn and the usage ledger's.
+func (a *appender) prepareKnown(ctx context.Context) error {
+	a.stmts = map[string]*sql.Stmt{}
+	status := store.StatusIdle
+	known := []string{
+		first(updateSQL(store.SessionUpdate{Status: &status}, time.Time{}, "")),
+		first(updateSQL(store.SessionUpdate{Status: &status, Error: new(string)}, time.Time{}, "")),
+		first(updateSQL(store.SessionUpdate{ClaudeSessionID: new(string)}, time.Time{}, "")),
+	}
+	known = append(known, usageStatements...)
+	for _, q := range known {
+		st, err := a.w.PrepareContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		a.stmts[q] = st
+	}
+	return nil
+}
+
+func first[T, U any](t T, _ U) T { return t }
 
 // insertRows is the number of rows of the multi-row insert.
 const insertRows = 16
@@ -159,6 +218,9 @@ func (a *appender) close() {
 	a.insert.Close()
 	a.insertN.Close()
 	a.lookup.Close()
+	for _, st := range a.stmts {
+		st.Close()
+	}
 }
 
 func (a *appender) run() {
@@ -321,7 +383,7 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 			if err := flush(true); err != nil { // then may read them
 				return err
 			}
-			if err := r.then(ctx, tx, r.evs[len(r.evs)-1].Seq); err != nil {
+			if err := r.then(ctx, cachedTx{tx, a}, r.evs[len(r.evs)-1].Seq); err != nil {
 				return err
 			}
 		}

@@ -92,8 +92,14 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 		return err
 	}
 	r := &appendRequest{evs: []*store.Event{ev}, notify: done,
-		then: func(ctx context.Context, tx *sql.Tx, _ int64) error {
-			_, err := updateSession(ctx, tx, ev.SessionID, upd)
+		then: func(ctx context.Context, tx dbtx, _ int64) error {
+			q, args := updateSQL(upd, ev.Time, ev.SessionID)
+			res, err := tx.ExecContext(ctx, q, args...)
+			if err == nil {
+				if n, _ := res.RowsAffected(); n == 0 {
+					err = store.ErrNotFound
+				}
+			}
 			return err
 		}}
 	if err := db.app.enqueue(ctx, r); err != nil {
@@ -118,7 +124,7 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 		s   *store.Session
 	)
 	r := &appendRequest{evs: []*store.Event{ev},
-		then: func(ctx context.Context, tx *sql.Tx, seq int64) (err error) {
+		then: func(ctx context.Context, tx dbtx, seq int64) (err error) {
 			in.EventSeq = seq
 			rec, s, err = addUsage(ctx, tx, in)
 			return err

@@ -175,15 +175,28 @@ func validUpdate(upd store.SessionUpdate) error {
 	return nil
 }
 
-// queryRower is a *sql.DB or a *sql.Tx.
-type queryRower interface {
+// dbtx is a *sql.DB, a *sql.Tx or the event writer's statement cache.
+type dbtx interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // updateSession applies a validated upd through q.
-func updateSession(ctx context.Context, q queryRower, id string, upd store.SessionUpdate) (*store.Session, error) {
+func updateSession(ctx context.Context, q dbtx, id string, upd store.SessionUpdate) (*store.Session, error) {
+	query, args := updateSQL(upd, time.Now(), id)
+	s, err := scanSession(q.QueryRowContext(ctx, query+` RETURNING `+sessionColumns, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return s, err
+}
+
+// updateSQL returns the UPDATE statement of a validated upd (without a
+// RETURNING clause) and its arguments. The text depends only on which
+// fields are set, so that it can be prepared once.
+func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any) {
 	set := []string{"updated_at = ?"}
-	args := []any{time.Now().UnixNano()}
+	args := []any{now.UnixNano()}
 	add := func(col string, v any) { set, args = append(set, col+" = ?"), append(args, v) }
 	if upd.ClaudeSessionID != nil {
 		add("claude_session_id", *upd.ClaudeSessionID)
@@ -210,13 +223,7 @@ func updateSession(ctx context.Context, q queryRower, id string, upd store.Sessi
 	if upd.BudgetUSD != nil {
 		add("budget_usd", *upd.BudgetUSD)
 	}
-	args = append(args, id)
-	s, err := scanSession(q.QueryRowContext(ctx, `UPDATE sessions SET `+strings.Join(set, ", ")+
-		` WHERE id = ? RETURNING `+sessionColumns, args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.ErrNotFound
-	}
-	return s, err
+	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = ?`, append(args, id)
 }
 
 // DeleteSession removes session id with its events, usage records and

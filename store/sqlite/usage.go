@@ -44,8 +44,23 @@ func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.Usage
 	return rec, s, nil
 }
 
-// addUsage enters in in the ledger within tx.
-func addUsage(ctx context.Context, tx *sql.Tx, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
+// The usage ledger's statements (prepared once by the event writer).
+const (
+	qUsageTurns = `SELECT turns FROM sessions WHERE id = ?`
+	qUsagePrev  = `SELECT cumulative FROM usage WHERE session_id = ? AND process = ?
+		ORDER BY turn DESC LIMIT 1`
+	qUsageInsert = `INSERT INTO usage (session_id, turn, process, event_seq, time, subtype, is_error,
+		duration_ms, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, models, cumulative)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qUsageTotals = `UPDATE sessions SET turns = turns + 1, cost_usd = cost_usd + ?,
+		input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?,
+		cache_write_tokens = cache_write_tokens + ?, updated_at = ? WHERE id = ? RETURNING ` + sessionColumns
+)
+
+var usageStatements = []string{qUsageTurns, qUsagePrev, qUsageInsert, qUsageTotals}
+
+// addUsage enters in in the ledger within a transaction.
+func addUsage(ctx context.Context, tx dbtx, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
 	res := in.Result
 	rec := &store.UsageRecord{
 		SessionID:  in.SessionID,
@@ -61,7 +76,7 @@ func addUsage(ctx context.Context, tx *sql.Tx, in store.UsageInput) (*store.Usag
 		return nil, nil, err
 	}
 	var turns int64
-	err = tx.QueryRowContext(ctx, `SELECT turns FROM sessions WHERE id = ?`, in.SessionID).Scan(&turns)
+	err = tx.QueryRowContext(ctx, qUsageTurns, in.SessionID).Scan(&turns)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, store.ErrNotFound
 	} else if err != nil {
@@ -69,8 +84,7 @@ func addUsage(ctx context.Context, tx *sql.Tx, in store.UsageInput) (*store.Usag
 	}
 	var prev store.Cumulative
 	var prevJSON string
-	err = tx.QueryRowContext(ctx, `SELECT cumulative FROM usage WHERE session_id = ? AND process = ?
-		ORDER BY turn DESC LIMIT 1`, in.SessionID, in.Process).Scan(&prevJSON)
+	err = tx.QueryRowContext(ctx, qUsagePrev, in.SessionID, in.Process).Scan(&prevJSON)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // the process's first turn
 	case err != nil:
@@ -90,18 +104,14 @@ func addUsage(ctx context.Context, tx *sql.Tx, in store.UsageInput) (*store.Usag
 		}
 	}
 	rec.Turn = turns + 1
-	_, err = tx.ExecContext(ctx, `INSERT INTO usage (session_id, turn, process, event_seq, time, subtype, is_error,
-		duration_ms, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, models, cumulative)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = tx.ExecContext(ctx, qUsageInsert,
 		rec.SessionID, rec.Turn, rec.Process, rec.EventSeq, rec.Time.UnixNano(), rec.Subtype, rec.IsError,
 		rec.DurationMS, rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
 		string(models), string(cumulative))
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := scanSession(tx.QueryRowContext(ctx, `UPDATE sessions SET turns = turns + 1, cost_usd = cost_usd + ?,
-		input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?,
-		cache_write_tokens = cache_write_tokens + ?, updated_at = ? WHERE id = ? RETURNING `+sessionColumns,
+	s, err := scanSession(tx.QueryRowContext(ctx, qUsageTotals,
 		rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
 		time.Now().UnixNano(), in.SessionID))
 	if err != nil {
