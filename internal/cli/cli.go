@@ -285,7 +285,7 @@ func usage(cmds []Command) string {
 	b.WriteString("claudectl drives the Claude Code CLI.\n\n")
 	b.WriteString("Usage:\n  claudectl COMMAND [flags] [arguments]\n\nCommands:\n")
 	for _, c := range cmds {
-		fmt.Fprintf(&b, "  %-9s %s\n", c.Name(), c.Summary())
+		fmt.Fprintf(&b, "  %-10s %s\n", c.Name(), c.Summary())
 	}
 	b.WriteString("\nRun \"claudectl COMMAND -h\" for a command's flags.\n")
 	return b.String()
