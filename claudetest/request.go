@@ -258,3 +258,18 @@ func joinText(blocks []RequestBlock) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// Transcript returns the text blocks of the request's messages, one
+// "role: text" line each, in order: what a test checks to see that a
+// resumed or forked conversation reached the model whole.
+func (r *Request) Transcript() string {
+	var b strings.Builder
+	for _, m := range r.Messages {
+		for _, c := range m.Content {
+			if c.Type == "text" {
+				b.WriteString(m.Role + ": " + c.Text + "\n")
+			}
+		}
+	}
+	return b.String()
+}

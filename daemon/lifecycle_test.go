@@ -19,19 +19,6 @@ import (
 	"github.com/claudectl/claudectl/store"
 )
 
-// lastUserTexts returns the user texts of every request the model got.
-func conversation(r *claudetest.Request) string {
-	var b strings.Builder
-	for _, m := range r.Messages {
-		for _, c := range m.Content {
-			if c.Type == "text" {
-				b.WriteString(m.Role + ": " + c.Text + "\n")
-			}
-		}
-	}
-	return b.String()
-}
-
 func waitStatus(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, want store.SessionStatus) *store.Session {
 	t.Helper()
 	for {
@@ -80,7 +67,7 @@ func TestRestartThenResume(t *testing.T) {
 		t.Errorf("first event after the resume has seq %d, want %d", evs[0].Seq, after.LastSeq+1)
 	}
 	reqs := td.Model.Requests()
-	conv := conversation(reqs[len(reqs)-1])
+	conv := reqs[len(reqs)-1].Transcript()
 	if !strings.Contains(conv, "Remember the number 42.") || !strings.Contains(conv, "I will remember 42.") ||
 		!strings.Contains(conv, "Which number?") {
 		t.Errorf("resumed request lacks the first exchange:\n%s", conv)
@@ -147,7 +134,7 @@ func TestResumeAndForkExplicitly(t *testing.T) {
 		t.Errorf("fork's CLI session id %q, original's %q: want a new one", fs.ClaudeSessionID, orig.ClaudeSessionID)
 	}
 	reqs := td.Model.Requests()
-	if conv := conversation(reqs[len(reqs)-1]); !strings.Contains(conv, "My colour is blue.") || !strings.Contains(conv, "What was my colour?") {
+	if conv := reqs[len(reqs)-1].Transcript(); !strings.Contains(conv, "My colour is blue.") || !strings.Contains(conv, "What was my colour?") {
 		t.Errorf("fork's request lacks the history:\n%s", conv)
 	}
 

@@ -18,20 +18,6 @@ import (
 // These tests run resume, fork, close and interrupt against an in-process
 // daemon whose sessions run the real CLI against the scripted model.
 
-// conversationText returns the text blocks of a request, one "role: text"
-// line each.
-func conversationText(r *claudetest.Request) string {
-	var b strings.Builder
-	for _, m := range r.Messages {
-		for _, c := range m.Content {
-			if c.Type == "text" {
-				b.WriteString(m.Role + ": " + c.Text + "\n")
-			}
-		}
-	}
-	return b.String()
-}
-
 // lastConversation is the conversation of the model's last request.
 func lastConversation(t *testing.T, model *claudetest.Server) string {
 	t.Helper()
@@ -39,7 +25,7 @@ func lastConversation(t *testing.T, model *claudetest.Server) string {
 	if len(reqs) == 0 {
 		t.Fatal("the model got no request")
 	}
-	return conversationText(reqs[len(reqs)-1])
+	return reqs[len(reqs)-1].Transcript()
 }
 
 func (d *testDaemon) session(t *testing.T, id string) *v1.Session {
