@@ -263,7 +263,7 @@ func (d *Daemon) Create(ctx context.Context, o SessionOptions, prompt string) (*
 // sends prompt when it is not empty. Errors: store.ErrNotFound,
 // ErrAlreadyRunning, *StateError when the session cannot be resumed.
 func (d *Daemon) Resume(ctx context.Context, id, prompt string) (*store.Session, error) {
-	s, err := d.db.Session(ctx, id)
+	s, err := d.stored(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +279,7 @@ func (d *Daemon) Resume(ctx context.Context, id, prompt string) (*store.Session,
 // the original is left as it is, running or not. prompt, if not empty, is
 // the fork's first message.
 func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, error) {
-	src, err := d.db.Session(ctx, id)
+	src, err := d.stored(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -367,10 +367,30 @@ func (d *Daemon) isClosed() bool {
 	return d.closed
 }
 
+// stored reads session id from the store; an unknown id is a
+// *SessionNotFoundError (errors.Is store.ErrNotFound).
+func (d *Daemon) stored(ctx context.Context, id string) (*store.Session, error) {
+	s, err := d.db.Session(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &SessionNotFoundError{ID: id}
+	}
+	return s, err
+}
+
+// SessionNotFoundError names a session id the daemon does not have.
+type SessionNotFoundError struct{ ID string }
+
+func (e *SessionNotFoundError) Error() string {
+	return fmt.Sprintf("daemon: no session %q (claudectl sessions lists them)", e.ID)
+}
+
+// Is makes errors.Is(err, store.ErrNotFound) hold.
+func (e *SessionNotFoundError) Is(target error) bool { return target == store.ErrNotFound }
+
 // Session returns the stored session with its live status: waiting while
 // a permission request of its CLI waits for a person.
 func (d *Daemon) Session(ctx context.Context, id string) (*store.Session, error) {
-	s, err := d.db.Session(ctx, id)
+	s, err := d.stored(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +428,7 @@ func (d *Daemon) actor(ctx context.Context, id string) (*actor, error) {
 	if a != nil && !a.ended() {
 		return a, nil
 	}
-	s, err := d.db.Session(ctx, id)
+	s, err := d.stored(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +445,7 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 	}
 	a, err := d.actor(ctx, id)
 	if errors.Is(err, ErrNotRunning) {
-		s, serr := d.db.Session(ctx, id)
+		s, serr := d.stored(ctx, id)
 		if serr != nil {
 			return serr
 		}
@@ -491,7 +511,7 @@ func (d *Daemon) CloseSession(ctx context.Context, id string) error {
 	a := d.actors[id]
 	d.mu.Unlock()
 	if a == nil {
-		_, err := d.db.Session(ctx, id)
+		_, err := d.stored(ctx, id)
 		return err
 	}
 	a.close()

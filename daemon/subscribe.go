@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"sync"
 
@@ -113,6 +114,9 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		}
 		last := after
 		for ev, err := range d.db.Events(ctx, id, after) {
+			if errors.Is(err, store.ErrNotFound) {
+				err = &SessionNotFoundError{ID: id}
+			}
 			if err != nil {
 				yield(store.Event{}, err)
 				return
