@@ -191,7 +191,7 @@ func (a *actor) read() error {
 		case *claude.SystemInit:
 			if !recorded && m.SessionID != "" { // stored with the CLI's session id
 				recorded = true
-				a.queueEventUpdate(ctx, ev, store.SessionUpdate{ClaudeSessionID: &m.SessionID})
+				a.record(ctx, ev, &store.SessionUpdate{ClaudeSessionID: &m.SessionID}, false)
 			} else {
 				a.queueEvent(ctx, ev)
 			}
@@ -277,20 +277,22 @@ type UsageReportEvent struct {
 
 func isMainThread(m claude.Message) bool { return claude.ThreadOf(m).IsMain() }
 
-// messageSubtype is subtypeOf(m.Raw()) without decoding the line again
+// messageSubtype is lineKind's subtype without decoding the line again
 // for the messages that have none (a stream_event is most of a stream).
 func messageSubtype(m claude.Message) string {
 	switch m.(type) {
 	case *claude.StreamEvent, *claude.AssistantMessage, *claude.UserMessage:
 		return ""
 	}
-	return subtypeOf(m.Raw())
+	_, sub := lineKind(m.Raw())
+	return sub
 }
 
-// subtypeOf returns the "subtype" of a line, or of its "request" for
-// control lines.
-func subtypeOf(raw []byte) string {
+// lineKind returns the "type" of a line and its "subtype", or that of its
+// "request" or "response" for control lines.
+func lineKind(raw []byte) (typ, subtype string) {
 	var v struct {
+		Type    string `json:"type"`
 		Subtype string `json:"subtype"`
 		Request struct {
 			Subtype string `json:"subtype"`
@@ -300,63 +302,62 @@ func subtypeOf(raw []byte) string {
 		} `json:"response"`
 	}
 	if json.Unmarshal(raw, &v) != nil {
-		return ""
+		return "", ""
 	}
 	switch {
 	case v.Subtype != "":
-		return v.Subtype
+		return v.Type, v.Subtype
 	case v.Request.Subtype != "":
-		return v.Request.Subtype
+		return v.Type, v.Request.Subtype
 	}
-	return v.Response.Subtype
+	return v.Type, v.Response.Subtype
 }
 
-// logEvent appends ev, fans it out once it is committed and returns then
-// (ev.Seq is set). Events are published from the store's in-order commit
-// callbacks, so the live order is the seq order whichever goroutine logs.
-func (a *actor) logEvent(ctx context.Context, ev *store.Event) error {
-	done := make(chan error, 1)
-	err := a.d.db.AppendAsync(ctx, func(err error) {
+// record stores ev, with upd applied to its session in the same commit
+// when not nil, and fans ev out once it is committed. Events are published
+// from the store's in-order commit callbacks, so the live order is the seq
+// order whichever goroutine logs. With wait, record returns after the
+// commit (ev.Seq is set) with its outcome; without, the reader goes on
+// while earlier lines commit (many per transaction), failures are logged,
+// and ev must not be touched afterwards.
+func (a *actor) record(ctx context.Context, ev *store.Event, upd *store.SessionUpdate, wait bool) error {
+	var done chan error
+	if wait {
+		done = make(chan error, 1)
+	}
+	committed := func(err error) {
 		if err == nil {
 			a.hub.publish(*ev)
+		} else if !wait {
+			a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
 		}
-		done <- err
-	}, ev)
-	if err != nil {
-		return err
+		if wait {
+			done <- err
+		}
 	}
-	return <-done
+	var err error
+	if upd != nil {
+		err = a.d.db.AppendUpdateAsync(ctx, committed, ev, *upd)
+	} else {
+		err = a.d.db.AppendAsync(ctx, committed, ev)
+	}
+	switch {
+	case err == nil && wait:
+		return <-done
+	case err != nil && !wait:
+		a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
+	}
+	return err
 }
 
-// queueEvent appends ev without waiting for the commit: the reader goes on
-// reading while earlier lines commit (many per transaction), and ev is
-// fanned out once it is stored. ev must not be touched afterwards.
+// logEvent stores ev and waits for the commit.
+func (a *actor) logEvent(ctx context.Context, ev *store.Event) error {
+	return a.record(ctx, ev, nil, true)
+}
+
+// queueEvent stores ev without waiting for the commit.
 func (a *actor) queueEvent(ctx context.Context, ev *store.Event) {
-	err := a.d.db.AppendAsync(ctx, func(err error) {
-		if err != nil {
-			a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
-			return
-		}
-		a.hub.publish(*ev)
-	}, ev)
-	if err != nil {
-		a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
-	}
-}
-
-// queueEventUpdate is queueEvent for an event that also updates its
-// session (in the same commit).
-func (a *actor) queueEventUpdate(ctx context.Context, ev *store.Event, upd store.SessionUpdate) {
-	err := a.d.db.AppendUpdateAsync(ctx, func(err error) {
-		if err != nil {
-			a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
-			return
-		}
-		a.hub.publish(*ev)
-	}, ev, upd)
-	if err != nil {
-		a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
-	}
+	a.record(ctx, ev, nil, false)
 }
 
 // usageOutcome is what entering a result in the usage ledger gave.
@@ -473,17 +474,7 @@ func (a *actor) status(ctx context.Context, st store.SessionStatus, detail strin
 		return
 	}
 	ev := &store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: "status", Raw: raw}
-	done := make(chan error, 1)
-	err = a.d.db.AppendUpdateAsync(ctx, func(err error) {
-		if err == nil {
-			a.hub.publish(*ev)
-		}
-		done <- err
-	}, ev, store.SessionUpdate{Status: &stored, Error: errText})
-	if err == nil {
-		err = <-done
-	}
-	if err != nil {
+	if err := a.record(ctx, ev, &store.SessionUpdate{Status: &stored, Error: errText}, true); err != nil {
 		a.d.log.Error("updating status", "session", a.id, "status", st, "err", err)
 	}
 }

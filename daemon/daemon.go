@@ -130,19 +130,8 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if d.readBuf <= 0 {
 		d.readBuf = 64 << 10
 	}
-	rules, err := d.db.Rules(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: loading rules: %w", err)
-	}
-	for _, r := range rules {
-		pr, err := RuleFromStore(r)
-		if err != nil {
-			d.log.Warn("skipping stored rule", "id", r.ID, "spec", r.Spec, "err", err)
-			continue
-		}
-		if err := d.engine.Add(pr); err != nil {
-			d.log.Warn("skipping stored rule", "id", r.ID, "spec", r.Spec, "err", err)
-		}
+	if err := d.loadRules(ctx, func(*store.Rule) bool { return true }); err != nil {
+		return nil, err
 	}
 	if err := d.markInterrupted(ctx); err != nil {
 		return nil, err
@@ -347,7 +336,10 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o SessionOptions,
 	d.actors[s.ID] = a // reserved: a second launch now fails
 	d.mu.Unlock()
 	if l.resume != "" && !l.fork {
-		d.loadSessionRules(ctx, s.ID) // the engine forgot them when the last CLI ended
+		// The engine forgot the session's rules when its last CLI ended.
+		if err := d.loadRules(ctx, func(r *store.Rule) bool { return r.SessionID == s.ID }); err != nil {
+			d.log.Error("loading the session's rules", "session", s.ID, "err", err)
+		}
 	}
 	if err := a.start(ctx); err != nil {
 		return nil, err
@@ -554,15 +546,15 @@ func (d *Daemon) Close() error {
 	return nil
 }
 
-// loadSessionRules enables the stored rules scoped to session id.
-func (d *Daemon) loadSessionRules(ctx context.Context, id string) {
+// loadRules enables the stored rules that keep selects (replacing any copy
+// the engine has); a rule that does not compile is skipped with a warning.
+func (d *Daemon) loadRules(ctx context.Context, keep func(*store.Rule) bool) error {
 	rules, err := d.db.Rules(ctx)
 	if err != nil {
-		d.log.Error("loading the session's rules", "session", id, "err", err)
-		return
+		return fmt.Errorf("daemon: loading rules: %w", err)
 	}
 	for _, r := range rules {
-		if r.SessionID != id {
+		if !keep(r) {
 			continue
 		}
 		pr, err := RuleFromStore(r)
@@ -574,6 +566,7 @@ func (d *Daemon) loadSessionRules(ctx context.Context, id string) {
 			d.log.Warn("skipping stored rule", "id", r.ID, "spec", r.Spec, "err", err)
 		}
 	}
+	return nil
 }
 
 // RuleFromStore compiles a stored rule for the engine.

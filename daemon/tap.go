@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
@@ -34,14 +33,11 @@ type tapConn struct {
 // still written (and the failure logged): the session must go on.
 func (c *tapConn) WriteLine(ctx context.Context, line []byte) error {
 	raw := bytes.TrimRight(line, "\n")
-	var head struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(raw, &head)
-	ev := &store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: head.Type,
-		Subtype: subtypeOf(raw), Raw: append([]byte(nil), raw...)}
+	typ, sub := lineKind(raw)
+	ev := &store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: typ, Subtype: sub,
+		Raw: append([]byte(nil), raw...)}
 	if err := c.a.logEvent(context.WithoutCancel(ctx), ev); err != nil {
-		c.a.d.log.Error("logging a line to the CLI", "session", c.a.id, "type", head.Type, "err", err)
+		c.a.d.log.Error("logging a line to the CLI", "session", c.a.id, "type", typ, "err", err)
 	}
 	return c.Conn.WriteLine(ctx, line)
 }
