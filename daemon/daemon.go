@@ -82,6 +82,10 @@ type Options struct {
 	// worker ("claudectl worker" on another machine); the API serves it at
 	// api.WorkerPath. The caller closes it after Daemon.Close.
 	Workers *claude.WorkerListener
+	// MaxPayloadBytes is the longest CLI line delivered whole
+	// (claude.Options.MaxPayloadBytes); longer lines arrive truncated. Zero
+	// means 10 MiB, negative no limit. Give the store the same limit.
+	MaxPayloadBytes int
 	// ReadBufferSize is each CLI's stdout read buffer
 	// (claude.ProcessTransport.ReadBufferSize), kept for the session's
 	// life. Zero means 64 KiB: a daemon hosts many mostly idle sessions.

@@ -5,17 +5,15 @@ package daemontest
 
 import (
 	"context"
+	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
-	"github.com/claudectl/claudectl/daemon/api"
+	"github.com/claudectl/claudectl/internal/serve"
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store/sqlite"
 )
@@ -31,10 +29,14 @@ type Options struct {
 	CLIPath string
 	// ReadBufferSize is daemon.Options.ReadBufferSize (0: its default).
 	ReadBufferSize int
-	// Broker configures the permission broker (nil: its defaults).
+	// MaxPayloadBytes is the daemon.max_payload_bytes setting (0: 10 MiB,
+	// -1: no limit).
+	MaxPayloadBytes int
+	// Broker configures the permission broker's timeouts (nil: its
+	// defaults).
 	Broker *permission.BrokerOptions
 	// WorkerToken, if set, makes the daemon host remote workers (served
-	// by Serve at api.WorkerPath) that present this token.
+	// by Serve at apiserver.WorkerPath) that present this token.
 	WorkerToken string
 }
 
@@ -45,14 +47,11 @@ type Daemon struct {
 	Ctx   context.Context    // bounds the test (90 s)
 	Model *claudetest.Server // the scripted Messages API the CLIs talk to
 
-	t       testing.TB
-	opts    Options
-	bin     string
-	env     map[string]string
-	dbPath  string
-	db      *sqlite.DB
-	broker  *permission.Broker
-	workers *claude.WorkerListener
+	t        testing.TB
+	opts     Options
+	settings serve.Settings
+	srv      *serve.Server
+	httpc    *http.Client
 }
 
 // Start starts a daemon whose sessions answer with the scripted turns.
@@ -70,75 +69,58 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
-	d := &Daemon{Ctx: ctx, Model: srv, t: t, opts: o, bin: bin, env: srv.EnvMap(t.TempDir()),
-		dbPath: filepath.Join(t.TempDir(), "claudectl.db")}
+	var broker permission.BrokerOptions
+	if o.Broker != nil {
+		broker = *o.Broker
+	}
+	d := &Daemon{Ctx: ctx, Model: srv, t: t, opts: o, settings: serve.Settings{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), CLI: bin, Token: o.Token, Env: srv.EnvMap(t.TempDir()),
+		SubscriberBuffer: o.SubscriberBuffer, MaxPayloadBytes: o.MaxPayloadBytes,
+		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
+		WorkerToken: o.WorkerToken, WorkerWait: 60 * time.Second,
+		LogLevel: slog.LevelError + 1, // quiet
+	}}
 	d.open()
-	t.Cleanup(d.stop) // registered first, so it runs after Serve's cleanup
+	t.Cleanup(d.stop)
 	return d
 }
 
-// open opens the store and starts a daemon on it, as claudectl serve does.
+// open starts a daemon on the data dir, as claudectl serve does.
 func (d *Daemon) open() {
 	t := d.t
 	t.Helper()
-	db, err := sqlite.Open(d.Ctx, d.dbPath, nil)
+	srv, err := serve.Start(d.Ctx, &d.settings, &serve.Options{Stderr: io.Discard, ReadBufferSize: d.opts.ReadBufferSize,
+		Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := permission.NewBroker(d.opts.Broker)
-	if d.opts.WorkerToken != "" {
-		d.workers = &claude.WorkerListener{Token: d.opts.WorkerToken, WaitTimeout: 60 * time.Second,
-			Logger: slog.New(slog.DiscardHandler)}
-	}
-	dd, err := daemon.New(d.Ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: broker,
-		CLIPath: d.bin, Env: d.env, Logger: slog.New(slog.DiscardHandler), Workers: d.workers,
-		SubscriberBuffer: d.opts.SubscriberBuffer, ReadBufferSize: d.opts.ReadBufferSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.D, d.db, d.broker = dd, db, broker
+	d.srv, d.D = srv, srv.Daemon
 }
 
 func (d *Daemon) stop() {
-	d.D.Close()
-	if d.workers != nil {
-		d.workers.Close()
+	if d.httpc != nil {
+		d.httpc.CloseIdleConnections()
 	}
-	d.broker.Close()
-	d.db.Close()
+	d.srv.Close()
 }
 
 // Restart stops the daemon as claudectl serve stops on SIGTERM and starts
-// a new one on the same database (d.D changes). Not for use with Serve.
+// a new one on the same database (d.D changes).
 func (d *Daemon) Restart() {
 	d.t.Helper()
 	d.stop()
 	d.open()
 }
 
-// Serve serves the daemon's API on 127.0.0.1 and returns its base URL and
-// an HTTP client for it.
+// DB is the daemon's store, for tests that must reach past the daemon
+// (to stage a state no client can make).
+func (d *Daemon) DB() *sqlite.DB { return d.srv.DB() }
+
+// Serve returns the base URL of the daemon's API (on 127.0.0.1) and an HTTP
+// client for it.
 func (d *Daemon) Serve() (url string, client *http.Client) {
-	t := d.t
-	t.Helper()
-	hs, err := api.NewServer("127.0.0.1:0", api.NewHandler(&api.Service{D: d.D}), d.opts.Token)
-	if err != nil {
-		t.Fatal(err)
+	if d.httpc == nil {
+		d.httpc = &http.Client{Transport: &http.Transport{}}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); hs.Serve(ln) }()
-	httpc := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(func() {
-		d.D.Close() // ends the sessions, and so the streams
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		hs.Shutdown(sctx)
-		<-served
-		httpc.CloseIdleConnections()
-	})
-	return "http://" + ln.Addr().String(), httpc
+	return "http://" + d.srv.Addr, d.httpc
 }

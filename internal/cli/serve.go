@@ -5,15 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
-	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
-	"github.com/claudectl/claudectl/daemon"
-	"github.com/claudectl/claudectl/daemon/api"
-	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/apiserver"
+	"github.com/claudectl/claudectl/internal/serve"
 )
 
 // ServeCommand is "claudectl serve": the daemon, serving the claudectl.v1
@@ -49,12 +49,12 @@ failure.
 func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	env := c.Env.withDefaults()
 	var configPath string
-	var f serveConfig // the flags' values
+	var f serve.Settings // the flags' values
 	fs := serveFlags(&configPath, &f)
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(env.Stdout, serveUsage, fs)
-		fmt.Fprint(env.Stdout, "\n"+configUsage)
+		fmt.Fprint(env.Stdout, "\n"+serve.Usage)
 		return nil
 	}
 	if err != nil {
@@ -66,8 +66,8 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if flagGiven(fs, "config") && strings.TrimSpace(configPath) == "" {
 		return badValue("config", configPath, "must be the path of a settings file")
 	}
-	cfg, err := loadServeConfig(configPath, env.Getenv)
-	if ce := (*configError)(nil); errors.As(err, &ce) {
+	cfg, err := loadSettings(configPath, env.Getenv)
+	if ce := (*serve.SettingsError)(nil); errors.As(err, &ce) {
 		return &usageError{msg: ce.Error()}
 	}
 	if err != nil {
@@ -77,37 +77,37 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	m := newServeMain()
-	m.Getenv, m.Stderr = env.Getenv, env.Stderr
-	cfg.apply(m, env.CLIEnv)
+	cfg.Env = withCLIEnv(cfg.Env, env.CLIEnv)
 	if cfg.TokenFile != "" {
-		m.Token, err = readSecret(cfg.TokenFile, "token-file", "token_file", cfg.tokenFromFlag, cfg.File)
+		cfg.Token, err = readSecret(cfg.TokenFile, "token-file", "token_file", flagGiven(fs, "token-file"), cfg.File)
 		if err != nil {
 			return err
 		}
 	}
 	if cfg.WorkerTokenFile != "" {
-		m.WorkerToken, err = readSecret(cfg.WorkerTokenFile, "worker-token-file", "workers.token_file", cfg.workerTokenFromFlag, cfg.File)
+		cfg.WorkerToken, err = readSecret(cfg.WorkerTokenFile, "worker-token-file", "workers.token_file",
+			flagGiven(fs, "worker-token-file"), cfg.File)
 		if err != nil {
 			return err
 		}
 	}
-	if err := m.Run(ctx); err != nil {
-		var ee *daemon.ExitError
-		if errors.As(err, &ee) {
-			return exitWith(ee.Code, "%v", ee.Err)
+	srv, err := serve.Start(ctx, cfg, &serve.Options{Getenv: env.Getenv, Stderr: env.Stderr})
+	if err != nil {
+		var se *serve.StartError
+		if errors.As(err, &se) {
+			return exitWith(se.Code, "%v", se.Err)
 		}
-		if errors.Is(err, api.ErrTokenRequired) {
+		if errors.Is(err, apiserver.ErrTokenRequired) {
 			return usagef("%v", err)
 		}
 		return err
 	}
 	<-ctx.Done()
-	return m.Close()
+	return srv.Close()
 }
 
 // serveFlags returns serve's flags, stored in configPath and f.
-func serveFlags(configPath *string, f *serveConfig) *flag.FlagSet {
+func serveFlags(configPath *string, f *serve.Settings) *flag.FlagSet {
 	fs := newFlagSet("serve")
 	fs.StringVar(configPath, "config", "", "read the settings from `FILE` (default: see Settings file below)")
 	fs.StringVar(&f.Listen, "listen", "", "serve on `ADDR` (host:port; default 127.0.0.1:7777)")
@@ -116,7 +116,7 @@ func serveFlags(configPath *string, f *serveConfig) *flag.FlagSet {
 	fs.StringVar(&f.TokenFile, "token-file", "", "require the bearer token read from `FILE` of every client")
 	fs.StringVar(&f.WorkerTokenFile, "worker-token-file", "", "accept remote workers presenting the token read from `FILE`")
 	fs.Func("log-level", "log at `LEVEL` and above: debug, info, warn or error (default info)", func(s string) error {
-		l, ok := parseLogLevel(s)
+		l, ok := serve.ParseLogLevel(s)
 		if !ok {
 			return errors.New("must be one of debug, info, warn, error")
 		}
@@ -124,14 +124,6 @@ func serveFlags(configPath *string, f *serveConfig) *flag.FlagSet {
 		return nil
 	})
 	return fs
-}
-
-// newServeMain returns the daemon with the API handler and server.
-func newServeMain() *daemon.Main {
-	return &daemon.Main{
-		NewHandler: func(d *daemon.Daemon) http.Handler { return api.NewHandler(&api.Service{D: d}) },
-		NewServer:  api.NewServer,
-	}
 }
 
 // flagGiven reports whether the flag name was given on the command line.
@@ -142,7 +134,7 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 }
 
 // applyServeFlags overrides cfg with every flag that was given.
-func applyServeFlags(cfg *serveConfig, f *serveConfig, fs *flag.FlagSet) error {
+func applyServeFlags(cfg, f *serve.Settings, fs *flag.FlagSet) error {
 	for _, s := range []struct {
 		flag     string
 		from     string
@@ -162,15 +154,9 @@ func applyServeFlags(cfg *serveConfig, f *serveConfig, fs *flag.FlagSet) error {
 			return badValue(s.flag, s.from, "must not be empty")
 		}
 		*s.to = s.from
-		if s.flag == "token-file" {
-			cfg.tokenFromFlag = true
-		}
-		if s.flag == "worker-token-file" {
-			cfg.workerTokenFromFlag = true
-		}
 	}
 	if flagGiven(fs, "listen") {
-		if host, port, err := net.SplitHostPort(f.Listen); err != nil || !validPort(port) || strings.ContainsAny(host, " \t") {
+		if host, port, err := net.SplitHostPort(f.Listen); err != nil || !serve.ValidPort(port) || strings.ContainsAny(host, " \t") {
 			return badValue("listen", f.Listen, `must be "host:port" such as 127.0.0.1:7777`)
 		}
 	}
@@ -180,26 +166,54 @@ func applyServeFlags(cfg *serveConfig, f *serveConfig, fs *flag.FlagSet) error {
 	return nil
 }
 
-// apply copies the configuration into m; cliEnv (Env.CLIEnv) is added
-// over the settings' env.
-func (cfg *serveConfig) apply(m *daemon.Main, cliEnv map[string]string) {
-	m.Listen = cfg.Listen
-	m.DataDir = cfg.DataDir
-	m.CLIPath = cfg.CLI
-	if len(cfg.Env) > 0 || len(cliEnv) > 0 {
-		m.Env = make(map[string]string, len(cfg.Env)+len(cliEnv))
-		maps.Copy(m.Env, cfg.Env)
-		maps.Copy(m.Env, cliEnv)
+// withCLIEnv returns the settings' env with cliEnv (Env.CLIEnv) over it.
+func withCLIEnv(env, cliEnv map[string]string) map[string]string {
+	if len(cliEnv) == 0 {
+		return env
 	}
-	m.LogLevel = cfg.LogLevel
-	m.MaxPayloadBytes = cfg.MaxPayloadBytes
-	m.FullSync = cfg.FullSync
-	m.SubscriberBuffer = cfg.SubscriberBuffer
-	if cfg.WatchedTimeout > 0 || cfg.UnwatchedTimeout > 0 {
-		m.BrokerOptions = &permission.BrokerOptions{WatchedTimeout: cfg.WatchedTimeout, UnwatchedTimeout: cfg.UnwatchedTimeout}
+	out := make(map[string]string, len(env)+len(cliEnv))
+	maps.Copy(out, env)
+	maps.Copy(out, cliEnv)
+	return out
+}
+
+// loadSettings reads the settings file: path when it is set (then the
+// file must exist), else the default location, where a missing file means
+// all defaults.
+func loadSettings(path string, getenv func(string) string) (*serve.Settings, error) {
+	explicit := path != ""
+	if !explicit {
+		path = serve.DefaultPath(getenv)
 	}
-	m.WorkerWait = cfg.WorkerWait
-	m.SettingsFile = cfg.File
+	data, err := os.ReadFile(path)
+	switch {
+	case !explicit && errors.Is(err, fs.ErrNotExist):
+		return &serve.Settings{}, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, badValue("config", path, "no such file")
+	case err != nil:
+		if explicit {
+			return nil, badValue("config", path, describeIOError(err))
+		}
+		return nil, usagef("settings file %s: %s", path, describeIOError(err))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return serve.Parse(path, filepath.Dir(abs), data, getenv)
+}
+
+// describeIOError is err without the path the message already names.
+func describeIOError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		if errors.Is(pe.Err, fs.ErrPermission) {
+			return "permission denied"
+		}
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 // readSecret reads a token from path (from --flag, or key of the settings

@@ -14,13 +14,13 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claudetest"
-	"github.com/claudectl/claudectl/daemon/api"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
 // These tests run a daemon session on a "claudectl worker" process: the
-// daemon hosts workers at api.WorkerPath on its API address, and the worker
+// daemon hosts workers at apiserver.WorkerPath on its API address, and the worker
 // runs the real CLI against the scripted model.
 
 // workerProc is a "claudectl worker" process.
@@ -75,7 +75,7 @@ func TestDaemonRemoteWorker(t *testing.T) {
 	ctx := dd.Ctx
 	sessions := claudectlv1connect.NewSessionServiceClient(httpc, url)
 	perms := claudectlv1connect.NewPermissionServiceClient(httpc, url)
-	endpoint := "ws://" + strings.TrimPrefix(url, "http://") + api.WorkerPath
+	endpoint := "ws://" + strings.TrimPrefix(url, "http://") + apiserver.WorkerPath
 
 	// A worker with a wrong token is refused, and says so.
 	badToken := filepath.Join(t.TempDir(), "bad-token")

@@ -47,6 +47,10 @@ const text = "The quick brown fox jumps over the lazy dog while the daemon store
 const deltaBytes = 12
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "--version" { // as the daemon checks it at start
+		fmt.Println("2.1.329 (Claude Code)")
+		return
+	}
 	deltas := 200
 	if v := os.Getenv("STANDIN_DELTAS"); v != "" {
 		n, err := strconv.Atoi(v)

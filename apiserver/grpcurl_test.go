@@ -1,4 +1,4 @@
-package api_test
+package apiserver_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -18,49 +17,51 @@ import (
 	"time"
 )
 
-// serveConfig is the configuration of "claudectl serve": the settings file
-// with the flags applied over it. A zero field means the daemon's default.
-type serveConfig struct {
+// Settings is the configuration of "claudectl serve": the settings file
+// (parsed by Parse), with the command's flags applied over it, and the
+// secrets its token files hold. A zero field means the default. It is the
+// one type the configuration takes from the file to Start, which maps it
+// to the options of each piece (store, broker, daemon, API server).
+type Settings struct {
 	Listen    string
 	DataDir   string
 	CLI       string
 	TokenFile string
+	// Token is the bearer token every client must send, read from
+	// TokenFile by the command. Never logged.
+	Token string
 	// Env is added to every session's CLI environment.
 	Env      map[string]string
 	LogLevel slog.Level
 
 	MaxPayloadBytes  int // 0: default (10 MiB); -1: no limit
 	FullSync         bool
-	SubscriberBuffer int
+	SubscriberBuffer int // 0: default (8192)
 
 	WatchedTimeout   time.Duration
 	UnwatchedTimeout time.Duration
 
 	// WorkerTokenFile, if set, makes the daemon accept remote workers
-	// presenting the token it holds; WorkerWait bounds how long a session
-	// waits for a worker to connect.
+	// presenting the token it holds (WorkerToken, read by the command);
+	// WorkerWait bounds how long a session waits for a worker to connect.
 	WorkerTokenFile string
+	WorkerToken     string
 	WorkerWait      time.Duration
 
 	// File is the settings file that was read; "" when there was none.
 	File string
-	// tokenFromFlag is whether TokenFile came from --token-file.
-	tokenFromFlag bool
-	// workerTokenFromFlag is whether WorkerTokenFile came from
-	// --worker-token-file.
-	workerTokenFromFlag bool
 }
 
-// configFileName is the settings file's name in the config directory.
-const configFileName = "settings.json"
+// FileName is the settings file's name in the config directory.
+const FileName = "settings.json"
 
-// defaultConfigPath returns $XDG_CONFIG_HOME/claudectl/settings.json, else
+// DefaultPath returns $XDG_CONFIG_HOME/claudectl/settings.json, else
 // ~/.config/claudectl/settings.json.
-func defaultConfigPath(getenv func(string) string) string {
+func DefaultPath(getenv func(string) string) string {
 	if x := getenv("XDG_CONFIG_HOME"); x != "" {
-		return filepath.Join(x, "claudectl", configFileName)
+		return filepath.Join(x, "claudectl", FileName)
 	}
-	return filepath.Join(homeDir(getenv), ".config", "claudectl", configFileName)
+	return filepath.Join(homeDir(getenv), ".config", "claudectl", FileName)
 }
 
 func homeDir(getenv func(string) string) string {
@@ -71,54 +72,15 @@ func homeDir(getenv func(string) string) string {
 	return h
 }
 
-// loadServeConfig reads the settings file: path when it is set (then the
-// file must exist), else the default location, where a missing file means
-// all defaults.
-func loadServeConfig(path string, getenv func(string) string) (*serveConfig, error) {
-	explicit := path != ""
-	if !explicit {
-		path = defaultConfigPath(getenv)
-	}
-	data, err := os.ReadFile(path)
-	switch {
-	case !explicit && errors.Is(err, fs.ErrNotExist):
-		return &serveConfig{}, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, badValue("config", path, "no such file")
-	case err != nil:
-		if explicit {
-			return nil, badValue("config", path, describeIOError(err))
-		}
-		return nil, usagef("settings file %s: %s", path, describeIOError(err))
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
-	return parseServeConfig(path, filepath.Dir(abs), data, getenv)
-}
-
-// describeIOError is err without the path the message already names.
-func describeIOError(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		if errors.Is(pe.Err, fs.ErrPermission) {
-			return "permission denied"
-		}
-		return pe.Err.Error()
-	}
-	return err.Error()
-}
-
-// configError is a bad settings file: its name, the line and column when
+// SettingsError is a bad settings file: its name, the line and column when
 // known, and what is wrong.
-type configError struct {
+type SettingsError struct {
 	file      string
 	line, col int // 0 when unknown
 	msg       string
 }
 
-func (e *configError) Error() string {
+func (e *SettingsError) Error() string {
 	if e.line > 0 {
 		return fmt.Sprintf("%s:%d:%d: %s", e.file, e.line, e.col, e.msg)
 	}
@@ -130,7 +92,7 @@ func (e *configError) Error() string {
 type configKey struct {
 	name    string
 	allowed string
-	set     func(c *serveConfig, raw json.RawMessage, p *configParser) error
+	set     func(c *Settings, raw json.RawMessage, p *configParser) error
 }
 
 // errBadValue makes set report "invalid value V for KEY: ALLOWED".
@@ -141,31 +103,31 @@ var configSections = []string{"daemon", "permissions"}
 
 // configKeys are the settings, in the order the usage lists them.
 var configKeys = []configKey{
-	{"listen", `an address "host:port" such as "127.0.0.1:7777"`, func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+	{"listen", `an address "host:port" such as "127.0.0.1:7777"`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		s, err := jsonString(raw)
 		if err != nil {
 			return err
 		}
 		host, port, err := net.SplitHostPort(s)
-		if err != nil || !validPort(port) || strings.ContainsAny(host, " \t") {
+		if err != nil || !ValidPort(port) || strings.ContainsAny(host, " \t") {
 			return errBadValue
 		}
 		c.Listen = s
 		return nil
 	}},
-	{"data_dir", "a directory path (relative to the settings file's directory)", func(c *serveConfig, raw json.RawMessage, p *configParser) (err error) {
+	{"data_dir", "a directory path (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.DataDir, err = p.path(raw)
 		return err
 	}},
-	{"cli", "the path of the claude executable (relative to the settings file's directory)", func(c *serveConfig, raw json.RawMessage, p *configParser) (err error) {
+	{"cli", "the path of the claude executable (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.CLI, err = p.path(raw)
 		return err
 	}},
-	{"token_file", "the path of a file holding the bearer token (relative to the settings file's directory)", func(c *serveConfig, raw json.RawMessage, p *configParser) (err error) {
+	{"token_file", "the path of a file holding the bearer token (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.TokenFile, err = p.path(raw)
 		return err
 	}},
-	{"env", `an object of environment variables with string values, such as {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8080"}`, func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+	{"env", `an object of environment variables with string values, such as {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8080"}`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		var m map[string]any
 		if json.Unmarshal(raw, &m) != nil || m == nil {
 			return errBadValue
@@ -184,19 +146,19 @@ var configKeys = []configKey{
 		c.Env = env
 		return nil
 	}},
-	{"log_level", `one of "debug", "info", "warn", "error"`, func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+	{"log_level", `one of "debug", "info", "warn", "error"`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		s, err := jsonString(raw)
 		if err != nil {
 			return err
 		}
-		l, ok := parseLogLevel(s)
+		l, ok := ParseLogLevel(s)
 		if !ok {
 			return errBadValue
 		}
 		c.LogLevel = l
 		return nil
 	}},
-	{"daemon.max_payload_bytes", "a whole number of bytes >= 1024, or -1 for no limit (default 10485760, 10 MiB)", func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+	{"daemon.max_payload_bytes", "a whole number of bytes >= 1024, or -1 for no limit (default 10485760, 10 MiB)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		n, err := jsonInt(raw)
 		if err != nil || (n != -1 && n < 1024) {
 			return errBadValue
@@ -204,7 +166,7 @@ var configKeys = []configKey{
 		c.MaxPayloadBytes = n
 		return nil
 	}},
-	{"daemon.full_sync", "true or false", func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+	{"daemon.full_sync", "true or false", func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		var b *bool
 		if json.Unmarshal(raw, &b) != nil || b == nil {
 			return errBadValue
@@ -212,43 +174,43 @@ var configKeys = []configKey{
 		c.FullSync = *b
 		return nil
 	}},
-	{"daemon.subscriber_buffer", fmt.Sprintf("a whole number of events from 1 to %d (default 8192)", maxSubscriberBuffer), func(c *serveConfig, raw json.RawMessage, _ *configParser) error {
+	{"daemon.subscriber_buffer", fmt.Sprintf("a whole number of events from 1 to %d (default 8192)", MaxSubscriberBuffer), func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		n, err := jsonInt(raw)
-		if err != nil || n < 1 || n > maxSubscriberBuffer {
+		if err != nil || n < 1 || n > MaxSubscriberBuffer {
 			return errBadValue
 		}
 		c.SubscriberBuffer = n
 		return nil
 	}},
-	{"permissions.watched_timeout", `a duration > 0 such as "90s", "5m" or "1h30m" (default "5m")`, func(c *serveConfig, raw json.RawMessage, _ *configParser) (err error) {
+	{"permissions.watched_timeout", `a duration > 0 such as "90s", "5m" or "1h30m" (default "5m")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
 		c.WatchedTimeout, err = jsonDuration(raw)
 		return err
 	}},
-	{"permissions.unwatched_timeout", `a duration > 0 such as "30m", "24h" or "72h" (default "24h")`, func(c *serveConfig, raw json.RawMessage, _ *configParser) (err error) {
+	{"permissions.unwatched_timeout", `a duration > 0 such as "30m", "24h" or "72h" (default "24h")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
 		c.UnwatchedTimeout, err = jsonDuration(raw)
 		return err
 	}},
-	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *serveConfig, raw json.RawMessage, p *configParser) (err error) {
+	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.WorkerTokenFile, err = p.path(raw)
 		return err
 	}},
-	{"workers.wait_timeout", `a duration > 0 such as "30s" or "2m" (default "2m")`, func(c *serveConfig, raw json.RawMessage, _ *configParser) (err error) {
+	{"workers.wait_timeout", `a duration > 0 such as "30s" or "2m" (default "2m")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
 		c.WorkerWait, err = jsonDuration(raw)
 		return err
 	}},
 }
 
-// maxSubscriberBuffer bounds daemon.subscriber_buffer: every subscriber
+// MaxSubscriberBuffer bounds daemon.subscriber_buffer: every subscriber
 // gets a channel of that many events.
-const maxSubscriberBuffer = 1 << 20
+const MaxSubscriberBuffer = 1 << 20
 
-func validPort(s string) bool {
+func ValidPort(s string) bool {
 	n, err := strconv.Atoi(s)
 	return err == nil && n >= 0 && n <= 65535
 }
 
-// parseLogLevel accepts debug, info, warn and error.
-func parseLogLevel(s string) (slog.Level, bool) {
+// ParseLogLevel accepts debug, info, warn and error.
+func ParseLogLevel(s string) (slog.Level, bool) {
 	switch s {
 	case "debug":
 		return slog.LevelDebug, true
@@ -315,12 +277,12 @@ func clip(s string) string {
 	return s
 }
 
-// parseServeConfig parses a settings file's contents. name is how messages
+// Parse parses a settings file's contents. name is how messages
 // call the file; dir is the directory relative paths are taken from.
 // Whitespace alone is an empty configuration.
-func parseServeConfig(name, dir string, data []byte, getenv func(string) string) (*serveConfig, error) {
+func Parse(name, dir string, data []byte, getenv func(string) string) (*Settings, error) {
 	p := &configParser{name: name, dir: dir, data: data, getenv: getenv, seen: map[string]int{}}
-	c := &serveConfig{File: name}
+	c := &Settings{File: name}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return c, nil
 	}
@@ -341,7 +303,7 @@ type configParser struct {
 	seen   map[string]int // key -> offset of its value
 }
 
-func (p *configParser) parse(c *serveConfig) error {
+func (p *configParser) parse(c *Settings) error {
 	p.dec = json.NewDecoder(bytes.NewReader(p.data))
 	p.dec.UseNumber()
 	if err := p.object("", c); err != nil {
@@ -358,7 +320,7 @@ func (p *configParser) parse(c *serveConfig) error {
 
 // object reads an object of settings; prefix is "" at the top and
 // "section." inside a section.
-func (p *configParser) object(prefix string, c *serveConfig) error {
+func (p *configParser) object(prefix string, c *Settings) error {
 	start := p.skipSpace(int(p.dec.InputOffset()))
 	tok, err := p.dec.Token()
 	if err != nil {
@@ -412,7 +374,7 @@ func (p *configParser) object(prefix string, c *serveConfig) error {
 }
 
 // set stores one setting; null leaves it at its default.
-func (p *configParser) set(c *serveConfig, key string, raw json.RawMessage, keyEnd, valStart int) error {
+func (p *configParser) set(c *Settings, key string, raw json.RawMessage, keyEnd, valStart int) error {
 	i := slices.IndexFunc(configKeys, func(k configKey) bool { return k.name == key })
 	if i < 0 {
 		msg := fmt.Sprintf("unknown key %q", key)
@@ -567,7 +529,7 @@ func (p *configParser) skipSpace(i int) int {
 
 func (p *configParser) errorAt(offset int, format string, args ...any) error {
 	line, col := lineCol(p.data, offset)
-	return &configError{file: p.name, line: line, col: col, msg: fmt.Sprintf(format, args...)}
+	return &SettingsError{file: p.name, line: line, col: col, msg: fmt.Sprintf(format, args...)}
 }
 
 // syntaxError places a decoding error at its line and column.
@@ -585,7 +547,7 @@ func (p *configParser) syntaxError(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return p.errorAt(len(p.data), "invalid JSON: unexpected end of file")
 	}
-	return &configError{file: p.name, msg: "invalid JSON: " + err.Error()}
+	return &SettingsError{file: p.name, msg: "invalid JSON: " + err.Error()}
 }
 
 // lineCol returns the 1-based line and column (in bytes) of offset.
@@ -597,8 +559,8 @@ func lineCol(data []byte, offset int) (line, col int) {
 	return line, col
 }
 
-// configUsage documents the settings file for "claudectl serve -h".
-const configUsage = `Settings file:
+// Usage documents the settings file for "claudectl serve -h".
+const Usage = `Settings file:
   --config FILE, else $XDG_CONFIG_HOME/claudectl/settings.json, else
   ~/.config/claudectl/settings.json (all defaults when that one is missing).
   A JSON object; relative paths in it are taken from its directory and null
@@ -629,3 +591,12 @@ const configUsage = `Settings file:
   A section may be an object ({"daemon": {"full_sync": true}}) or dotted keys
   ({"daemon.full_sync": true}). See docs/config.md.
 `
+
+// Keys returns the settings' dotted names, in the order Usage lists them.
+func Keys() []string {
+	keys := make([]string, len(configKeys))
+	for i, k := range configKeys {
+		keys[i] = k.name
+	}
+	return keys
+}

@@ -1,4 +1,4 @@
-package api_test
+package serve_test
 
 import (
 	"bytes"
@@ -14,22 +14,23 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claudetest"
-	"github.com/claudectl/claudectl/daemon"
-	"github.com/claudectl/claudectl/daemon/api"
+	"github.com/claudectl/claudectl/internal/serve"
 )
 
-func newMain(t *testing.T, cli string, stderr *bytes.Buffer) *daemon.Main {
-	return &daemon.Main{Listen: "127.0.0.1:0", DataDir: t.TempDir(), CLIPath: cli, Stderr: stderr,
-		Getenv:     func(string) string { return "" },
-		NewHandler: func(d *daemon.Daemon) http.Handler { return api.NewHandler(&api.Service{D: d}) },
-		NewServer:  api.NewServer}
+func start(t *testing.T, s *serve.Settings, stderr *bytes.Buffer) (*serve.Server, error) {
+	if s.Listen == "" {
+		s.Listen = "127.0.0.1:0"
+	}
+	s.DataDir = t.TempDir()
+	return serve.Start(context.Background(), s, &serve.Options{Stderr: stderr, Getenv: func(string) string { return "" }})
 }
 
 func TestMainServesAndCloses(t *testing.T) {
 	var stderr bytes.Buffer
-	m := newMain(t, claudetest.CLIPath(t), &stderr)
-	if err := m.Run(context.Background()); err != nil {
+	m, err := start(t, &serve.Settings{CLI: claudetest.CLIPath(t)}, &stderr)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
@@ -50,10 +51,10 @@ func TestMainServesAndCloses(t *testing.T) {
 
 func TestMainExitCodes(t *testing.T) {
 	var stderr bytes.Buffer
-	err := newMain(t, filepath.Join(t.TempDir(), "no-claude"), &stderr).Run(context.Background())
-	var ee *daemon.ExitError
-	if !errors.As(err, &ee) || ee.Code != daemon.ExitCLIMissing {
-		t.Errorf("missing CLI: %v, want exit %d", err, daemon.ExitCLIMissing)
+	_, err := start(t, &serve.Settings{CLI: filepath.Join(t.TempDir(), "no-claude")}, &stderr)
+	var ee *serve.StartError
+	if !errors.As(err, &ee) || ee.Code != serve.ExitCLIMissing {
+		t.Errorf("missing CLI: %v, want exit %d", err, serve.ExitCLIMissing)
 	}
 
 	old := filepath.Join(t.TempDir(), "claude")
@@ -61,18 +62,19 @@ func TestMainExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	stderr.Reset()
-	err = newMain(t, old, &stderr).Run(context.Background())
-	if !errors.As(err, &ee) || ee.Code != daemon.ExitCLITooOld {
-		t.Errorf("old CLI: %v, want exit %d", err, daemon.ExitCLITooOld)
+	_, err = start(t, &serve.Settings{CLI: old}, &stderr)
+	if !errors.As(err, &ee) || ee.Code != serve.ExitCLITooOld {
+		t.Errorf("old CLI: %v, want exit %d", err, serve.ExitCLITooOld)
 	}
 	if !strings.Contains(stderr.String(), "COMPATIBILITY NOTICE") {
 		t.Errorf("no compatibility notice for an old CLI:\n%s", stderr.String())
 	}
 
-	m := newMain(t, claudetest.CLIPath(t), &stderr)
-	m.Listen = "0.0.0.0:0"
-	if err := m.Run(context.Background()); !errors.Is(err, api.ErrTokenRequired) {
-		m.Close()
+	m, err := start(t, &serve.Settings{CLI: claudetest.CLIPath(t), Listen: "0.0.0.0:0"}, &stderr)
+	if !errors.Is(err, apiserver.ErrTokenRequired) {
+		if m != nil {
+			m.Close()
+		}
 		t.Errorf("non-loopback without a token: %v", err)
 	}
 }

@@ -1,7 +1,7 @@
 // Package api serves a daemon.Daemon over the claudectl.v1 API with
 // connect-go: one handler speaks gRPC, gRPC-Web and Connect, with server
 // reflection. NewHandler builds it; Server in server.go puts it on a port.
-package api
+package apiserver
 
 import (
 	"context"

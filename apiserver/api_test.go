@@ -1,4 +1,4 @@
-package api_test
+package apiserver_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/claudetest"
-	"github.com/claudectl/claudectl/daemon/api"
+	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
@@ -281,11 +281,11 @@ func TestHealthDetails(t *testing.T) {
 }
 
 func TestNonLoopbackNeedsToken(t *testing.T) {
-	_, err := api.NewServer("0.0.0.0:7777", http.NotFoundHandler(), "")
-	if !errors.Is(err, api.ErrTokenRequired) {
+	_, err := apiserver.NewServer("0.0.0.0:7777", http.NotFoundHandler(), "")
+	if !errors.Is(err, apiserver.ErrTokenRequired) {
 		t.Errorf("NewServer(0.0.0.0) without a token: %v", err)
 	}
-	hs, err := api.NewServer("0.0.0.0:7777", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }), "s3cret")
+	hs, err := apiserver.NewServer("0.0.0.0:7777", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }), "s3cret")
 	if err != nil {
 		t.Fatal(err)
 	}

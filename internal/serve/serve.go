@@ -1,0 +1,235 @@
+// Package serve assembles the claudectl daemon process: it turns Settings
+// into a running store, permission engine and broker, daemon and API
+// server, and takes them down again. "claudectl serve" and the tests call
+// Start; nothing else builds the pieces together.
+package serve
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/claudectl/claudectl/apiserver"
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/store/sqlite"
+)
+
+// Exit statuses of the start-up checks (sysexits), as seed 000 asks.
+const (
+	ExitCLIMissing = 72 // the CLI is not installed (EX_OSFILE)
+	ExitCLITooOld  = 78 // the CLI is too old (EX_CONFIG)
+)
+
+// StartError is a start-up failure with the exit status the process should
+// end with (ExitCLIMissing, ExitCLITooOld).
+type StartError struct {
+	Code int
+	Err  error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Defaults of the settings that have one here.
+const (
+	DefaultListen     = "127.0.0.1:7777"
+	DefaultWorkerWait = 2 * time.Minute
+)
+
+// Options are what the process gives Start besides the settings.
+type Options struct {
+	// Getenv looks up the daemon's own environment; nil means os.Getenv.
+	Getenv func(string) string
+	// Stderr receives the compatibility notice and the logs; nil means
+	// os.Stderr.
+	Stderr io.Writer
+	// ReadBufferSize is daemon.Options.ReadBufferSize (0: its default).
+	ReadBufferSize int
+}
+
+// A Server is a running daemon: its store, engine, broker, sessions and
+// API. Close stops it.
+type Server struct {
+	// Addr is the address served on.
+	Addr string
+	// Daemon hosts the sessions.
+	Daemon *daemon.Daemon
+	// Log is the daemon's logger.
+	Log *slog.Logger
+
+	workers *claude.WorkerListener
+	db      *sqlite.DB
+	broker  *permission.Broker
+	srv     *http.Server
+	served  chan error
+}
+
+// DefaultDataDir returns $XDG_DATA_HOME/claudectl, else
+// ~/.local/share/claudectl.
+func DefaultDataDir(getenv func(string) string) string {
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "claudectl")
+	}
+	return filepath.Join(homeDir(getenv), ".local", "share", "claudectl")
+}
+
+// Start checks the CLI, opens the store, marks the sessions of a previous
+// daemon interrupted and starts serving. It returns once the listener is
+// up. Start-up failures that have an exit status of their own are
+// *StartError; a non-loopback address without a token is
+// apiserver.ErrTokenRequired.
+func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	listen := cmp.Or(s.Listen, DefaultListen)
+	dataDir := cmp.Or(s.DataDir, DefaultDataDir(getenv))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: s.LogLevel}))
+
+	path, err := claude.FindBinary(&claude.FindOptions{Path: s.CLI, Env: getenv})
+	if err != nil {
+		return nil, &StartError{Code: ExitCLIMissing, Err: fmt.Errorf("claude CLI not found: %w", err)}
+	}
+	v, err := claude.VersionOf(ctx, path)
+	if err != nil {
+		return nil, &StartError{Code: ExitCLIMissing, Err: fmt.Errorf("claude CLI at %s does not run: %w", path, err)}
+	}
+	rep := claude.CheckCompatibility(v)
+	fmt.Fprint(stderr, CompatibilityNotice(path, rep))
+	if rep.Level == claude.Incompatible || rep.Level == claude.CompatibilityUnknown {
+		return nil, &StartError{Code: ExitCLITooOld, Err: fmt.Errorf("claude CLI %s at %s: %s", v, path, rep.Message)}
+	}
+
+	// Refuse a bad listen address before touching the store.
+	if _, err := apiserver.NewServer(listen, http.NotFoundHandler(), s.Token); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	srv := &Server{Log: log}
+	defer func() {
+		if err != nil {
+			srv.Close()
+		}
+	}()
+	srv.db, err = sqlite.Open(ctx, filepath.Join(dataDir, "claudectl.db"),
+		&sqlite.Options{MaxPayloadBytes: s.MaxPayloadBytes, FullSync: s.FullSync})
+	if err != nil {
+		return nil, err
+	}
+	if s.WorkerToken != "" {
+		srv.workers = &claude.WorkerListener{Token: s.WorkerToken,
+			WaitTimeout: cmp.Or(s.WorkerWait, DefaultWorkerWait), Logger: log}
+	}
+	srv.broker = permission.NewBroker(&permission.BrokerOptions{
+		WatchedTimeout: s.WatchedTimeout, UnwatchedTimeout: s.UnwatchedTimeout})
+	srv.Daemon, err = daemon.New(ctx, &daemon.Options{DB: srv.db, Engine: permission.NewEngine(nil), Broker: srv.broker,
+		CLIPath: path, Env: s.Env, Logger: log, SubscriberBuffer: s.SubscriberBuffer,
+		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize})
+	if err != nil {
+		return nil, err
+	}
+	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon}), s.Token)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, err
+	}
+	srv.Addr = ln.Addr().String()
+	srv.srv = hs
+	srv.served = make(chan error, 1)
+	go func() { srv.served <- hs.Serve(ln) }()
+	log.Info("serving", "addr", srv.Addr, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
+		"settings", cmp.Or(s.File, "none"))
+	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
+		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
+		"unwatched_timeout", s.UnwatchedTimeout, "token", s.Token != "")
+	return srv, nil
+}
+
+// DB is the daemon's store.
+func (s *Server) DB() *sqlite.DB { return s.db }
+
+// Close stops serving, closes the sessions (their CLIs end), then the
+// broker and the database. Idempotent.
+func (s *Server) Close() error {
+	var errs []error
+	if s.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Sessions first: that ends the Subscribe streams Shutdown waits for.
+		if s.Daemon != nil {
+			s.Daemon.Close()
+		}
+		if err := s.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+			s.srv.Close()
+		}
+		cancel()
+		if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+		s.srv = nil
+	}
+	if s.Daemon != nil {
+		s.Daemon.Close()
+	}
+	if s.workers != nil {
+		s.workers.Close()
+		s.workers = nil
+	}
+	if s.broker != nil {
+		s.broker.Close()
+		s.broker = nil
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+		s.db = nil
+	}
+	return errors.Join(errs...)
+}
+
+// CompatibilityNotice is the start-up notice of seed 000: which CLI was
+// found and how well claudectl works with it.
+func CompatibilityNotice(path string, rep claude.CompatibilityReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Detected Claude Code v%s at %s (tested %s to %s)\n", rep.Version, path,
+		claude.TestedMinVersion, claude.TestedMaxVersion)
+	if rep.Level != claude.FullyCompatible {
+		fmt.Fprintf(&b, "\nCOMPATIBILITY NOTICE:\n  %s\n\n", rep.Message)
+	}
+	mode := map[claude.Compatibility]string{
+		claude.FullyCompatible:  "FULLY_COMPATIBLE",
+		claude.LikelyCompatible: "LIKELY_COMPATIBLE",
+		claude.Degraded:         "DEGRADED",
+		claude.Incompatible:     "INCOMPATIBLE",
+	}[rep.Level]
+	if rep.Level == claude.Incompatible || mode == "" {
+		fmt.Fprintf(&b, "Refusing to start: %s\n", rep.Message)
+	} else {
+		fmt.Fprintf(&b, "Starting daemon in %s mode...\n", mode)
+	}
+	return b.String()
+}

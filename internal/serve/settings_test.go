@@ -1,0 +1,119 @@
+package serve
+
+import (
+	"log/slog"
+
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// parse parses a settings file held in memory, as if it were
+// /etc/cc/settings.json, with HOME=/home/u.
+func parse(t *testing.T, text string) (*Settings, error) {
+	t.Helper()
+	getenv := func(k string) string { return map[string]string{"HOME": "/home/u"}[k] }
+	return Parse("settings.json", "/etc/cc", []byte(text), getenv)
+}
+
+func TestConfigParse(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       Settings
+	}{
+		{"empty", "", Settings{}},
+		{"blank", " \n", Settings{}},
+		{"empty object", "{}", Settings{}},
+		{"everything", `{
+			"listen": "127.0.0.1:9000",
+			"data_dir": "data",
+			"cli": "/opt/claude/bin/claude",
+			"token_file": "~/secret/token",
+			"env": {"A": "1", "B": ""},
+			"log_level": "debug",
+			"daemon": {"max_payload_bytes": 2048, "full_sync": true, "subscriber_buffer": 16},
+			"permissions": {"watched_timeout": "90s", "unwatched_timeout": "1h30m"}
+		}`, Settings{
+			Listen: "127.0.0.1:9000", DataDir: "/etc/cc/data", CLI: "/opt/claude/bin/claude",
+			TokenFile: "/home/u/secret/token", Env: map[string]string{"A": "1", "B": ""},
+			LogLevel: slog.LevelDebug, MaxPayloadBytes: 2048, FullSync: true, SubscriberBuffer: 16,
+			WatchedTimeout: 90 * time.Second, UnwatchedTimeout: 90 * time.Minute,
+		}},
+		{"dotted keys", `{"daemon.full_sync": true, "permissions.watched_timeout": "1m", "daemon.max_payload_bytes": -1}`,
+			Settings{FullSync: true, WatchedTimeout: time.Minute, MaxPayloadBytes: -1}},
+		{"relative paths", `{"cli": "../bin/claude", "token_file": "tok", "data_dir": "./d/"}`,
+			Settings{CLI: "/etc/bin/claude", TokenFile: "/etc/cc/tok", DataDir: "/etc/cc/d"}},
+		{"null is the default", `{"listen": null, "daemon": null, "permissions": {"watched_timeout": null}}`, Settings{}},
+		{"exponent", `{"daemon": {"max_payload_bytes": 1e6}}`, Settings{MaxPayloadBytes: 1000000}},
+		{"log levels", `{"log_level": "error"}`, Settings{LogLevel: slog.LevelError}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parse(t, tc.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.want.File = "settings.json"
+			if diff := cmp.Diff(tc.want, *got, cmpopts.IgnoreUnexported(Settings{})); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestConfigErrors checks every kind of message: each names the file and
+// where, the key, the value and what is allowed.
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		// JSON syntax: line:column of the offending byte.
+		{"trailing comma", "{\n  \"listen\": \"127.0.0.1:1\",\n}", `settings.json:3:1: invalid JSON: invalid character '}' looking for beginning of object key string`},
+		{"missing comma", "{\n  \"listen\": \"127.0.0.1:1\" \"cli\": 2}", `settings.json:2:27: invalid JSON: invalid character '"' after object key:value pair`},
+		{"bad literal", `{"daemon": {"full_sync": tru}}`, `settings.json:1:29: invalid JSON: invalid character '}' in literal true (expecting 'e')`},
+		{"truncated", `{"listen": "127.0.0.1:1"`, `settings.json:1:25: invalid JSON: unexpected end of file`},
+		{"comment", "{\n // no\n}", `settings.json:2:2: invalid JSON: invalid character '/' looking for beginning of object key string`},
+		{"not an object", `["listen"]`, `settings.json:1:1: the settings must be a JSON object {...}, not an array`},
+		{"two objects", `{} {}`, `settings.json:1:4: unexpected data after the settings object`},
+
+		// Unknown keys, with a suggestion when one is close.
+		{"typo", `{"lsten": "x"}`, `settings.json:1:2: unknown key "lsten" (did you mean "listen"?)`},
+		{"wrong section", `{"max_payload_bytes": 5}`, `settings.json:1:2: unknown key "max_payload_bytes" (did you mean "daemon.max_payload_bytes"?)`},
+		{"prefix", "{\"daemon\": {\n \"max_payload\": 5}}", `settings.json:2:2: unknown key "daemon.max_payload" (did you mean "daemon.max_payload_bytes"?)`},
+		{"dashes", `{"data-dir": "x"}`, `settings.json:1:2: unknown key "data-dir" (did you mean "data_dir"?)`},
+		{"no suggestion", `{"colour": "red"}`, `settings.json:1:2: unknown key "colour"`},
+
+		// Wrong types and values.
+		{"listen type", `{"listen": 7777}`, `settings.json:1:12: invalid value 7777 for listen: must be an address "host:port" such as "127.0.0.1:7777"`},
+		{"listen port", `{"listen": "127.0.0.1:http"}`, `invalid value "127.0.0.1:http" for listen: must be an address "host:port"`},
+		{"empty path", `{"data_dir": ""}`, `settings.json:1:14: invalid value "" for data_dir: must be a directory path (relative to the settings file's directory)`},
+		{"cli type", `{"cli": ["claude"]}`, `invalid value ["claude"] for cli: must be the path of the claude executable`},
+		{"token_file type", `{"token_file": true}`, `invalid value true for token_file: must be the path of a file holding the bearer token`},
+		{"env type", `{"env": ["A=1"]}`, `invalid value ["A=1"] for env: must be an object of environment variables with string values`},
+		{"env value", `{"env": {"A": 1}}`, `settings.json:1:9: invalid value 1 for env.A: must be a string ("" removes the variable)`},
+		{"env name", `{"env": {"A=B": "1"}}`, `invalid variable name "A=B" in env: must be non-empty, without '=' or NUL`},
+		{"log level", `{"log_level": "verbose"}`, `settings.json:1:15: invalid value "verbose" for log_level: must be one of "debug", "info", "warn", "error"`},
+		{"payload fraction", `{"daemon": {"max_payload_bytes": 1.5}}`, `settings.json:1:34: invalid value 1.5 for daemon.max_payload_bytes: must be a whole number of bytes >= 1024, or -1 for no limit`},
+		{"payload small", `{"daemon": {"max_payload_bytes": 10}}`, `invalid value 10 for daemon.max_payload_bytes`},
+		{"payload string", `{"daemon": {"max_payload_bytes": "10MiB"}}`, `invalid value "10MiB" for daemon.max_payload_bytes`},
+		{"full_sync", "{\n\"daemon\": {\"full_sync\": \"yes\"}}", `settings.json:2:25: invalid value "yes" for daemon.full_sync: must be true or false`},
+		{"subscriber_buffer", `{"daemon": {"subscriber_buffer": 0}}`, `invalid value 0 for daemon.subscriber_buffer: must be a whole number of events from 1 to 1048576`},
+		{"duration number", `{"permissions": {"watched_timeout": 300}}`, `settings.json:1:37: invalid value 300 for permissions.watched_timeout: must be a duration > 0 such as "90s", "5m" or "1h30m"`},
+		{"duration unit", `{"permissions": {"unwatched_timeout": "1d"}}`, `invalid value "1d" for permissions.unwatched_timeout: must be a duration > 0 such as "30m", "24h" or "72h"`},
+		{"duration zero", `{"permissions": {"watched_timeout": "0s"}}`, `invalid value "0s" for permissions.watched_timeout`},
+		{"section type", `{"permissions": "5m"}`, `settings.json:1:17: invalid value "5m" for permissions: must be an object with the keys watched_timeout, unwatched_timeout`},
+		{"set twice", "{\"daemon\": {\"full_sync\": true},\n \"daemon.full_sync\": false}", `settings.json:2:22: daemon.full_sync is set twice (first on line 1)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, tc.text)
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error\n  %v\nwant it to contain\n  %s", err, tc.want)
+			}
+		})
+	}
+}
