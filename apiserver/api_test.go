@@ -14,8 +14,8 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
-	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/apiserver"
+	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 

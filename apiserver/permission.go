@@ -2,56 +2,20 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
-	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
-	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 )
-
-func pendingToProto(p permission.Pending) *v1.PermissionRequest {
-	r := p.Request
-	sugs, _ := json.Marshal(r.Suggestions)
-	out := &v1.PermissionRequest{RequestId: r.RequestID, SessionId: p.SessionID, ToolName: r.ToolName,
-		Input: r.Input, ToolUseId: r.ToolUseID, Description: r.Description, DecisionReason: r.DecisionReason,
-		Suggestions: sugs, Questions: questionsOf(r.ToolName, r.Input)}
-	return out
-}
-
-// questionsOf returns the questions of an AskUserQuestion input.
-func questionsOf(toolName string, input json.RawMessage) []*v1.Question {
-	if toolName != "AskUserQuestion" {
-		return nil
-	}
-	var in struct {
-		Questions []claude.Question `json:"questions"`
-	}
-	if json.Unmarshal(input, &in) != nil {
-		return nil
-	}
-	var out []*v1.Question
-	for _, q := range in.Questions {
-		pq := &v1.Question{Question: q.Question, Header: q.Header, MultiSelect: q.MultiSelect}
-		for _, o := range q.Options {
-			pq.Options = append(pq.Options, o.Label)
-		}
-		out = append(out, pq)
-	}
-	return out
-}
 
 // ListPending implements PermissionService.
 func (s *Service) ListPending(ctx context.Context, req *connect.Request[v1.ListPendingRequest]) (*connect.Response[v1.ListPendingResponse], error) {
 	out := &v1.ListPendingResponse{}
-	for _, p := range s.D.Broker().Pending(req.Msg.SessionId) {
+	for _, p := range s.D.Pending(req.Msg.SessionId) {
 		out.Requests = append(out.Requests, pendingToProto(p))
 	}
 	return connect.NewResponse(out), nil
@@ -94,7 +58,7 @@ func (s *Service) Decide(ctx context.Context, req *connect.Request[v1.DecideRequ
 
 // ListRules implements PermissionService.
 func (s *Service) ListRules(ctx context.Context, _ *connect.Request[v1.ListRulesRequest]) (*connect.Response[v1.ListRulesResponse], error) {
-	rules, err := s.D.DB().Rules(ctx)
+	rules, err := s.D.Rules(ctx)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -157,7 +121,7 @@ func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.Lis
 	if req.Msg.Limit < 0 {
 		return nil, invalid("limit", strconv.Itoa(int(req.Msg.Limit)), "must not be negative")
 	}
-	ds, err := s.D.DB().Decisions(ctx, store.DecisionFilter{SessionID: req.Msg.SessionId, Limit: int(req.Msg.Limit)})
+	ds, err := s.D.Decisions(ctx, store.DecisionFilter{SessionID: req.Msg.SessionId, Limit: int(req.Msg.Limit)})
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -166,56 +130,4 @@ func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.Lis
 		out.Decisions = append(out.Decisions, decisionToProto(d))
 	}
 	return connect.NewResponse(out), nil
-}
-
-// Health implements HealthService.
-func (s *Service) Health(context.Context, *connect.Request[v1.HealthRequest]) (*connect.Response[v1.HealthResponse], error) {
-	return connect.NewResponse(&v1.HealthResponse{Ok: true}), nil
-}
-
-var levelToProto = map[claude.Compatibility]v1.CompatibilityLevel{
-	claude.FullyCompatible:  v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE,
-	claude.LikelyCompatible: v1.CompatibilityLevel_COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE,
-	claude.Degraded:         v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED,
-	claude.Incompatible:     v1.CompatibilityLevel_COMPATIBILITY_LEVEL_INCOMPATIBLE,
-}
-
-// HealthDetails implements HealthService.
-func (s *Service) HealthDetails(ctx context.Context, _ *connect.Request[v1.HealthDetailsRequest]) (*connect.Response[v1.HealthDetailsResponse], error) {
-	all, err := s.D.DB().Sessions(ctx, store.SessionFilter{})
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	out := &v1.HealthDetailsResponse{Ok: true, Version: Version, StartedAt: timestamppb.New(s.D.Started()),
-		Sessions: int32(len(all)), RunningSessions: int32(s.D.Running()),
-		PendingPermissions: int32(len(s.D.Broker().Pending("")))}
-	out.ClaudeCode = s.claudeStatus(ctx)
-	return connect.NewResponse(out), nil
-}
-
-func (s *Service) claudeStatus(ctx context.Context) *v1.ClaudeCodeStatus {
-	path := s.D.CLIPath()
-	if path == "" {
-		p, err := claude.FindBinary(nil)
-		if err != nil {
-			return &v1.ClaudeCodeStatus{Message: err.Error()}
-		}
-		path = p
-	}
-	versionOf := s.VersionOf
-	if versionOf == nil {
-		versionOf = claude.VersionOf
-	}
-	v, err := versionOf(ctx, path)
-	if err != nil {
-		var ve *claude.VersionError
-		msg := err.Error()
-		if errors.As(err, &ve) {
-			msg = ve.Error()
-		}
-		return &v1.ClaudeCodeStatus{Path: path, Message: msg}
-	}
-	rep := claude.CheckCompatibility(v)
-	return &v1.ClaudeCodeStatus{Version: v.String(), ApiVersion: v.APIVersion, Level: levelToProto[rep.Level],
-		Message: rep.Message, Path: path}
 }

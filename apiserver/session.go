@@ -2,30 +2,17 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
-	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/store"
 )
 
 // CreateSession implements SessionService.
 func (s *Service) CreateSession(ctx context.Context, req *connect.Request[v1.CreateSessionRequest]) (*connect.Response[v1.CreateSessionResponse], error) {
-	o := req.Msg.GetOptions()
-	if o == nil {
-		return nil, invalid("options", "", "required")
-	}
-	sess, err := s.D.Create(ctx, daemon.SessionOptions{
-		Cwd: o.Cwd, Model: o.Model, PermissionMode: o.PermissionMode,
-		AllowedTools: o.AllowedTools, DisallowedTools: o.DisallowedTools, AddDirs: o.AddDirs,
-		SystemPrompt: o.SystemPrompt, AppendSystemPrompt: o.AppendSystemPrompt,
-		MaxTurns: int(o.MaxTurns), MaxBudgetUSD: o.MaxBudgetUsd,
-		IncludePartialMessages: o.IncludePartialMessages, ExtraArgs: o.ExtraArgs, Worker: o.Worker,
-	}, req.Msg.GetPrompt())
+	sess, err := s.D.Create(ctx, req.Msg.GetOptions(), req.Msg.GetPrompt())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -157,71 +144,4 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[v1.Subscri
 		}
 	}
 	return nil
-}
-
-// eventToProto turns a logged event into its API form: the daemon's own
-// events become typed kinds, the CLI's lines are passed raw.
-func eventToProto(ev *store.Event) *v1.Event {
-	out := &v1.Event{SessionId: ev.SessionID, Seq: ev.Seq, Time: timestamppb.New(ev.Time)}
-	if ev.Direction == store.FromDaemon {
-		switch ev.Type {
-		case "status":
-			var st daemon.StatusEvent
-			if json.Unmarshal(ev.Raw, &st) == nil {
-				out.Kind = &v1.Event_StatusChange{StatusChange: &v1.StatusChange{Status: statusToProto[st.Status], Detail: st.Detail}}
-				return out
-			}
-		case "permission_request":
-			var pr daemon.PermissionRequestEvent
-			if json.Unmarshal(ev.Raw, &pr) == nil {
-				sugs, _ := json.Marshal(pr.Suggestions)
-				out.Kind = &v1.Event_PermissionRequest{PermissionRequest: &v1.PermissionRequest{
-					RequestId: pr.RequestID, SessionId: ev.SessionID, ToolName: pr.ToolName, Input: pr.Input,
-					ToolUseId: pr.ToolUseID, Description: pr.Description, DecisionReason: pr.Reason, Suggestions: sugs,
-					Questions: questionsOf(pr.ToolName, pr.Input)}}
-				return out
-			}
-		case "text_delta":
-			var td daemon.TextDeltaEvent
-			if json.Unmarshal(ev.Raw, &td) == nil {
-				out.Kind = &v1.Event_TextDelta{TextDelta: &v1.TextDelta{Text: td.Text, ParentToolUseId: td.ParentToolUseID}}
-				return out
-			}
-		case "tool_use":
-			var tu daemon.ToolUseEvent
-			if json.Unmarshal(ev.Raw, &tu) == nil {
-				out.Kind = &v1.Event_ToolUse{ToolUse: &v1.ToolUse{ToolUseId: tu.ToolUseID, Name: tu.Name,
-					Input: tu.Input, ParentToolUseId: tu.ParentToolUseID}}
-				return out
-			}
-		case "usage_report":
-			var ur daemon.UsageReportEvent
-			if json.Unmarshal(ev.Raw, &ur) == nil {
-				out.Kind = &v1.Event_UsageReport{UsageReport: &v1.UsageReport{
-					Turn: turnUsageToProto(&ur.Turn), SessionTotals: totalsToProto(ur.Totals)}}
-				return out
-			}
-		case "error":
-			var e daemon.ErrorEvent
-			if json.Unmarshal(ev.Raw, &e) == nil {
-				out.Kind = &v1.Event_Error{Error: &v1.Error{Message: e.Message, StderrTail: e.StderrTail}}
-				return out
-			}
-		case "permission_resolved":
-			var pr daemon.PermissionResolvedEvent
-			if json.Unmarshal(ev.Raw, &pr) == nil {
-				d := &store.Decision{RequestID: pr.RequestID, Behavior: pr.Behavior, By: pr.By, RuleID: pr.RuleID,
-					Message: pr.Message, DecidedAt: ev.Time, ToolName: pr.ToolName, SessionID: ev.SessionID}
-				out.Kind = &v1.Event_PermissionResolved{PermissionResolved: &v1.PermissionResolved{
-					RequestId: pr.RequestID, Decision: decisionToProto(d)}}
-				return out
-			}
-		}
-	}
-	m := &v1.Message{Type: ev.Type, Subtype: ev.Subtype, Raw: ev.Raw, ToCli: ev.Direction == store.ToCLI}
-	if ev.Truncated() {
-		m.OriginalSize = ev.OriginalSize
-	}
-	out.Kind = &v1.Event_Message{Message: m}
-	return out
 }

@@ -164,7 +164,8 @@ type Options struct {
 	// MaxPayloadBytes is the largest output line delivered whole; longer
 	// lines are delivered truncated, with a "[truncated: original_size=N
 	// bytes]" marker inside the cut strings and a warning logged. Zero
-	// means 10 MiB.
+	// means 10 MiB; a negative value means no limit (memory then grows with
+	// the longest line).
 	MaxPayloadBytes int
 	// Stderr, if set, receives each line the CLI writes on stderr. The last
 	// part of stderr is always kept for errors either way.
@@ -180,6 +181,10 @@ type AgentDefinition struct {
 	Tools       []string `json:"tools,omitempty"`
 	Model       string   `json:"model,omitempty"`
 }
+
+// Validate reports the first option that cannot be used, as an
+// *OptionError naming its field; Start calls it.
+func (o *Options) Validate() error { return o.validate() }
 
 // DefaultMaxPayloadBytes is the default Options.MaxPayloadBytes.
 const DefaultMaxPayloadBytes = 10 << 20
@@ -215,8 +220,8 @@ func (o *Options) validate() error {
 	if o.MaxThinkingTokens < 0 {
 		return &OptionError{"MaxThinkingTokens", strconv.Itoa(o.MaxThinkingTokens), "must not be negative"}
 	}
-	if o.MaxPayloadBytes < 0 || (o.MaxPayloadBytes > 0 && o.MaxPayloadBytes < 1024) {
-		return &OptionError{"MaxPayloadBytes", strconv.Itoa(o.MaxPayloadBytes), "must be 0 (10 MiB) or at least 1024"}
+	if o.MaxPayloadBytes > 0 && o.MaxPayloadBytes < 1024 {
+		return &OptionError{"MaxPayloadBytes", strconv.Itoa(o.MaxPayloadBytes), "must be 0 (10 MiB), negative (no limit) or at least 1024"}
 	}
 	if o.Effort != "" && !slices.Contains([]string{"low", "medium", "high", "xhigh", "max"}, o.Effort) {
 		return &OptionError{"Effort", o.Effort, "must be low, medium, high, xhigh or max"}

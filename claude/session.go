@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -71,6 +72,9 @@ type controlResult struct {
 	err  error
 }
 
+// noLineLimit is the line limit of MaxPayloadBytes < 0: no line is that long.
+const noLineLimit = math.MaxInt / 4
+
 // Start launches the CLI and returns the running session. It sends the
 // initialize request but does not wait for its answer (see
 // [Session.Initialize]), so a prompt can be sent at once.
@@ -99,8 +103,11 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 		return nil, err
 	}
 	maxLine := o.MaxPayloadBytes
-	if maxLine == 0 {
+	switch {
+	case maxLine == 0:
 		maxLine = DefaultMaxPayloadBytes
+	case maxLine < 0:
+		maxLine = noLineLimit
 	}
 	cmd := &Command{Path: path, Args: args, Env: o.environ(), Dir: o.Cwd, MaxLineBytes: maxLine}
 	tr := o.Transport

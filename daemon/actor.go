@@ -2,62 +2,66 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
 )
 
-// An actor owns one session's *claude.Session. Its goroutine (run) is the
-// only one that steers the CLI (send, interrupt, set model, close); the
-// reader goroutine it starts and waits for only reads messages and logs
-// them. Every event of the session, from either, goes through logEvent or
-// queueEvent: stored first, published from the store's commit callback.
+// An actor runs one session's CLI process. Its goroutine (run) alone owns
+// the session's state (actorState): other goroutines — the reader of the
+// CLI's output, permission callbacks, API calls — change or read it only
+// through do, which runs a function on that goroutine. Calls into the SDK
+// that may block (a prompt, an interrupt, a model switch) run on the
+// caller's goroutine, never on run's, and are cancelled when the session
+// closes, so a Close never waits behind them.
+//
+// Every event of the session goes through record: stored first, published
+// from the store's commit callback.
 type actor struct {
-	d    *Daemon
-	id   string
-	opts SessionOptions
+	d      *Daemon
+	id     string
+	opts   *SessionOptions
+	launch launch
+	hub    *hub
 
-	launch  launch
+	// Set by start, before run; read-only after.
 	sess    *claude.Session
 	process int64 // CLI process generation (store.NewProcess)
 
-	waiting  atomic.Int32 // permission requests waiting for a person
-	shutdown atomic.Bool  // the daemon is stopping: the session is interrupted, not closed
-	stopMu   sync.Mutex
+	ctx    context.Context // done once the session begins to close
+	cancel context.CancelFunc
+
+	ops    chan func(*actorState)
+	closeQ chan struct{} // capacity 1: a close was asked
+	done   chan struct{} // closed when run (or a failed start) is over
+}
+
+// actorState is what run owns.
+type actorState struct {
+	waiting  int    // permission requests waiting for a person
 	stopMsg  string // why the daemon stopped the session itself (budget)
-
-	cmds    chan command
-	closing chan struct{} // closed to ask run to end
-	once    sync.Once
-	done    chan struct{} // closed when run has returned
-
-	hub *hub
+	shutdown bool   // the daemon is stopping: the session is interrupted, not closed
+	closing  bool   // the CLI is being closed
 }
 
-type command struct {
-	ctx   context.Context
-	fn    func(context.Context, *claude.Session) error
-	reply chan error
-}
-
-func newActor(d *Daemon, id string, o SessionOptions) *actor {
-	return &actor{
-		d: d, id: id, opts: o,
-		cmds:    make(chan command),
-		closing: make(chan struct{}),
-		done:    make(chan struct{}),
-		hub:     newHub(d.subBuf),
+func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
+	a := &actor{
+		d: d, id: id, opts: o, launch: l,
+		hub:    newHub(d.subBuf),
+		ops:    make(chan func(*actorState)),
+		closeQ: make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
+	a.ctx, a.cancel = context.WithCancel(d.ctx)
+	return a
 }
 
-// start launches the CLI. On failure the session is marked failed.
+// start launches the CLI. On failure the session is marked failed and the
+// actor is over.
 func (a *actor) start(ctx context.Context) error {
 	a.status(ctx, store.StatusStarting, "")
 	gen, err := a.d.db.NewProcess(ctx, a.id)
@@ -65,36 +69,25 @@ func (a *actor) start(ctx context.Context) error {
 		return a.fail(ctx, fmt.Errorf("daemon: new process: %w", err))
 	}
 	a.process = gen
-	o := a.opts
 	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf}
-	if o.Worker == "remote" {
+	if a.opts.GetWorker() == WorkerRemote {
 		if a.d.workers == nil {
-			return a.fail(ctx, &InvalidArgumentError{Field: "options.worker", Value: o.Worker,
+			return a.fail(ctx, &InvalidArgumentError{Field: "options.worker", Value: a.opts.GetWorker(),
 				Reason: "this daemon accepts no remote workers now"})
 		}
 		tr = a.d.workers
+	} else if a.d.transport != nil {
+		tr = a.d.transport
 	}
-	s, err := claude.Start(a.d.ctx, &claude.Options{
-		CLIPath:                a.d.cliPath,
-		Transport:              &tapTransport{Transport: tr, a: a},
-		Resume:                 a.launch.resume,
-		ForkSession:            a.launch.fork,
-		Cwd:                    o.Cwd,
-		Env:                    a.d.env,
-		Model:                  o.Model,
-		PermissionMode:         claude.PermissionMode(o.PermissionMode),
-		AllowedTools:           o.AllowedTools,
-		DisallowedTools:        o.DisallowedTools,
-		AddDirs:                o.AddDirs,
-		SystemPrompt:           o.SystemPrompt,
-		AppendSystemPrompt:     o.AppendSystemPrompt,
-		MaxTurns:               o.MaxTurns,
-		MaxBudgetUSD:           o.MaxBudgetUSD,
-		IncludePartialMessages: o.IncludePartialMessages,
-		ExtraArgs:              o.ExtraArgs,
-		CanUseTool:             a.canUseTool,
-		Logger:                 a.d.log,
-	})
+	co := ClaudeOptions(a.opts)
+	co.CLIPath = a.d.cliPath
+	co.Transport = &tapTransport{Transport: tr, a: a}
+	co.Resume, co.ForkSession = a.launch.resume, a.launch.fork
+	co.Env = a.d.env
+	co.MaxPayloadBytes = a.d.maxPayload
+	co.CanUseTool = a.canUseTool
+	co.Logger = a.d.log
+	s, err := claude.Start(a.d.ctx, &co)
 	if err != nil {
 		return a.fail(ctx, fmt.Errorf("daemon: starting the CLI: %w", err))
 	}
@@ -109,46 +102,72 @@ func (a *actor) start(ctx context.Context) error {
 func (a *actor) fail(ctx context.Context, err error) error {
 	a.logError(ctx, err.Error(), "")
 	a.status(ctx, store.StatusFailed, err.Error())
-	a.hub.close(nil)
+	a.hub.close()
+	a.cancel()
 	close(a.done)
+	a.d.release(a)
 	return err
 }
 
-// run is the actor's goroutine.
+// run is the actor's goroutine: it owns actorState and ends the session.
 func (a *actor) run() {
+	defer a.d.release(a)
 	defer close(a.done)
+	defer a.cancel()
+	var st actorState
 	readerDone := make(chan error, 1)
 	go func() { readerDone <- a.read() }()
+	closeQ := a.closeQ
 	for {
 		select {
-		case c := <-a.cmds:
-			c.reply <- c.fn(c.ctx, a.sess)
+		case op := <-a.ops:
+			op(&st)
+		case <-closeQ:
+			closeQ = nil
+			a.beginClose(&st)
 		case err := <-readerDone:
-			// The CLI ended by itself.
-			a.sess.Close()
-			a.end(err, false)
-			return
-		case <-a.closing:
-			a.sess.Close()
-			err := <-readerDone
-			a.end(err, true)
+			a.sess.Close() // the CLI's output has ended: this returns once it is gone
+			a.end(&st, err)
 			return
 		}
 	}
 }
 
+// beginClose cancels the calls in flight and starts closing the CLI; its
+// output then ends, and run ends the session. The SDK's Close waits for
+// the CLI to exit (closing its input, then signals), so it runs apart
+// from run, which goes on serving the reader until the output ends.
+func (a *actor) beginClose(st *actorState) {
+	if st.closing {
+		return
+	}
+	st.closing = true
+	a.cancel()
+	go a.sess.Close()
+}
+
+// do runs fn on the actor's goroutine and waits for it. It reports false,
+// without running fn, when the actor is over.
+func (a *actor) do(fn func(*actorState)) bool {
+	ran := make(chan struct{})
+	select {
+	case a.ops <- func(st *actorState) { fn(st); close(ran) }:
+		<-ran
+		return true
+	case <-a.done:
+		return false
+	}
+}
+
 // end records how the session ended and closes the subscriptions.
-func (a *actor) end(err error, requested bool) {
+func (a *actor) end(st *actorState, err error) {
 	ctx := context.WithoutCancel(a.d.ctx)
-	a.stopMu.Lock()
-	stopped := a.stopMsg
-	a.stopMu.Unlock()
 	switch {
-	case stopped != "":
-		a.status(ctx, store.StatusClosed, stopped)
-	case a.shutdown.Load():
+	case st.stopMsg != "":
+		a.status(ctx, store.StatusClosed, st.stopMsg)
+	case st.shutdown:
 		a.status(ctx, store.StatusInterrupted, "the daemon stopped; the next prompt resumes the session")
-	case requested || err == nil:
+	case st.closing || err == nil:
 		a.status(ctx, store.StatusClosed, "")
 	default:
 		tail := a.sess.StderrTail()
@@ -160,7 +179,7 @@ func (a *actor) end(err error, requested bool) {
 		a.status(ctx, store.StatusFailed, detail)
 	}
 	a.d.engine.RemoveSession(a.id)
-	a.hub.close(nil)
+	a.hub.close()
 }
 
 // read logs every message until the session ends; it returns nil for a
@@ -178,7 +197,7 @@ func (a *actor) read() error {
 			return err
 		}
 		ev := &store.Event{SessionID: a.id, Direction: store.FromCLI, Type: m.Kind(),
-			Subtype: messageSubtype(m), Raw: append([]byte(nil), m.Raw()...)}
+			Subtype: claude.SubtypeOf(m), Raw: append([]byte(nil), m.Raw()...)}
 		if b, ok := m.(interface{ Truncated() (int64, bool) }); ok {
 			if n, t := b.Truncated(); t {
 				ev.OriginalSize = n
@@ -191,12 +210,12 @@ func (a *actor) read() error {
 		case *claude.SystemInit:
 			if !recorded && m.SessionID != "" { // stored with the CLI's session id
 				recorded = true
-				a.record(ctx, ev, &store.SessionUpdate{ClaudeSessionID: &m.SessionID}, false)
+				a.record(ctx, Event{Event: *ev}, &store.SessionUpdate{ClaudeSessionID: &m.SessionID}, false)
 			} else {
-				a.queueEvent(ctx, ev)
+				a.record(ctx, Event{Event: *ev}, nil, false)
 			}
 		default:
-			a.queueEvent(ctx, ev)
+			a.record(ctx, Event{Event: *ev}, nil, false)
 		}
 		if u, ok := acc.Add(m); ok {
 			a.logStreamUpdate(ctx, u)
@@ -206,11 +225,10 @@ func (a *actor) read() error {
 			if m.Error != "" {
 				a.logError(ctx, "the model's turn failed: "+m.Error, "")
 			}
-			if !a.opts.IncludePartialMessages { // no stream: the whole message has the calls
+			if !a.opts.GetIncludePartialMessages() { // no stream: the whole message has the calls
 				for _, b := range m.Message.Content {
 					if tu, ok := b.(*claude.ToolUseBlock); ok {
-						a.queueDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: tu.ID, Name: tu.Name,
-							Input: tu.Input, ParentToolUseID: m.ParentToolUseID})
+						a.queue(ctx, &ToolUse{ToolUseID: tu.ID, Name: tu.Name, Input: tu.Input, ParentToolUseID: m.ParentToolUseID})
 					}
 				}
 			}
@@ -222,12 +240,12 @@ func (a *actor) read() error {
 			if err != nil {
 				a.d.log.Error("recording usage", "session", a.id, "err", err)
 			} else if rec != nil && sess != nil {
-				a.logDaemon(ctx, "usage_report", UsageReportEvent{Type: "usage_report", Turn: *rec, Totals: sess.Totals})
+				a.log(ctx, &UsageReport{Turn: *rec, Totals: sess.Totals})
 				if sess.BudgetExceeded() {
 					a.stop(ctx, fmt.Sprintf("budget of $%.4f spent ($%.4f used); the session was stopped", sess.BudgetUSD, sess.Totals.CostUSD))
 				}
 			}
-			if isMainThread(m) {
+			if claude.ThreadOf(m).IsMain() {
 				a.status(ctx, store.StatusIdle, "")
 			}
 		}
@@ -241,95 +259,30 @@ func (a *actor) logStreamUpdate(ctx context.Context, u claude.StreamUpdate) {
 		a.d.log.Warn("rebuilding a streamed tool input", "session", a.id, "err", u.Err)
 		a.logError(ctx, "rebuilding a streamed tool input: "+u.Err.Error(), "")
 	case u.ToolUse != nil:
-		a.queueDaemon(ctx, "tool_use", ToolUseEvent{Type: "tool_use", ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name,
+		a.queue(ctx, &ToolUse{ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name,
 			Input: u.ToolUse.Input, ParentToolUseID: u.Thread.ParentToolUseID})
 	default:
-		a.queueDaemon(ctx, "text_delta", TextDeltaEvent{Type: "text_delta", Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID})
+		a.queue(ctx, &TextDelta{Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID})
 	}
-}
-
-// TextDeltaEvent is the raw line of a piece of streamed text (type
-// "text_delta"), logged after the stream_event it comes from.
-type TextDeltaEvent struct {
-	Type            string `json:"type"` // "text_delta"
-	Text            string `json:"text"`
-	ParentToolUseID string `json:"parent_tool_use_id,omitempty"`
-}
-
-// ToolUseEvent is the raw line of a tool call (type "tool_use"): logged
-// after the content_block_stop that completes a streamed one, or after the
-// assistant message that holds it when partial messages are off.
-type ToolUseEvent struct {
-	Type            string          `json:"type"` // "tool_use"
-	ToolUseID       string          `json:"tool_use_id"`
-	Name            string          `json:"name"`
-	Input           json.RawMessage `json:"input"`
-	ParentToolUseID string          `json:"parent_tool_use_id,omitempty"`
-}
-
-// UsageReportEvent is the raw line logged after a result's usage is recorded
-// (type "usage_report"): the turn's share and the session's totals after it.
-type UsageReportEvent struct {
-	Type   string            `json:"type"` // "usage_report"
-	Turn   store.UsageRecord `json:"turn"`
-	Totals store.Totals      `json:"totals"`
-}
-
-func isMainThread(m claude.Message) bool { return claude.ThreadOf(m).IsMain() }
-
-// messageSubtype is lineKind's subtype without decoding the line again
-// for the messages that have none (a stream_event is most of a stream).
-func messageSubtype(m claude.Message) string {
-	switch m.(type) {
-	case *claude.StreamEvent, *claude.AssistantMessage, *claude.UserMessage:
-		return ""
-	}
-	_, sub := lineKind(m.Raw())
-	return sub
-}
-
-// lineKind returns the "type" of a line and its "subtype", or that of its
-// "request" or "response" for control lines.
-func lineKind(raw []byte) (typ, subtype string) {
-	var v struct {
-		Type    string `json:"type"`
-		Subtype string `json:"subtype"`
-		Request struct {
-			Subtype string `json:"subtype"`
-		} `json:"request"`
-		Response struct {
-			Subtype string `json:"subtype"`
-		} `json:"response"`
-	}
-	if json.Unmarshal(raw, &v) != nil {
-		return "", ""
-	}
-	switch {
-	case v.Subtype != "":
-		return v.Type, v.Subtype
-	case v.Request.Subtype != "":
-		return v.Type, v.Request.Subtype
-	}
-	return v.Type, v.Response.Subtype
 }
 
 // record stores ev, with upd applied to its session in the same commit
 // when not nil, and fans ev out once it is committed. Events are published
 // from the store's in-order commit callbacks, so the live order is the seq
 // order whichever goroutine logs. With wait, record returns after the
-// commit (ev.Seq is set) with its outcome; without, the reader goes on
-// while earlier lines commit (many per transaction), failures are logged,
-// and ev must not be touched afterwards.
-func (a *actor) record(ctx context.Context, ev *store.Event, upd *store.SessionUpdate, wait bool) error {
+// commit with its outcome; without, the reader goes on while earlier lines
+// commit (many per transaction) and failures are logged.
+func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, wait bool) error {
 	var done chan error
 	if wait {
 		done = make(chan error, 1)
 	}
+	se := &ev.Event
 	committed := func(err error) {
 		if err == nil {
-			a.hub.publish(*ev)
+			a.hub.publish(ev) // se is ev's own: its seq is set
 		} else if !wait {
-			a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
+			a.d.log.Error("logging an event", "session", a.id, "type", se.Type, "err", err)
 		}
 		if wait {
 			done <- err
@@ -337,26 +290,46 @@ func (a *actor) record(ctx context.Context, ev *store.Event, upd *store.SessionU
 	}
 	var err error
 	if upd != nil {
-		err = a.d.db.AppendUpdateAsync(ctx, committed, ev, *upd)
+		err = a.d.db.AppendUpdateAsync(ctx, committed, se, *upd)
 	} else {
-		err = a.d.db.AppendAsync(ctx, committed, ev)
+		err = a.d.db.AppendAsync(ctx, committed, se)
 	}
 	switch {
 	case err == nil && wait:
 		return <-done
 	case err != nil && !wait:
-		a.d.log.Error("logging an event", "session", a.id, "type", ev.Type, "err", err)
+		a.d.log.Error("logging an event", "session", a.id, "type", se.Type, "err", err)
 	}
 	return err
 }
 
-// logEvent stores ev and waits for the commit.
-func (a *actor) logEvent(ctx context.Context, ev *store.Event) error {
-	return a.record(ctx, ev, nil, true)
+// daemonEvent makes the stored form of b.
+func (a *actor) daemonEvent(b Body) (Event, error) {
+	raw, err := encodeBody(b)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{Event: store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: b.EventType(), Raw: raw}, Body: b}, nil
 }
 
-// queueEvent stores ev without waiting for the commit.
-func (a *actor) queueEvent(ctx context.Context, ev *store.Event) {
+// log logs an event the daemon made itself and waits for its commit.
+func (a *actor) log(ctx context.Context, b Body) {
+	ev, err := a.daemonEvent(b)
+	if err == nil {
+		err = a.record(ctx, ev, nil, true)
+	}
+	if err != nil {
+		a.d.log.Error("logging a daemon event", "session", a.id, "type", b.EventType(), "err", err)
+	}
+}
+
+// queue is log without waiting for the commit.
+func (a *actor) queue(ctx context.Context, b Body) {
+	ev, err := a.daemonEvent(b)
+	if err != nil {
+		a.d.log.Error("logging a daemon event", "session", a.id, "type", b.EventType(), "err", err)
+		return
+	}
 	a.record(ctx, ev, nil, false)
 }
 
@@ -373,49 +346,18 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 	done := make(chan usageOutcome, 1)
 	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
 		if err == nil {
-			a.hub.publish(*ev)
+			a.hub.publish(Event{Event: *ev})
 		}
 		done <- usageOutcome{rec, sess, err}
-	}, ev, store.UsageInput{SessionID: a.id, Process: a.process, Result: m})
+	}, ev, usageInput(a.id, a.process, m))
 	if err != nil {
 		return usageOutcome{err: err}
 	}
 	return <-done
 }
 
-// logDaemon logs an event the daemon made itself and waits for its
-// commit; v is encoded as its raw line and must have a "type" equal to typ.
-func (a *actor) logDaemon(ctx context.Context, typ string, v any) {
-	raw, err := json.Marshal(v)
-	if err == nil {
-		err = a.logEvent(ctx, &store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: typ, Raw: raw})
-	}
-	if err != nil {
-		a.d.log.Error("logging a daemon event", "session", a.id, "type", typ, "err", err)
-	}
-}
-
-// queueDaemon is logDaemon without waiting for the commit.
-func (a *actor) queueDaemon(ctx context.Context, typ string, v any) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		a.d.log.Error("logging a daemon event", "session", a.id, "type", typ, "err", err)
-		return
-	}
-	a.queueEvent(ctx, &store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: typ, Raw: raw})
-}
-
-// ErrorEvent is the raw line of something that went wrong in the session
-// (type "error"): the CLI failed, a turn ended in error, a streamed tool
-// input could not be rebuilt, the budget was spent.
-type ErrorEvent struct {
-	Type       string `json:"type"` // "error"
-	Message    string `json:"message"`
-	StderrTail string `json:"stderr_tail,omitempty"`
-}
-
 func (a *actor) logError(ctx context.Context, msg, stderrTail string) {
-	a.logDaemon(ctx, "error", ErrorEvent{Type: "error", Message: msg, StderrTail: stderrTail})
+	a.log(ctx, &ErrorReport{Message: msg, StderrTail: stderrTail})
 }
 
 // resultError describes a result that is an error.
@@ -431,14 +373,14 @@ func resultError(m *claude.ResultMessage) string {
 
 // stop ends the session on the daemon's own decision (a spent budget):
 // the reason is logged as an error and becomes the closed status's detail.
-// It does not wait: it may run on the reader goroutine.
+// It does not wait for the end: it runs on the reader goroutine.
 func (a *actor) stop(ctx context.Context, reason string) {
-	a.stopMu.Lock()
-	first := a.stopMsg == ""
-	if first {
-		a.stopMsg = reason
-	}
-	a.stopMu.Unlock()
+	first := false
+	a.do(func(st *actorState) {
+		if st.stopMsg == "" {
+			st.stopMsg, first = reason, true
+		}
+	})
 	if !first {
 		return
 	}
@@ -446,14 +388,7 @@ func (a *actor) stop(ctx context.Context, reason string) {
 	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Error: &reason}); err != nil {
 		a.d.log.Error("recording why the session stopped", "session", a.id, "err", err)
 	}
-	a.once.Do(func() { close(a.closing) })
-}
-
-// StatusEvent is the raw line of a status change (type "status").
-type StatusEvent struct {
-	Type   string              `json:"type"` // "status"
-	Status store.SessionStatus `json:"status"`
-	Detail string              `json:"detail,omitempty"`
+	a.askClose()
 }
 
 // status stores a status transition and logs it as an event, in one
@@ -468,40 +403,44 @@ func (a *actor) status(ctx context.Context, st store.SessionStatus, detail strin
 	if st == store.StatusFailed {
 		errText = &detail
 	}
-	raw, err := json.Marshal(StatusEvent{Type: "status", Status: st, Detail: detail})
-	if err != nil {
-		a.d.log.Error("updating status", "session", a.id, "status", st, "err", err)
-		return
+	ev, err := a.daemonEvent(&StatusChange{Status: st, Detail: detail})
+	if err == nil {
+		err = a.record(ctx, ev, &store.SessionUpdate{Status: &stored, Error: errText}, true)
 	}
-	ev := &store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: "status", Raw: raw}
-	if err := a.record(ctx, ev, &store.SessionUpdate{Status: &stored, Error: errText}, true); err != nil {
+	if err != nil {
 		a.d.log.Error("updating status", "session", a.id, "status", st, "err", err)
 	}
 }
 
-// do runs fn on the actor's goroutine.
-func (a *actor) do(ctx context.Context, fn func(context.Context, *claude.Session) error) error {
-	reply := make(chan error, 1)
-	select {
-	case a.cmds <- command{ctx: ctx, fn: fn, reply: reply}:
-	case <-a.done:
+// call runs fn, a call into the SDK that may block, on the caller's
+// goroutine; it is cancelled when the session closes.
+func (a *actor) call(ctx context.Context, fn func(context.Context, *claude.Session) error) error {
+	if a.ended() {
 		return fmt.Errorf("%w: session %s ended", ErrNotRunning, a.id)
-	case <-ctx.Done():
-		return ctx.Err()
 	}
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(a.ctx, cancel)()
+	err := fn(ctx, a.sess)
+	if err != nil && a.ctx.Err() != nil {
+		return fmt.Errorf("%w: session %s closed: %w", ErrNotRunning, a.id, err)
 	}
+	return err
 }
 
 func (a *actor) send(ctx context.Context, text string) error {
-	return a.do(ctx, func(ctx context.Context, s *claude.Session) error {
+	return a.call(ctx, func(ctx context.Context, s *claude.Session) error {
 		a.status(ctx, store.StatusRunning, "")
 		return s.SendText(ctx, text)
 	})
+}
+
+// waiting reports whether a permission request of the session waits for a
+// person.
+func (a *actor) waiting() bool {
+	w := false
+	a.do(func(st *actorState) { w = st.waiting > 0 })
+	return w
 }
 
 // ended reports whether the actor's CLI is gone (or never started).
@@ -514,8 +453,20 @@ func (a *actor) ended() bool {
 	}
 }
 
-// close asks the actor to end and waits for it.
-func (a *actor) close() {
-	a.once.Do(func() { close(a.closing) })
+// askClose asks run to close the CLI, without waiting.
+func (a *actor) askClose() {
+	select {
+	case a.closeQ <- struct{}{}:
+	default: // already asked
+	}
+}
+
+// close asks the actor to end and waits for it. With shutdown the session
+// is left interrupted (the daemon stops), not closed.
+func (a *actor) close(shutdown bool) {
+	if shutdown {
+		a.do(func(st *actorState) { st.shutdown = true })
+	}
+	a.askClose()
 	<-a.done
 }

@@ -243,7 +243,7 @@ func createSessions(b *testing.B, td *daemontest.Daemon, sessions, deltas int) *
 	b.Cleanup(f.stopSubs) // before the daemon closes
 	cwd := b.TempDir()
 	for range sessions {
-		s, err := f.d.Create(context.Background(), daemon.SessionOptions{Cwd: cwd, IncludePartialMessages: true}, "")
+		s, err := f.d.Create(context.Background(), &daemon.SessionOptions{Cwd: cwd, IncludePartialMessages: true}, "")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func (f *fleet) turn() {
 func (f *fleet) persisted() int64 {
 	var n int64
 	for _, id := range f.ids {
-		s, err := f.d.DB().Session(context.Background(), id)
+		s, err := f.d.Session(context.Background(), id)
 		if err != nil {
 			f.b.Fatal(err)
 		}

@@ -3,13 +3,13 @@
 // the store before any subscriber sees it, and permission prompts go through
 // the rule engine first and to a person (the broker) second.
 //
-// The API layer (package daemon/api) is a thin translation of these methods
-// into the connect handlers of api/claudectl/v1.
+// The API server (package apiserver) is a thin translation of these methods
+// into the connect handlers of api/claudectl/v1; package internal/serve
+// assembles the process.
 package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,6 +86,9 @@ type Options struct {
 	// (claude.Options.MaxPayloadBytes); longer lines arrive truncated. Zero
 	// means 10 MiB, negative no limit. Give the store the same limit.
 	MaxPayloadBytes int
+	// Transport, if set, runs the CLIs of local sessions instead of a
+	// claude.ProcessTransport (tests run in-process stand-ins with it).
+	Transport claude.Transport
 	// ReadBufferSize is each CLI's stdout read buffer
 	// (claude.ProcessTransport.ReadBufferSize), kept for the session's
 	// life. Zero means 64 KiB: a daemon hosts many mostly idle sessions.
@@ -94,22 +97,24 @@ type Options struct {
 
 // A Daemon hosts sessions. It is safe for concurrent use.
 type Daemon struct {
-	db      *sqlite.DB
-	engine  *permission.Engine
-	broker  *permission.Broker
-	cliPath string
-	env     map[string]string
-	log     *slog.Logger
-	subBuf  int
-	readBuf int
-	workers *claude.WorkerListener
-	started time.Time
+	db         *sqlite.DB
+	engine     *permission.Engine
+	broker     *permission.Broker
+	cliPath    string
+	env        map[string]string
+	log        *slog.Logger
+	subBuf     int
+	readBuf    int
+	maxPayload int
+	transport  claude.Transport
+	workers    *claude.WorkerListener
+	started    time.Time
 
 	ctx    context.Context // the life of every session's CLI
 	cancel context.CancelFunc
 
 	mu     sync.Mutex
-	actors map[string]*actor // guarded by mu
+	actors map[string]*actor // guarded by mu; only sessions with a live CLI
 	closed bool              // guarded by mu
 }
 
@@ -122,7 +127,8 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	d := &Daemon{
 		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
-		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, workers: opts.Workers, started: time.Now(),
+		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, maxPayload: opts.MaxPayloadBytes,
+		transport: opts.Transport, workers: opts.Workers, started: time.Now(),
 		actors: map[string]*actor{},
 	}
 	if d.log == nil {
@@ -152,7 +158,7 @@ func (d *Daemon) markInterrupted(ctx context.Context) error {
 		return fmt.Errorf("daemon: marking interrupted sessions: %w", err)
 	}
 	for _, id := range ids {
-		raw, _ := json.Marshal(StatusEvent{Type: "status", Status: store.StatusInterrupted,
+		raw, _ := encodeBody(&StatusChange{Status: store.StatusInterrupted,
 			Detail: "the daemon stopped while the session ran; the next prompt resumes it"})
 		if _, err := d.db.Append(ctx, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw}); err != nil {
 			return fmt.Errorf("daemon: logging the interruption of %s: %w", id, err)
@@ -167,83 +173,34 @@ func (d *Daemon) markInterrupted(ctx context.Context) error {
 // Started returns when the daemon was made.
 func (d *Daemon) Started() time.Time { return d.started }
 
-// DB returns the store.
-func (d *Daemon) DB() *sqlite.DB { return d.db }
-
-// Engine returns the rule engine.
-func (d *Daemon) Engine() *permission.Engine { return d.engine }
-
-// Broker returns the permission broker.
-func (d *Daemon) Broker() *permission.Broker { return d.broker }
-
 // Workers returns the listener of remote workers, nil if there is none.
 func (d *Daemon) Workers() *claude.WorkerListener { return d.workers }
 
 // CLIPath returns the configured CLI path ("" when searched for).
 func (d *Daemon) CLIPath() string { return d.cliPath }
 
-// SessionOptions are the launch options of a session, stored as JSON with it.
-type SessionOptions struct {
-	Cwd                    string   `json:"cwd"`
-	Model                  string   `json:"model,omitempty"`
-	PermissionMode         string   `json:"permission_mode,omitempty"`
-	AllowedTools           []string `json:"allowed_tools,omitempty"`
-	DisallowedTools        []string `json:"disallowed_tools,omitempty"`
-	AddDirs                []string `json:"add_dirs,omitempty"`
-	SystemPrompt           string   `json:"system_prompt,omitempty"`
-	AppendSystemPrompt     string   `json:"append_system_prompt,omitempty"`
-	MaxTurns               int      `json:"max_turns,omitempty"`
-	MaxBudgetUSD           float64  `json:"max_budget_usd,omitempty"`
-	IncludePartialMessages bool     `json:"include_partial_messages,omitempty"`
-	ExtraArgs              []string `json:"extra_args,omitempty"`
-	// Worker is where the CLI runs: "" or "local" on this host, "remote" on
-	// the next remote worker that connects (or one already waiting).
-	Worker string `json:"worker,omitempty"`
-}
-
-func (o *SessionOptions) validate(d *Daemon) error {
-	switch o.Worker {
-	case "", "local":
-		o.Worker = ""
-	case "remote":
-		if d.workers == nil {
-			return &InvalidArgumentError{Field: "options.worker", Value: o.Worker,
-				Reason: "this daemon accepts no remote workers: start it with workers.token_file in settings.json"}
-		}
-	default:
-		return &InvalidArgumentError{Field: "options.worker", Value: o.Worker, Reason: `must be "local" or "remote"`}
-	}
-	if o.Cwd == "" {
-		return &InvalidArgumentError{Field: "options.cwd", Value: "", Reason: "required"}
-	}
-	if o.PermissionMode != "" && !slices.Contains(claude.PermissionModes, claude.PermissionMode(o.PermissionMode)) {
-		return &InvalidArgumentError{Field: "options.permission_mode", Value: o.PermissionMode,
-			Reason: fmt.Sprintf("must be one of %v", claude.PermissionModes)}
-	}
-	if o.MaxTurns < 0 {
-		return &InvalidArgumentError{Field: "options.max_turns", Value: fmt.Sprint(o.MaxTurns), Reason: "must not be negative"}
-	}
-	if o.MaxBudgetUSD < 0 {
-		return &InvalidArgumentError{Field: "options.max_budget_usd", Value: fmt.Sprint(o.MaxBudgetUSD), Reason: "must not be negative"}
-	}
-	return nil
-}
-
 // Create stores a new session, starts its CLI and, when prompt is not
 // empty, sends it. It returns the session as stored once the CLI runs.
-func (d *Daemon) Create(ctx context.Context, o SessionOptions, prompt string) (*store.Session, error) {
-	if err := o.validate(d); err != nil {
+func (d *Daemon) Create(ctx context.Context, o *SessionOptions, prompt string) (*store.Session, error) {
+	if o == nil {
+		return nil, &InvalidArgumentError{Field: "options", Value: "", Reason: "required"}
+	}
+	if err := d.validateOptions(o); err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(o)
+	raw, err := encodeOptions(o)
 	if err != nil {
 		return nil, err
 	}
 	if d.isClosed() {
 		return nil, ErrClosed
 	}
-	s := &store.Session{Cwd: o.Cwd, Model: o.Model, PermissionMode: o.PermissionMode,
-		Status: store.StatusStarting, Options: raw, BudgetUSD: o.MaxBudgetUSD, Worker: o.Worker}
+	worker := o.GetWorker()
+	if worker == WorkerLocal {
+		worker = ""
+	}
+	s := &store.Session{Cwd: o.GetCwd(), Model: o.GetModel(), PermissionMode: o.GetPermissionMode(),
+		Status: store.StatusStarting, Options: raw, BudgetUSD: o.GetMaxBudgetUsd(), Worker: worker}
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("daemon: creating session: %w", err)
 	}
@@ -293,10 +250,10 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 
 // resumable returns the launch options of a stored session that a new CLI
 // process may continue (op is "resume" or "fork", for the error).
-func resumable(s *store.Session, op string) (SessionOptions, error) {
-	var o SessionOptions
-	if err := json.Unmarshal(s.Options, &o); err != nil {
-		return o, fmt.Errorf("daemon: session %s has unreadable options: %w", s.ID, err)
+func resumable(s *store.Session, op string) (*SessionOptions, error) {
+	o, err := decodeOptions(s.ID, s.Options)
+	if err != nil {
+		return nil, err
 	}
 	if o.Cwd == "" {
 		o.Cwd = s.Cwd
@@ -311,7 +268,7 @@ func resumable(s *store.Session, op string) (SessionOptions, error) {
 			Msg: fmt.Sprintf("cannot %s it: its budget of $%.4f is spent ($%.4f used)", op, s.BudgetUSD, s.Totals.CostUSD)}
 	}
 	if s.BudgetUSD > 0 {
-		o.MaxBudgetUSD = s.BudgetUSD - s.Totals.CostUSD // the CLI counts from zero
+		o.MaxBudgetUsd = s.BudgetUSD - s.Totals.CostUSD // the CLI counts from zero
 	}
 	return o, nil
 }
@@ -325,15 +282,14 @@ type launch struct {
 // launch starts a CLI process for stored session s, registers its actor
 // and sends prompt when not empty. It fails with ErrAlreadyRunning when s
 // has a live actor.
-func (d *Daemon) launch(ctx context.Context, s *store.Session, o SessionOptions, l launch, prompt string) (*store.Session, error) {
-	a := newActor(d, s.ID, o)
-	a.launch = l
+func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions, l launch, prompt string) (*store.Session, error) {
+	a := newActor(d, s.ID, o, l)
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if old := d.actors[s.ID]; old != nil && !old.ended() {
+	if old := d.actors[s.ID]; old != nil {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: session %s", ErrAlreadyRunning, s.ID)
 	}
@@ -355,6 +311,15 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o SessionOptions,
 		}
 	}
 	return d.Session(ctx, s.ID)
+}
+
+// release forgets a, whose CLI is gone: the session is then only rows.
+func (d *Daemon) release(a *actor) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.actors[a.id] == a {
+		delete(d.actors, a.id)
+	}
 }
 
 func (d *Daemon) isClosed() bool {
@@ -410,7 +375,7 @@ func (d *Daemon) overlay(s *store.Session) {
 	d.mu.Lock()
 	a := d.actors[s.ID]
 	d.mu.Unlock()
-	if a != nil && !a.ended() && s.Status == store.StatusRunning && a.waiting.Load() > 0 {
+	if a != nil && s.Status == store.StatusRunning && a.waiting() {
 		s.Status = store.StatusWaiting
 	}
 }
@@ -421,7 +386,7 @@ func (d *Daemon) actor(ctx context.Context, id string) (*actor, error) {
 	d.mu.Lock()
 	a := d.actors[id]
 	d.mu.Unlock()
-	if a != nil && !a.ended() {
+	if a != nil {
 		return a, nil
 	}
 	s, err := d.stored(ctx, id)
@@ -464,7 +429,7 @@ func (d *Daemon) Interrupt(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return a.do(ctx, func(ctx context.Context, s *claude.Session) error { return s.Interrupt(ctx) })
+	return a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.Interrupt(ctx) })
 }
 
 // SetModel switches the session's model ("" for the default).
@@ -473,7 +438,7 @@ func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
 	if err != nil {
 		return err
 	}
-	err = a.do(ctx, func(ctx context.Context, s *claude.Session) error { return s.SetModel(ctx, model) })
+	err = a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.SetModel(ctx, model) })
 	if err != nil {
 		return err
 	}
@@ -490,7 +455,7 @@ func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
 	if err != nil {
 		return err
 	}
-	err = a.do(ctx, func(ctx context.Context, s *claude.Session) error {
+	err = a.call(ctx, func(ctx context.Context, s *claude.Session) error {
 		return s.SetPermissionMode(ctx, claude.PermissionMode(mode))
 	})
 	if err != nil {
@@ -510,7 +475,7 @@ func (d *Daemon) CloseSession(ctx context.Context, id string) error {
 		_, err := d.stored(ctx, id)
 		return err
 	}
-	a.close()
+	a.close(false)
 	return nil
 }
 
@@ -518,15 +483,7 @@ func (d *Daemon) CloseSession(ctx context.Context, id string) error {
 func (d *Daemon) Running() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n := 0
-	for _, a := range d.actors {
-		select {
-		case <-a.done:
-		default:
-			n++
-		}
-	}
-	return n
+	return len(d.actors)
 }
 
 // Close ends every session's CLI and waits for them; the sessions become
@@ -537,13 +494,12 @@ func (d *Daemon) Close() error {
 	d.closed = true
 	actors := make([]*actor, 0, len(d.actors))
 	for _, a := range d.actors {
-		a.shutdown.Store(true)
 		actors = append(actors, a)
 	}
 	d.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, a := range actors {
-		wg.Go(a.close)
+		wg.Go(func() { a.close(true) })
 	}
 	wg.Wait()
 	d.cancel()

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 	"github.com/claudectl/claudectl/store"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,7 +40,7 @@ func untilIdle(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, a
 		if err != nil {
 			t.Fatalf("Subscribe: %v", err)
 		}
-		evs = append(evs, ev)
+		evs = append(evs, ev.Event)
 		if ev.Type == "result" {
 			sawResult = true
 		}
@@ -53,26 +54,26 @@ func untilIdle(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, a
 
 func TestCreateReplyAndReplay(t *testing.T) {
 	d, ctx := newDaemon(t, claudetest.Reply(claudetest.Text("Hello from the fake.")))
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "Say hello")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "Say hello")
 	if err != nil {
 		t.Fatal(err)
 	}
 	evs := untilIdle(t, d, ctx, s.ID, 0)
 	var text, streamed string
-	var report *daemon.UsageReportEvent
+	var report *daemon.UsageReport
 	resultSeq := int64(0)
 	for i, ev := range evs {
 		switch {
 		case ev.Type == "result":
 			resultSeq = ev.Seq
 		case ev.Type == "text_delta" && ev.Direction == store.FromDaemon:
-			var td daemon.TextDeltaEvent
+			var td daemon.TextDelta
 			if err := json.Unmarshal(ev.Raw, &td); err != nil {
 				t.Fatal(err)
 			}
 			streamed += td.Text
 		case ev.Type == "usage_report" && ev.Direction == store.FromDaemon:
-			report = new(daemon.UsageReportEvent)
+			report = new(daemon.UsageReport)
 			if err := json.Unmarshal(ev.Raw, report); err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +108,7 @@ func TestCreateReplyAndReplay(t *testing.T) {
 		report.Totals.OutputTokens != report.Turn.OutputTokens || report.Turn.OutputTokens == 0 {
 		t.Errorf("usage_report = %+v, result seq %d", report, resultSeq)
 	}
-	got, err := d.DB().Session(ctx, s.ID)
+	got, err := d.Session(ctx, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestCreateReplyAndReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		replay = append(replay, ev)
+		replay = append(replay, ev.Event)
 		if ev.Seq == evs[len(evs)-1].Seq {
 			break
 		}
@@ -133,7 +134,7 @@ func TestCreateReplyAndReplay(t *testing.T) {
 	if err := d.CloseSession(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = d.DB().Session(ctx, s.ID)
+	got, _ = d.Session(ctx, s.ID)
 	if got.Status != store.StatusClosed {
 		t.Errorf("status after close = %s", got.Status)
 	}
@@ -141,7 +142,7 @@ func TestCreateReplyAndReplay(t *testing.T) {
 
 func TestSlowSubscriberDroppedAndResumes(t *testing.T) {
 	d, ctx := newDaemonBuf(t, 1, claudetest.Reply(claudetest.Text("Hello from the fake.")))
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestSlowSubscriberDroppedAndResumes(t *testing.T) {
 				t.Fatal(err)
 			}
 			for {
-				got, err := d.DB().Session(ctx, s.ID)
+				got, err := d.Session(ctx, s.ID)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -42,7 +42,7 @@ func TestRestartThenResume(t *testing.T) {
 		claudetest.Reply(claudetest.Text("I will remember 42.")),
 		claudetest.Reply(claudetest.Text("You said 42.")))
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "Remember the number 42.")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "Remember the number 42.")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestResumeAndForkExplicitly(t *testing.T) {
 		claudetest.Reply(claudetest.Text("Noted: blue.")),
 		claudetest.Reply(claudetest.Text("It was blue.")))
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "My colour is blue.")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "My colour is blue.")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestResumeAndForkExplicitly(t *testing.T) {
 	}
 
 	// A session whose CLI never reported an id cannot be resumed.
-	if _, err := d.DB().UpdateSession(ctx, f.ID, store.SessionUpdate{ClaudeSessionID: new(string)}); err != nil {
+	if _, err := td.DB().UpdateSession(ctx, f.ID, store.SessionUpdate{ClaudeSessionID: new(string)}); err != nil {
 		t.Fatal(err)
 	}
 	d.CloseSession(ctx, f.ID)
@@ -179,7 +179,7 @@ func askTurn() claudetest.Turn {
 func TestAskUserQuestionAnsweredByClient(t *testing.T) {
 	td := daemontest.Start(t, nil, askTurn(), claudetest.Reply(claudetest.Text("SQLite it is.")))
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "pick a database")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "pick a database")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,12 +192,12 @@ func TestAskUserQuestionAnsweredByClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ev.Type == "status" {
-			var st daemon.StatusEvent
+			var st daemon.StatusChange
 			json.Unmarshal(ev.Raw, &st)
 			statuses = append(statuses, string(st.Status))
 		}
 		if ev.Type == "permission_request" {
-			var pr daemon.PermissionRequestEvent
+			var pr daemon.PermissionRequest
 			json.Unmarshal(ev.Raw, &pr)
 			if pr.ToolName != "AskUserQuestion" {
 				t.Fatalf("permission request for %s", pr.ToolName)
@@ -228,7 +228,7 @@ func TestAskUserQuestionAnsweredByClient(t *testing.T) {
 	if !ok || isErr || !strings.Contains(content, "SQLite") {
 		t.Errorf("tool_result = %q is_error=%v found=%v", content, isErr, ok)
 	}
-	decs, err := d.DB().Decisions(ctx, store.DecisionFilter{SessionID: s.ID})
+	decs, err := d.Decisions(ctx, store.DecisionFilter{SessionID: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,23 +246,23 @@ func TestPermissionExpires(t *testing.T) {
 		claudetest.Reply(claudetest.ToolUseID("toolu_rm_1", "Bash", map[string]any{"command": "rm -rf build", "description": "clean"})),
 		claudetest.Reply(claudetest.Text("Could not clean.")))
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "clean up")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "clean up")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resolved *daemon.PermissionResolvedEvent
-	var toolUses []daemon.ToolUseEvent
+	var resolved *daemon.PermissionResolved
+	var toolUses []daemon.ToolUse
 	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ev.Type == "tool_use" && ev.Direction == store.FromDaemon {
-			var tu daemon.ToolUseEvent
+			var tu daemon.ToolUse
 			json.Unmarshal(ev.Raw, &tu)
 			toolUses = append(toolUses, tu)
 		}
 		if ev.Type == "permission_resolved" {
-			resolved = new(daemon.PermissionResolvedEvent)
+			resolved = new(daemon.PermissionResolved)
 			json.Unmarshal(ev.Raw, resolved)
 		}
 		if ev.Type == "result" {
@@ -282,7 +282,7 @@ func TestPermissionExpires(t *testing.T) {
 	if !ok || !isErr || !strings.Contains(content, "expired") {
 		t.Errorf("tool_result = %q is_error=%v found=%v", content, isErr, ok)
 	}
-	decs, _ := d.DB().Decisions(ctx, store.DecisionFilter{SessionID: s.ID})
+	decs, _ := d.Decisions(ctx, store.DecisionFilter{SessionID: s.ID})
 	if len(decs) != 1 || decs[0].By != "timeout" || decs[0].Behavior != "deny" {
 		t.Errorf("audit = %+v", decs)
 	}
@@ -293,7 +293,7 @@ func TestTwoSubscribersOneSlow(t *testing.T) {
 	long.ChunkSize = 8
 	td := daemontest.Start(t, &daemontest.Options{SubscriberBuffer: 16}, long)
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestTwoSubscribersOneSlow(t *testing.T) {
 					}
 					return
 				}
-				fast = append(fast, ev)
+				fast = append(fast, ev.Event)
 				last = ev.Seq
 				fastLast.Store(ev.Seq)
 			}
@@ -417,7 +417,7 @@ func untilIdleFrom(t *testing.T, d *daemon.Daemon, ctx context.Context, id strin
 		if ev.Seq != after+int64(len(evs))+1 {
 			t.Fatalf("event %d has seq %d", len(evs), ev.Seq)
 		}
-		evs = append(evs, ev)
+		evs = append(evs, ev.Event)
 		if ev.Seq == end {
 			break
 		}
@@ -430,7 +430,7 @@ func TestBudgetStopsSession(t *testing.T) {
 	turn.InputTokens, turn.OutputTokens = 200000, 50000
 	td := daemontest.Start(t, nil, turn, turn)
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir(), MaxBudgetUSD: 0.01}, "spend")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), MaxBudgetUsd: 0.01}, "spend")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +440,7 @@ func TestBudgetStopsSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ev.Type == "error" {
-			var e daemon.ErrorEvent
+			var e daemon.ErrorReport
 			json.Unmarshal(ev.Raw, &e)
 			errs = append(errs, e.Message)
 		}
@@ -470,8 +470,8 @@ func TestAlwaysAllowBecomesRule(t *testing.T) {
 	cwd := t.TempDir()
 	// run runs one session in cwd to its result and returns how its
 	// permission requests were asked and settled.
-	run := func(always bool) (asked int, resolved []daemon.PermissionResolvedEvent) {
-		s, err := d.Create(ctx, daemon.SessionOptions{Cwd: cwd}, "make a file")
+	run := func(always bool) (asked int, resolved []daemon.PermissionResolved) {
+		s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: cwd}, "make a file")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -482,7 +482,7 @@ func TestAlwaysAllowBecomesRule(t *testing.T) {
 			switch ev.Type {
 			case "permission_request":
 				asked++
-				var pr daemon.PermissionRequestEvent
+				var pr daemon.PermissionRequest
 				json.Unmarshal(ev.Raw, &pr)
 				_, rules, err := d.Decide(ctx, daemon.Decision{RequestID: pr.RequestID, Allow: true, Always: always, Client: "bob"})
 				if err != nil {
@@ -492,7 +492,7 @@ func TestAlwaysAllowBecomesRule(t *testing.T) {
 					t.Fatalf("rules stored from the suggestions %s: %+v", pr.Suggestions, rules)
 				}
 			case "permission_resolved":
-				var pr daemon.PermissionResolvedEvent
+				var pr daemon.PermissionResolved
 				json.Unmarshal(ev.Raw, &pr)
 				resolved = append(resolved, pr)
 			}
@@ -505,7 +505,7 @@ func TestAlwaysAllowBecomesRule(t *testing.T) {
 	if asked, res := run(true); asked != 1 || len(res) != 1 || res[0].By != "client:bob" {
 		t.Fatalf("first session: asked %d, resolutions %+v", asked, res)
 	}
-	rules, err := d.DB().Rules(ctx)
+	rules, err := d.Rules(ctx)
 	if err != nil || len(rules) == 0 {
 		t.Fatalf("stored rules: %+v, %v", rules, err)
 	}
@@ -529,11 +529,11 @@ func TestInterruptWithdrawsPendingRequest(t *testing.T) {
 		claudetest.Reply(claudetest.ToolUseID("toolu_w1", "Bash", map[string]any{"command": "rm -rf /tmp/x", "description": "clean"})),
 		claudetest.Reply(claudetest.Text("Stopped.")))
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, daemon.SessionOptions{Cwd: t.TempDir()}, "clean")
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "clean")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resolved *daemon.PermissionResolvedEvent
+	var resolved *daemon.PermissionResolved
 	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
 		if err != nil {
 			t.Fatal(err)
@@ -544,7 +544,7 @@ func TestInterruptWithdrawsPendingRequest(t *testing.T) {
 			}
 		}
 		if ev.Type == "permission_resolved" {
-			resolved = new(daemon.PermissionResolvedEvent)
+			resolved = new(daemon.PermissionResolved)
 			json.Unmarshal(ev.Raw, resolved)
 		}
 		if ev.Type == "result" {
@@ -554,7 +554,7 @@ func TestInterruptWithdrawsPendingRequest(t *testing.T) {
 	if resolved == nil || resolved.Behavior != "withdrawn" {
 		t.Fatalf("resolution after the interrupt = %+v, want withdrawn", resolved)
 	}
-	if p := d.Broker().Pending(s.ID); len(p) != 0 {
+	if p := d.Pending(s.ID); len(p) != 0 {
 		t.Errorf("still pending after the interrupt: %+v", p)
 	}
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,31 +10,6 @@ import (
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 )
-
-// PermissionRequestEvent is the raw line logged when a request goes to a
-// person (type "permission_request").
-type PermissionRequestEvent struct {
-	Type        string                    `json:"type"`
-	RequestID   string                    `json:"request_id"`
-	ToolName    string                    `json:"tool_name"`
-	ToolUseID   string                    `json:"tool_use_id,omitempty"`
-	Input       json.RawMessage           `json:"input,omitempty"`
-	Suggestions []claude.PermissionUpdate `json:"suggestions,omitempty"`
-	Description string                    `json:"description,omitempty"`
-	Reason      string                    `json:"decision_reason,omitempty"`
-}
-
-// PermissionResolvedEvent is the raw line logged when a request is settled
-// (type "permission_resolved"), by a rule or a person.
-type PermissionResolvedEvent struct {
-	Type      string `json:"type"`
-	RequestID string `json:"request_id"`
-	ToolName  string `json:"tool_name"`
-	Behavior  string `json:"behavior"` // allow, deny, withdrawn
-	By        string `json:"by"`       // rule, client:<name>, timeout, cli
-	RuleID    int64  `json:"rule_id,omitempty"`
-	Message   string `json:"message,omitempty"`
-}
 
 // canUseTool is the session's permission callback: rules first (an allow
 // or deny settles it, audited), then a person through the broker.
@@ -63,18 +37,19 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		a.logError(bg, "holding a permission request: "+err.Error(), "")
 		return claude.PermissionResult{}, err
 	}
-	a.logDaemon(bg, "permission_request", PermissionRequestEvent{Type: "permission_request",
-		RequestID: req.RequestID, ToolName: req.ToolName, ToolUseID: req.ToolUseID, Input: req.Input,
-		Suggestions: req.Suggestions, Description: req.Description, Reason: req.DecisionReason})
-	if a.waiting.Add(1) == 1 {
-		a.status(bg, store.StatusWaiting, req.ToolName)
-	}
+	a.log(bg, &PermissionRequest{RequestID: req.RequestID, ToolName: req.ToolName, ToolUseID: req.ToolUseID,
+		Input: req.Input, Suggestions: req.Suggestions, Description: req.Description, Reason: req.DecisionReason})
+	a.do(func(st *actorState) {
+		if st.waiting++; st.waiting == 1 {
+			a.status(bg, store.StatusWaiting, req.ToolName)
+		}
+	})
 	r := <-ch
-	defer func() { // after the resolution is logged
-		if a.waiting.Add(-1) == 0 {
+	defer a.do(func(st *actorState) { // after the resolution is logged
+		if st.waiting--; st.waiting == 0 {
 			a.status(bg, store.StatusRunning, "")
 		}
-	}()
+	})
 	if r.Outcome == permission.Withdrawn {
 		a.audit(bg, req, requested, claude.PermissionResult{}, "withdrawn", r.By, nil)
 		return claude.PermissionResult{}, fmt.Errorf("daemon: permission request withdrawn by %s", r.By)
@@ -100,8 +75,7 @@ func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, reques
 	if err := a.d.db.AddDecision(ctx, d); err != nil {
 		a.d.log.Error("auditing a decision", "session", a.id, "request", req.RequestID, "err", err)
 	}
-	a.logDaemon(ctx, "permission_resolved", PermissionResolvedEvent{Type: "permission_resolved",
-		RequestID: req.RequestID, ToolName: req.ToolName, Behavior: behavior, By: by,
+	a.log(ctx, &PermissionResolved{RequestID: req.RequestID, ToolName: req.ToolName, Behavior: behavior, By: by,
 		RuleID: d.RuleID, Message: res.Message})
 }
 
@@ -225,4 +199,16 @@ func (d *Daemon) RemoveRule(ctx context.Context, id int64) error {
 	}
 	d.engine.Remove(id)
 	return nil
+}
+
+// Pending returns the permission requests waiting for a person, of session
+// id or of every session when id is "", oldest first.
+func (d *Daemon) Pending(id string) []permission.Pending { return d.broker.Pending(id) }
+
+// Rules returns the stored permission rules.
+func (d *Daemon) Rules(ctx context.Context) ([]*store.Rule, error) { return d.db.Rules(ctx) }
+
+// Decisions returns the audit trail of permission decisions f selects.
+func (d *Daemon) Decisions(ctx context.Context, f store.DecisionFilter) ([]*store.Decision, error) {
+	return d.db.Decisions(ctx, f)
 }

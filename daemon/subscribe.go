@@ -25,7 +25,7 @@ type sub struct {
 	wake chan struct{} // capacity 1: events or the end are waiting
 
 	// guarded by hub.mu
-	backlog []store.Event
+	backlog []Event
 	ended   bool // no more events will be added
 	dropped bool // ended because the backlog overflowed
 }
@@ -52,7 +52,7 @@ func (h *hub) unsubscribe(s *sub) {
 	s.backlog = nil
 }
 
-func (h *hub) publish(ev store.Event) {
+func (h *hub) publish(ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
@@ -70,7 +70,7 @@ func (h *hub) publish(ev store.Event) {
 }
 
 // close ends every subscription; they get the events already queued.
-func (h *hub) close(error) {
+func (h *hub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
@@ -86,7 +86,7 @@ func (h *hub) close(error) {
 
 // take returns the events queued for s (nil when none) and whether the
 // subscription has ended, and if so, whether it was dropped.
-func (h *hub) take(s *sub) (evs []store.Event, ended, dropped bool) {
+func (h *hub) take(s *sub) (evs []Event, ended, dropped bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	evs, s.backlog = s.backlog, nil
@@ -100,8 +100,11 @@ func (h *hub) take(s *sub) (evs []store.Event, ended, dropped bool) {
 // ends. A subscriber that falls too far behind gets ErrSlowSubscriber and
 // may subscribe again from the last seq it saw. Errors of the replay are
 // the store's (store.ErrNotFound, store.ErrUnavailable).
-func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq2[store.Event, error] {
-	return func(yield func(store.Event, error) bool) {
+//
+// While a subscriber follows a live session, the session counts as
+// watched: its permission requests expire after the watched timeout.
+func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
 		// Live first, then replay: whatever is logged while the replay
 		// runs is buffered, and skipped if the replay had it.
 		d.mu.Lock()
@@ -111,6 +114,7 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		if a != nil {
 			s = a.hub.subscribe()
 			defer a.hub.unsubscribe(s)
+			defer d.broker.Watch(id)()
 		}
 		last := after
 		for ev, err := range d.db.Events(ctx, id, after) {
@@ -118,10 +122,10 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 				err = &SessionNotFoundError{ID: id}
 			}
 			if err != nil {
-				yield(store.Event{}, err)
+				yield(Event{}, err)
 				return
 			}
-			if !yield(ev, nil) {
+			if !yield(EventFromStore(ev), nil) {
 				return
 			}
 			last = ev.Seq
@@ -142,7 +146,7 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			}
 			if ended && len(evs) == 0 {
 				if dropped {
-					yield(store.Event{}, ErrSlowSubscriber)
+					yield(Event{}, ErrSlowSubscriber)
 				}
 				return
 			}
@@ -152,7 +156,7 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			select {
 			case <-s.wake:
 			case <-ctx.Done():
-				yield(store.Event{}, ctx.Err())
+				yield(Event{}, ctx.Err())
 				return
 			}
 		}

@@ -33,10 +33,10 @@ type tapConn struct {
 // still written (and the failure logged): the session must go on.
 func (c *tapConn) WriteLine(ctx context.Context, line []byte) error {
 	raw := bytes.TrimRight(line, "\n")
-	typ, sub := lineKind(raw)
-	ev := &store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: typ, Subtype: sub,
-		Raw: append([]byte(nil), raw...)}
-	if err := c.a.logEvent(context.WithoutCancel(ctx), ev); err != nil {
+	typ, sub := claude.LineKind(raw)
+	ev := Event{Event: store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: typ, Subtype: sub,
+		Raw: append([]byte(nil), raw...)}}
+	if err := c.a.record(context.WithoutCancel(ctx), ev, nil, true); err != nil {
 		c.a.d.log.Error("logging a line to the CLI", "session", c.a.id, "type", typ, "err", err)
 	}
 	return c.Conn.WriteLine(ctx, line)

@@ -1,5 +1,7 @@
 package permission
 
+import "sync"
+
 // A Subscription receives the notices of one session, or of all.
 type Subscription struct {
 	b       *Broker
@@ -79,4 +81,29 @@ func (b *Broker) dropLocked(s *Subscription, err error) {
 	}
 	close(s.c)
 	b.rearm()
+}
+
+// Watch counts sessionID ("" for every session) as watched, for the expiry
+// tiers, until the returned stop is called (stop is idempotent). It is for
+// a client that follows a session's own event stream, where the requests
+// already appear, and so needs no notices.
+func (b *Broker) Watch(sessionID string) (stop func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return func() {}
+	}
+	b.watchers[sessionID]++
+	b.rearm()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.watchers[sessionID]--; b.watchers[sessionID] <= 0 {
+				delete(b.watchers, sessionID)
+			}
+			b.rearm()
+		})
+	}
 }

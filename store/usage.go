@@ -1,10 +1,6 @@
 package store
 
-import (
-	"time"
-
-	"github.com/claudectl/claudectl/claude"
-)
+import "time"
 
 // A UsageRecord is one turn in the usage ledger: what the turn that ended
 // with a result line cost.
@@ -74,7 +70,22 @@ type UsageInput struct {
 	EventSeq int64
 	// Time is when the result arrived; zero means now.
 	Time   time.Time
-	Result *claude.ResultMessage
+	Result ResultUsage
+}
+
+// ResultUsage is what a result line says about spending, in the store's
+// terms (the daemon reads it from the CLI's result message).
+type ResultUsage struct {
+	// Subtype, IsError and DurationMS are the result's own.
+	Subtype    string
+	IsError    bool
+	DurationMS int64
+	// Cumulative is total_cost_usd and modelUsage: what the process has
+	// spent so far.
+	Cumulative Cumulative
+	// Turn is the result's own per-turn token count ("usage"), used when
+	// it has no modelUsage; nil when it has none.
+	Turn *ModelUsage
 }
 
 // Cumulative is what one CLI process has reported spending so far. The
@@ -85,37 +96,18 @@ type Cumulative struct {
 	Models  map[string]ModelUsage `json:"models,omitempty"`
 }
 
-// CumulativeOf returns the cumulative counters of a result line.
-func CumulativeOf(res *claude.ResultMessage) Cumulative {
-	c := Cumulative{CostUSD: res.TotalCostUSD}
-	if len(res.ModelUsage) > 0 {
-		c.Models = make(map[string]ModelUsage, len(res.ModelUsage))
-		for name, m := range res.ModelUsage {
-			c.Models[name] = ModelUsage{
-				InputTokens:       m.InputTokens,
-				OutputTokens:      m.OutputTokens,
-				CacheReadTokens:   m.CacheReadInputTokens,
-				CacheWriteTokens:  m.CacheCreationInputTokens,
-				WebSearchRequests: m.WebSearchRequests,
-				CostUSD:           m.CostUSD,
-			}
-		}
-	}
-	return c
-}
-
 // TurnUsage fills the cost and token fields of rec with the share of the
 // turn whose result is res, given prev, the cumulative counters of the
 // previous result of the same process (zero for a process's first turn).
 //
-// The share is cur − prev, where cur = CumulativeOf(res). If any counter of
+// The share is cur − prev, where cur = res.Cumulative. If any counter of
 // cur is below prev (a model missing, a cost that went down), the CLI
 // started counting again and the whole of cur is the turn's. Tokens are the
 // sum over models; a result without modelUsage falls back on its per-turn
 // usage field. A result with total_cost_usd of zero but model costs takes
 // the sum of the model costs.
-func TurnUsage(rec *UsageRecord, prev Cumulative, res *claude.ResultMessage) {
-	cur := CumulativeOf(res)
+func TurnUsage(rec *UsageRecord, prev Cumulative, res ResultUsage) {
+	cur := res.Cumulative
 	if reset(prev, cur) {
 		prev = Cumulative{}
 	}
@@ -137,11 +129,11 @@ func TurnUsage(rec *UsageRecord, prev Cumulative, res *claude.ResultMessage) {
 		rec.CacheWriteTokens += d.CacheWriteTokens
 		modelCost += d.CostUSD
 	}
-	if len(cur.Models) == 0 && res.Usage != nil {
-		rec.InputTokens = res.Usage.InputTokens
-		rec.OutputTokens = res.Usage.OutputTokens
-		rec.CacheReadTokens = res.Usage.CacheReadInputTokens
-		rec.CacheWriteTokens = res.Usage.CacheCreationInputTokens
+	if len(cur.Models) == 0 && res.Turn != nil {
+		rec.InputTokens = res.Turn.InputTokens
+		rec.OutputTokens = res.Turn.OutputTokens
+		rec.CacheReadTokens = res.Turn.CacheReadTokens
+		rec.CacheWriteTokens = res.Turn.CacheWriteTokens
 	}
 	rec.CostUSD = cur.CostUSD - prev.CostUSD
 	if cur.CostUSD == 0 {

@@ -222,7 +222,8 @@ func TestInterrupt(t *testing.T) {
 // sessions shows why a session failed.
 func TestSessionsShowsError(t *testing.T) {
 	t.Parallel()
-	broken := script(t, `echo "boom: the CLI broke" >&2; exit 3`)
+	// It answers --version, which the daemon asks at start, and breaks on a session.
+	broken := script(t, `[ "$1" = --version ] && { echo "2.1.329 (Claude Code)"; exit 0; }; echo "boom: the CLI broke" >&2; exit 3`)
 	dd := daemontest.Start(t, &daemontest.Options{CLIPath: broken})
 	url, _ := dd.Serve()
 	d := &testDaemon{url: url, ctx: dd.Ctx}

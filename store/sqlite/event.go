@@ -113,9 +113,6 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 // (in.EventSeq is ev's seq). done gets the ledger record and the session as
 // it is after the turn, or the error.
 func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput) error {
-	if in.Result == nil {
-		return fmt.Errorf("sqlite: append: %w: no result", store.ErrInvalid)
-	}
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
 		return err
 	}

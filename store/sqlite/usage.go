@@ -26,9 +26,6 @@ func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.Usage
 	if err := db.check(); err != nil {
 		return nil, nil, err
 	}
-	if in.Result == nil {
-		return nil, nil, fmt.Errorf("%w: no result", store.ErrInvalid)
-	}
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, err
@@ -71,7 +68,7 @@ func addUsage(ctx context.Context, tx dbtx, in store.UsageInput) (*store.UsageRe
 		IsError:    res.IsError,
 		DurationMS: res.DurationMS,
 	}
-	cumulative, err := json.Marshal(store.CumulativeOf(res))
+	cumulative, err := json.Marshal(res.Cumulative)
 	if err != nil {
 		return nil, nil, err
 	}

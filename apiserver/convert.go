@@ -1,0 +1,186 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/store"
+)
+
+// The mappings between the daemon's types and the API's, in one place.
+
+var statusToProto = map[store.SessionStatus]v1.SessionStatus{
+	store.StatusStarting:    v1.SessionStatus_SESSION_STATUS_STARTING,
+	store.StatusRunning:     v1.SessionStatus_SESSION_STATUS_RUNNING,
+	store.StatusIdle:        v1.SessionStatus_SESSION_STATUS_IDLE,
+	store.StatusInterrupted: v1.SessionStatus_SESSION_STATUS_INTERRUPTED,
+	store.StatusClosed:      v1.SessionStatus_SESSION_STATUS_CLOSED,
+	store.StatusFailed:      v1.SessionStatus_SESSION_STATUS_FAILED,
+	store.StatusWaiting:     v1.SessionStatus_SESSION_STATUS_WAITING,
+}
+
+func sessionToProto(s *store.Session) *v1.Session {
+	worker := s.Worker
+	if worker == "" {
+		worker = "local"
+	}
+	return &v1.Session{
+		Id: s.ID, ClaudeSessionId: s.ClaudeSessionID, Cwd: s.Cwd, Model: s.Model,
+		PermissionMode: s.PermissionMode, Status: statusToProto[s.Status],
+		CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
+		LastSeq: s.LastSeq, BudgetUsd: s.BudgetUSD, Worker: worker, Error: s.Error, ParentId: s.ParentID,
+		Totals: totalsToProto(s.Totals),
+	}
+}
+
+func totalsToProto(t store.Totals) *v1.Usage {
+	return &v1.Usage{CostUsd: t.CostUSD, InputTokens: t.InputTokens,
+		OutputTokens: t.OutputTokens, CacheReadInputTokens: t.CacheReadTokens,
+		CacheCreationInputTokens: t.CacheWriteTokens}
+}
+
+// turnUsageToProto returns a turn's usage, by model too.
+func turnUsageToProto(r *store.UsageRecord) *v1.Usage {
+	u := &v1.Usage{CostUsd: r.CostUSD, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
+		CacheReadInputTokens: r.CacheReadTokens, CacheCreationInputTokens: r.CacheWriteTokens}
+	if len(r.Models) > 0 {
+		u.ByModel = make(map[string]*v1.ModelUsage, len(r.Models))
+		for name, m := range r.Models {
+			u.ByModel[name] = &v1.ModelUsage{CostUsd: m.CostUSD, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
+				CacheReadInputTokens: m.CacheReadTokens, CacheCreationInputTokens: m.CacheWriteTokens}
+		}
+	}
+	return u
+}
+
+func parseRuleID(field, s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, invalid(field, s, "not a rule id")
+	}
+	return id, nil
+}
+
+func behaviorToProto(b string) v1.Behavior {
+	switch b {
+	case "allow":
+		return v1.Behavior_BEHAVIOR_ALLOW
+	case "deny":
+		return v1.Behavior_BEHAVIOR_DENY
+	case "ask":
+		return v1.Behavior_BEHAVIOR_ASK
+	}
+	return v1.Behavior_BEHAVIOR_UNSPECIFIED
+}
+
+func behaviorFromProto(b v1.Behavior) (string, error) {
+	switch b {
+	case v1.Behavior_BEHAVIOR_ALLOW:
+		return "allow", nil
+	case v1.Behavior_BEHAVIOR_DENY:
+		return "deny", nil
+	case v1.Behavior_BEHAVIOR_ASK:
+		return "ask", nil
+	}
+	return "", invalid("behavior", b.String(), "must be allow, deny or ask")
+}
+
+func ruleToProto(r *store.Rule) *v1.Rule {
+	p := &v1.Rule{Id: strconv.FormatInt(r.ID, 10), Pattern: r.Spec, Behavior: behaviorToProto(r.Behavior),
+		CreatedAt: timestamppb.New(r.CreatedAt)}
+	switch r.Scope() {
+	case "session":
+		p.Scope, p.ScopeValue = v1.RuleScope_RULE_SCOPE_SESSION, r.SessionID
+	case "project":
+		p.Scope, p.ScopeValue = v1.RuleScope_RULE_SCOPE_PROJECT, r.ProjectDir
+	default:
+		p.Scope = v1.RuleScope_RULE_SCOPE_GLOBAL
+	}
+	return p
+}
+
+func decisionToProto(d *store.Decision) *v1.Decision {
+	by := d.By
+	if by == "rule" {
+		by = fmt.Sprintf("rule:%d", d.RuleID)
+	}
+	return &v1.Decision{RequestId: d.RequestID, Behavior: behaviorToProto(d.Behavior), DecidedBy: by,
+		Message: d.Message, DecidedAt: timestamppb.New(d.DecidedAt), ToolName: d.ToolName, SessionId: d.SessionID}
+}
+
+func pendingToProto(p permission.Pending) *v1.PermissionRequest {
+	r := p.Request
+	sugs, _ := json.Marshal(r.Suggestions)
+	out := &v1.PermissionRequest{RequestId: r.RequestID, SessionId: p.SessionID, ToolName: r.ToolName,
+		Input: r.Input, ToolUseId: r.ToolUseID, Description: r.Description, DecisionReason: r.DecisionReason,
+		Suggestions: sugs, Questions: questionsOf(r.ToolName, r.Input)}
+	return out
+}
+
+// questionsOf returns the questions of an AskUserQuestion input.
+func questionsOf(toolName string, input json.RawMessage) []*v1.Question {
+	if toolName != "AskUserQuestion" {
+		return nil
+	}
+	var in struct {
+		Questions []claude.Question `json:"questions"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return nil
+	}
+	var out []*v1.Question
+	for _, q := range in.Questions {
+		pq := &v1.Question{Question: q.Question, Header: q.Header, MultiSelect: q.MultiSelect}
+		for _, o := range q.Options {
+			pq.Options = append(pq.Options, o.Label)
+		}
+		out = append(out, pq)
+	}
+	return out
+}
+
+// eventToProto turns an event into its API form: the daemon's own events
+// become typed kinds (from their Body, decoded once), the CLI's lines are
+// passed raw.
+func eventToProto(ev *daemon.Event) *v1.Event {
+	out := &v1.Event{SessionId: ev.SessionID, Seq: ev.Seq, Time: timestamppb.New(ev.Time)}
+	switch b := ev.Body.(type) {
+	case *daemon.StatusChange:
+		out.Kind = &v1.Event_StatusChange{StatusChange: &v1.StatusChange{Status: statusToProto[b.Status], Detail: b.Detail}}
+	case *daemon.PermissionRequest:
+		sugs, _ := json.Marshal(b.Suggestions)
+		out.Kind = &v1.Event_PermissionRequest{PermissionRequest: &v1.PermissionRequest{
+			RequestId: b.RequestID, SessionId: ev.SessionID, ToolName: b.ToolName, Input: b.Input,
+			ToolUseId: b.ToolUseID, Description: b.Description, DecisionReason: b.Reason, Suggestions: sugs,
+			Questions: questionsOf(b.ToolName, b.Input)}}
+	case *daemon.TextDelta:
+		out.Kind = &v1.Event_TextDelta{TextDelta: &v1.TextDelta{Text: b.Text, ParentToolUseId: b.ParentToolUseID}}
+	case *daemon.ToolUse:
+		out.Kind = &v1.Event_ToolUse{ToolUse: &v1.ToolUse{ToolUseId: b.ToolUseID, Name: b.Name,
+			Input: b.Input, ParentToolUseId: b.ParentToolUseID}}
+	case *daemon.UsageReport:
+		out.Kind = &v1.Event_UsageReport{UsageReport: &v1.UsageReport{
+			Turn: turnUsageToProto(&b.Turn), SessionTotals: totalsToProto(b.Totals)}}
+	case *daemon.ErrorReport:
+		out.Kind = &v1.Event_Error{Error: &v1.Error{Message: b.Message, StderrTail: b.StderrTail}}
+	case *daemon.PermissionResolved:
+		d := &store.Decision{RequestID: b.RequestID, Behavior: b.Behavior, By: b.By, RuleID: b.RuleID,
+			Message: b.Message, DecidedAt: ev.Time, ToolName: b.ToolName, SessionID: ev.SessionID}
+		out.Kind = &v1.Event_PermissionResolved{PermissionResolved: &v1.PermissionResolved{
+			RequestId: b.RequestID, Decision: decisionToProto(d)}}
+	default:
+		m := &v1.Message{Type: ev.Type, Subtype: ev.Subtype, Raw: ev.Raw, ToCli: ev.Direction == store.ToCLI}
+		if ev.Truncated() {
+			m.OriginalSize = ev.OriginalSize
+		}
+		out.Kind = &v1.Event_Message{Message: m}
+	}
+	return out
+}

@@ -1,0 +1,60 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/permission"
+	"github.com/claudectl/claudectl/store"
+)
+
+// toConnect maps daemon, store and permission errors to connect codes.
+func toConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ia *daemon.InvalidArgumentError
+	var re *permission.ResolvedError
+	switch {
+	case errors.As(err, &ia):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.As(err, &re):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, permission.ErrNotPending):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, permission.ErrInvalidDecision), errors.Is(err, permission.ErrSyntax):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, store.ErrUnavailable):
+		return connect.NewError(connect.CodeOutOfRange, err)
+	case errors.Is(err, daemon.ErrNotRunning), errors.Is(err, daemon.ErrAlreadyRunning), errors.Is(err, claude.ErrClosed):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, daemon.ErrSlowSubscriber):
+		return connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, daemon.ErrClosed), errors.Is(err, store.ErrClosed), errors.Is(err, permission.ErrBrokerClosed):
+		return connect.NewError(connect.CodeUnavailable, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	var ce *claude.ControlError
+	if errors.As(err, &ce) {
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
+
+func invalid(field, value, reason string) error {
+	return toConnect(&daemon.InvalidArgumentError{Field: field, Value: value, Reason: reason})
+}
+
+func required(field, value string) error {
+	if value == "" {
+		return invalid(field, value, "required")
+	}
+	return nil
+}

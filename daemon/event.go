@@ -1,0 +1,148 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/store"
+)
+
+// An Event is one entry of a session's log as the daemon hands it out: the
+// stored record and, for an event the daemon made itself, its typed Body.
+// Live events carry the Body they were logged with; replayed ones get it
+// decoded from the stored line once, by EventFromStore.
+//
+// The daemon's events are declared here and nowhere else: each Body type
+// below, its stored type name (the store.Event's Type) and its JSON form
+// (the stored line, with "type" first).
+type Event struct {
+	store.Event
+	// Body is the content of an event the daemon made (Direction
+	// store.FromDaemon): one of the pointer types below. It is nil for the
+	// CLI's lines in both directions, whose content is Raw.
+	Body Body
+}
+
+// A Body is the content of one of the daemon's own events: *StatusChange,
+// *TextDelta, *ToolUse, *UsageReport, *PermissionRequest,
+// *PermissionResolved or *ErrorReport.
+type Body interface {
+	// EventType is the event's type as stored ("status", "text_delta", …).
+	EventType() string
+}
+
+// StatusChange: the session's status changed (type "status").
+type StatusChange struct {
+	Status store.SessionStatus `json:"status"`
+	Detail string              `json:"detail,omitempty"`
+}
+
+// TextDelta is a piece of streamed text (type "text_delta"), logged after
+// the stream_event it comes from.
+type TextDelta struct {
+	Text            string `json:"text"`
+	ParentToolUseID string `json:"parent_tool_use_id,omitempty"`
+}
+
+// ToolUse is a tool call (type "tool_use"): logged after the
+// content_block_stop that completes a streamed one, or after the assistant
+// message that holds it when partial messages are off.
+type ToolUse struct {
+	ToolUseID       string          `json:"tool_use_id"`
+	Name            string          `json:"name"`
+	Input           json.RawMessage `json:"input"`
+	ParentToolUseID string          `json:"parent_tool_use_id,omitempty"`
+}
+
+// UsageReport is logged after a result's usage is recorded (type
+// "usage_report"): the turn's share and the session's totals after it.
+type UsageReport struct {
+	Turn   store.UsageRecord `json:"turn"`
+	Totals store.Totals      `json:"totals"`
+}
+
+// PermissionRequest is logged when a request goes to a person (type
+// "permission_request").
+type PermissionRequest struct {
+	RequestID   string                    `json:"request_id"`
+	ToolName    string                    `json:"tool_name"`
+	ToolUseID   string                    `json:"tool_use_id,omitempty"`
+	Input       json.RawMessage           `json:"input,omitempty"`
+	Suggestions []claude.PermissionUpdate `json:"suggestions,omitempty"`
+	Description string                    `json:"description,omitempty"`
+	Reason      string                    `json:"decision_reason,omitempty"`
+}
+
+// PermissionResolved is logged when a request is settled (type
+// "permission_resolved"), by a rule or a person.
+type PermissionResolved struct {
+	RequestID string `json:"request_id"`
+	ToolName  string `json:"tool_name"`
+	Behavior  string `json:"behavior"` // allow, deny, withdrawn
+	By        string `json:"by"`       // rule, client:<name>, timeout, cli
+	RuleID    int64  `json:"rule_id,omitempty"`
+	Message   string `json:"message,omitempty"`
+}
+
+// ErrorReport is something that went wrong in the session (type "error"):
+// the CLI failed, a turn ended in error, a streamed tool input could not be
+// rebuilt, the budget was spent.
+type ErrorReport struct {
+	Message    string `json:"message"`
+	StderrTail string `json:"stderr_tail,omitempty"`
+}
+
+// EventType implements Body.
+func (*StatusChange) EventType() string       { return "status" }
+func (*TextDelta) EventType() string          { return "text_delta" }
+func (*ToolUse) EventType() string            { return "tool_use" }
+func (*UsageReport) EventType() string        { return "usage_report" }
+func (*PermissionRequest) EventType() string  { return "permission_request" }
+func (*PermissionResolved) EventType() string { return "permission_resolved" }
+func (*ErrorReport) EventType() string        { return "error" }
+
+// bodies makes an empty Body of each stored type name, for decoding.
+var bodies = map[string]func() Body{
+	"status":              func() Body { return new(StatusChange) },
+	"text_delta":          func() Body { return new(TextDelta) },
+	"tool_use":            func() Body { return new(ToolUse) },
+	"usage_report":        func() Body { return new(UsageReport) },
+	"permission_request":  func() Body { return new(PermissionRequest) },
+	"permission_resolved": func() Body { return new(PermissionResolved) },
+	"error":               func() Body { return new(ErrorReport) },
+}
+
+// encodeBody returns the stored line of b: its JSON object with "type"
+// first.
+func encodeBody(b Body) ([]byte, error) {
+	fields, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: encoding a %s event: %w", b.EventType(), err)
+	}
+	typ, _ := json.Marshal(b.EventType())
+	raw := make([]byte, 0, len(fields)+len(typ)+10)
+	raw = append(raw, `{"type":`...)
+	raw = append(raw, typ...)
+	if len(fields) > 2 { // not "{}"
+		raw = append(raw, ',')
+	}
+	return append(raw, fields[1:]...), nil
+}
+
+// EventFromStore returns a stored event with its Body decoded when it is
+// one of the daemon's own. A line that does not decode keeps a nil Body:
+// clients then get it as a raw message.
+func EventFromStore(ev store.Event) Event {
+	out := Event{Event: ev}
+	if ev.Direction != store.FromDaemon {
+		return out
+	}
+	if mk := bodies[ev.Type]; mk != nil {
+		b := mk()
+		if json.Unmarshal(ev.Raw, b) == nil {
+			out.Body = b
+		}
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/claudectl/claudectl/claude"
+)
+
+// sample sets field f of o to a value that is not its zero and that the
+// SDK accepts.
+func sample(o *SessionOptions, f protoreflect.FieldDescriptor) {
+	m := o.ProtoReflect()
+	if f.IsList() {
+		l := m.Mutable(f).List()
+		l.Append(protoreflect.ValueOfString("--" + string(f.Name())))
+		return
+	}
+	switch f.Kind() {
+	case protoreflect.StringKind:
+		v := "/" + string(f.Name())
+		switch f.Name() {
+		case "permission_mode":
+			v = string(claude.PermissionPlan)
+		case "worker":
+			v = WorkerRemote
+		}
+		m.Set(f, protoreflect.ValueOfString(v))
+	case protoreflect.BoolKind:
+		m.Set(f, protoreflect.ValueOfBool(true))
+	case protoreflect.Int32Kind:
+		m.Set(f, protoreflect.ValueOfInt32(7))
+	case protoreflect.DoubleKind:
+		m.Set(f, protoreflect.ValueOfFloat64(0.25))
+	default:
+		panic("sample: add a value for kind " + f.Kind().String())
+	}
+}
+
+// notCLIOptions are the session options that are not CLI options, with
+// where they take effect instead.
+var notCLIOptions = map[protoreflect.Name]string{
+	"worker": "picks the transport (actor.start)",
+}
+
+// TestSessionOptionsEveryField proves, for every field of the session
+// options, that it survives the stored form and that ClaudeOptions maps it
+// to an SDK option of the same name (so that the SDK's validation errors
+// name the request's field). A field added to the proto without its line
+// in ClaudeOptions fails here.
+func TestSessionOptionsEveryField(t *testing.T) {
+	fields := (&SessionOptions{}).ProtoReflect().Descriptor().Fields()
+	zero := reflect.ValueOf(ClaudeOptions(&SessionOptions{}))
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		t.Run(string(f.Name()), func(t *testing.T) {
+			o := &SessionOptions{}
+			sample(o, f)
+
+			raw, err := encodeOptions(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := decodeOptions("s", raw)
+			if err != nil || !proto.Equal(o, back) {
+				t.Fatalf("stored form %s read back as %v, %v", raw, back, err)
+			}
+
+			got := reflect.ValueOf(ClaudeOptions(o))
+			var changed []string
+			for j := range got.NumField() {
+				if !reflect.DeepEqual(got.Field(j).Interface(), zero.Field(j).Interface()) {
+					changed = append(changed, got.Type().Field(j).Name)
+				}
+			}
+			if where, ok := notCLIOptions[f.Name()]; ok {
+				if len(changed) != 0 {
+					t.Errorf("%s (%s) changed SDK options %v", f.Name(), where, changed)
+				}
+				return
+			}
+			if len(changed) != 1 {
+				t.Fatalf("%s maps to SDK options %v, want exactly one", f.Name(), changed)
+			}
+			if got := ProtoFieldName(changed[0]); got != string(f.Name()) {
+				t.Errorf("%s maps to claude.Options.%s, whose errors would name options.%s", f.Name(), changed[0], got)
+			}
+		})
+	}
+}
+
+// TestSessionOptionsStoredFormat reads options as daemons before this one
+// stored them.
+func TestSessionOptionsStoredFormat(t *testing.T) {
+	old := `{"cwd":"/src","model":"m","permission_mode":"plan","allowed_tools":["Read"],"max_turns":3,` +
+		`"max_budget_usd":0.5,"include_partial_messages":true,"extra_args":["--x"],"worker":"remote","new_field":1}`
+	o, err := decodeOptions("s", []byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &SessionOptions{Cwd: "/src", Model: "m", PermissionMode: "plan", AllowedTools: []string{"Read"}, MaxTurns: 3,
+		MaxBudgetUsd: 0.5, IncludePartialMessages: true, ExtraArgs: []string{"--x"}, Worker: "remote"}
+	if !proto.Equal(o, want) {
+		t.Errorf("decoded %v, want %v", o, want)
+	}
+}
+
+func TestValidateOptionsNamesTheField(t *testing.T) {
+	d := &Daemon{}
+	for _, tc := range []struct {
+		o     *SessionOptions
+		field string
+	}{
+		{&SessionOptions{}, "options.cwd"},
+		{&SessionOptions{Cwd: "/x", Worker: "mars"}, "options.worker"},
+		{&SessionOptions{Cwd: "/x", Worker: WorkerRemote}, "options.worker"},
+		{&SessionOptions{Cwd: "/x", PermissionMode: "yolo"}, "options.permission_mode"},
+		{&SessionOptions{Cwd: "/x", MaxTurns: -1}, "options.max_turns"},
+		{&SessionOptions{Cwd: "/x", MaxBudgetUsd: -1}, "options.max_budget_usd"},
+	} {
+		err := d.validateOptions(tc.o)
+		var ia *InvalidArgumentError
+		if !errors.As(err, &ia) || ia.Field != tc.field {
+			t.Errorf("%v: %v, want an error naming %s", tc.o, err, tc.field)
+		}
+	}
+	if err := d.validateOptions(&SessionOptions{Cwd: "/x", Worker: WorkerLocal}); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+}
+
+func TestProtoFieldName(t *testing.T) {
+	for in, want := range map[string]string{"MaxBudgetUSD": "max_budget_usd", "Cwd": "cwd", "AddDirs": "add_dirs",
+		"IncludePartialMessages": "include_partial_messages", "CLIPath": "cli_path", "MCPServers": "mcp_servers"} {
+		if got := ProtoFieldName(in); got != want {
+			t.Errorf("ProtoFieldName(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
