@@ -19,8 +19,8 @@ import (
 // These tests run attach and run --server against an in-process daemon
 // whose sessions run the real CLI against the scripted model.
 
-// startRemote is startDaemon keeping the scripted model, for its requests.
-func startRemote(t *testing.T, opts *daemontest.Options, turns ...claudetest.Turn) (*testDaemon, *claudetest.Server) {
+// startDaemonModel is startDaemon keeping the scripted model, for its requests.
+func startDaemonModel(t *testing.T, opts *daemontest.Options, turns ...claudetest.Turn) (*testDaemon, *claudetest.Server) {
 	t.Helper()
 	dd := daemontest.Start(t, opts, turns...)
 	url, httpc := dd.Serve()
@@ -122,7 +122,7 @@ func background(t *testing.T, inv invocation, args ...string) (live *lockedBuffe
 
 func TestAttachReplayAndLive(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil,
+	d, _ := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.Text("First reply.")),
 		claudetest.Reply(claudetest.Text("Second reply.")))
 	id := d.create(t, t.TempDir(), "first prompt")
@@ -154,7 +154,7 @@ func TestAttachReplayAndLive(t *testing.T) {
 // every event as a JSON line.
 func TestAttachEndedSessionJSON(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil, claudetest.Reply(claudetest.Text("Only reply.")))
+	d, _ := startDaemonModel(t, nil, claudetest.Reply(claudetest.Text("Only reply.")))
 	id := d.create(t, t.TempDir(), "hello")
 	d.waitResults(t, id, 1)
 	d.closeSession(t, id)
@@ -201,7 +201,7 @@ func TestAttachEndedSessionJSON(t *testing.T) {
 
 func TestAttachApprovesBash(t *testing.T) {
 	t.Parallel()
-	d, model := startRemote(t, nil,
+	d, model := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()
@@ -243,7 +243,7 @@ func TestAttachAnswersQuestion(t *testing.T) {
 			map[string]any{"label": "blue", "description": "cold"},
 		},
 	}}})
-	d, model := startRemote(t, nil, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("Blue it is.")))
+	d, model := startDaemonModel(t, nil, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("Blue it is.")))
 	id := d.create(t, t.TempDir(), "pick a color")
 
 	inv := d.inv()
@@ -276,7 +276,7 @@ func TestAttachAnswersQuestion(t *testing.T) {
 // is not asked again once settled.
 func TestAttachNoTerminalShowsRequest(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil,
+	d, _ := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()
@@ -312,7 +312,7 @@ func TestAttachResubscribes(t *testing.T) {
 	const words = 600
 	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("word ", words))},
 		ChunkSize: 5, DeltaDelay: 3 * time.Millisecond}
-	d, _ := startRemote(t, &daemontest.Options{SubscriberBuffer: 1}, slow)
+	d, _ := startDaemonModel(t, &daemontest.Options{SubscriberBuffer: 1}, slow)
 	id := d.create(t, t.TempDir(), "talk")
 	// Attach while the reply streams: the replay runs while live events
 	// queue up behind a buffer of one.
@@ -353,7 +353,7 @@ func TestAttachUsageAndErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", tc.args, o.code, o.stderr, tc.want)
 		}
 	}
-	d, _ := startRemote(t, nil)
+	d, _ := startDaemonModel(t, nil)
 	o := claudectl(t, d.inv(), "attach", "no-such-session")
 	if o.code != 1 || !strings.Contains(o.stderr, "not found") {
 		t.Errorf("unknown session: exit %d, stderr %q", o.code, o.stderr)
@@ -372,7 +372,7 @@ func TestAttachUsageAndErrors(t *testing.T) {
 // says who won.
 func TestAttachAnotherClientWins(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil,
+	d, _ := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()

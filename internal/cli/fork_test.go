@@ -11,7 +11,7 @@ import (
 
 func TestFork(t *testing.T) {
 	t.Parallel()
-	d, model := startRemote(t, nil,
+	d, model := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.Text("Noted: 42.")),
 		claudetest.Reply(claudetest.Text("It was 42.")))
 	id := d.create(t, t.TempDir(), "Remember 42.")

@@ -16,7 +16,7 @@ func TestInterrupt(t *testing.T) {
 	const words = 2000
 	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", words))},
 		ChunkSize: 5, DeltaDelay: 50 * time.Millisecond}
-	d, _ := startRemote(t, nil, slow, claudetest.Reply(claudetest.Text("Next turn.")))
+	d, _ := startDaemonModel(t, nil, slow, claudetest.Reply(claudetest.Text("Next turn.")))
 	id := d.create(t, t.TempDir(), "go slowly")
 	waitFor(t, "the reply to stream", func() bool {
 		stream, err := d.sessions.Subscribe(d.ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))

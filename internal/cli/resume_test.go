@@ -14,7 +14,7 @@ import (
 
 func TestCloseThenResume(t *testing.T) {
 	t.Parallel()
-	d, model := startRemote(t, nil,
+	d, model := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.Text("Noted: blue.")),
 		claudetest.Reply(claudetest.Text("It was blue.")),
 		claudetest.Reply(claudetest.Text("Still blue.")))

@@ -15,7 +15,7 @@ import (
 
 func TestRunServer(t *testing.T) {
 	t.Parallel()
-	d, model := startRemote(t, nil,
+	d, model := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.Text("I will make it."), claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Done.")))
 	dir := t.TempDir()
@@ -50,7 +50,7 @@ func TestRunServer(t *testing.T) {
 // Without a terminal run --server denies what needs a person, as run does.
 func TestRunServerNoTerminal(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil,
+	d, _ := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Could not.")))
 	dir := t.TempDir()
@@ -66,7 +66,7 @@ func TestRunServerNoTerminal(t *testing.T) {
 
 func TestRunServerErrorResult(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil, claudetest.Error(400, "invalid_request_error", "bad"))
+	d, _ := startDaemonModel(t, nil, claudetest.Error(400, "invalid_request_error", "bad"))
 	o := claudectl(t, invocation{}, "run", "--server", d.url, "--cwd", t.TempDir(), "hi")
 	if o.code != 1 {
 		t.Errorf("exit %d, want 1", o.code)
@@ -79,7 +79,7 @@ func TestRunServerErrorResult(t *testing.T) {
 func TestRunServerInterrupt(t *testing.T) {
 	t.Parallel()
 	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 2000))}, ChunkSize: 5, DeltaDelay: 50 * time.Millisecond}
-	d, _ := startRemote(t, nil, slow)
+	d, _ := startDaemonModel(t, nil, slow)
 	ints := make(chan os.Signal, 1)
 	started := make(chan struct{})
 	go func() {
