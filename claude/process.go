@@ -64,6 +64,28 @@ func (t *ProcessTransport) readBufferSize() int {
 // stderrTailBytes is how much of stderr is kept for errors.
 const stderrTailBytes = 4096
 
+// tail keeps the last stderrTailBytes of a text.
+type tail struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tail) add(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, s...)
+	t.b = append(t.b, '\n')
+	if len(t.b) > stderrTailBytes {
+		t.b = append(t.b[:0], t.b[len(t.b)-stderrTailBytes:]...)
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
 // Start implements [Transport].
 func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) {
 	if err := ctx.Err(); err != nil {

@@ -1,6 +1,8 @@
 package claude
 
-import "encoding/json"
+import (
+	"encoding/json"
+)
 
 // sniffKind returns the top-level "type" and, for system messages, "subtype"
 // string members of a JSON object without decoding or validating the rest.
@@ -181,5 +183,50 @@ func skipValue(b []byte, i int) int {
 			i++
 		}
 		return i
+	}
+}
+
+// sniffString returns the top-level string member key of the JSON object
+// b, or "" (also for an escaped value, which ids never are).
+func sniffString(b []byte, key string) string {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return ""
+	}
+	i++
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return ""
+		}
+		end, esc := scanString(b, i)
+		if end < 0 {
+			return ""
+		}
+		k := b[i+1 : end-1]
+		i = skipWS(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return ""
+		}
+		i = skipWS(b, i+1)
+		if !esc && string(k) == key {
+			if i < len(b) && b[i] == '"' {
+				vend, vesc := scanString(b, i)
+				if vend < 0 || vesc {
+					return ""
+				}
+				return string(b[i+1 : vend-1])
+			}
+			return ""
+		}
+		i = skipValue(b, i)
+		if i < 0 {
+			return ""
+		}
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != ',' {
+			return ""
+		}
+		i++
 	}
 }

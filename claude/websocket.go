@@ -2,6 +2,8 @@ package claude
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -174,4 +176,11 @@ func (t *WebSocketTransport) Start(ctx context.Context, c *Command) (Conn, error
 	go wc.drainStdout()
 	go wc.supervise()
 	return wc, nil
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand panics rather than return an error)
+	return hex.EncodeToString(b)
 }

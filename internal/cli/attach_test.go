@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,8 +19,8 @@ import (
 // These tests run attach and run --server against an in-process daemon
 // whose sessions run the real CLI against the scripted model.
 
-// startRemote is startDaemon keeping the scripted model, for its requests.
-func startRemote(t *testing.T, opts *daemontest.Options, turns ...claudetest.Turn) (*testDaemon, *claudetest.Server) {
+// startDaemonModel is startDaemon keeping the scripted model, for its requests.
+func startDaemonModel(t *testing.T, opts *daemontest.Options, turns ...claudetest.Turn) (*testDaemon, *claudetest.Server) {
 	t.Helper()
 	dd := daemontest.Start(t, opts, turns...)
 	url, httpc := dd.Serve()
@@ -123,7 +122,7 @@ func background(t *testing.T, inv invocation, args ...string) (live *lockedBuffe
 
 func TestAttachReplayAndLive(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil,
+	d, _ := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.Text("First reply.")),
 		claudetest.Reply(claudetest.Text("Second reply.")))
 	id := d.create(t, t.TempDir(), "first prompt")
@@ -155,7 +154,7 @@ func TestAttachReplayAndLive(t *testing.T) {
 // every event as a JSON line.
 func TestAttachEndedSessionJSON(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil, claudetest.Reply(claudetest.Text("Only reply.")))
+	d, _ := startDaemonModel(t, nil, claudetest.Reply(claudetest.Text("Only reply.")))
 	id := d.create(t, t.TempDir(), "hello")
 	d.waitResults(t, id, 1)
 	d.closeSession(t, id)
@@ -202,7 +201,7 @@ func TestAttachEndedSessionJSON(t *testing.T) {
 
 func TestAttachApprovesBash(t *testing.T) {
 	t.Parallel()
-	d, model := startRemote(t, nil,
+	d, model := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()
@@ -244,7 +243,7 @@ func TestAttachAnswersQuestion(t *testing.T) {
 			map[string]any{"label": "blue", "description": "cold"},
 		},
 	}}})
-	d, model := startRemote(t, nil, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("Blue it is.")))
+	d, model := startDaemonModel(t, nil, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("Blue it is.")))
 	id := d.create(t, t.TempDir(), "pick a color")
 
 	inv := d.inv()
@@ -277,7 +276,7 @@ func TestAttachAnswersQuestion(t *testing.T) {
 // is not asked again once settled.
 func TestAttachNoTerminalShowsRequest(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil,
+	d, _ := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()
@@ -313,7 +312,7 @@ func TestAttachResubscribes(t *testing.T) {
 	const words = 600
 	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("word ", words))},
 		ChunkSize: 5, DeltaDelay: 3 * time.Millisecond}
-	d, _ := startRemote(t, &daemontest.Options{SubscriberBuffer: 1}, slow)
+	d, _ := startDaemonModel(t, &daemontest.Options{SubscriberBuffer: 1}, slow)
 	id := d.create(t, t.TempDir(), "talk")
 	// Attach while the reply streams: the replay runs while live events
 	// queue up behind a buffer of one.
@@ -354,7 +353,7 @@ func TestAttachUsageAndErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", tc.args, o.code, o.stderr, tc.want)
 		}
 	}
-	d, _ := startRemote(t, nil)
+	d, _ := startDaemonModel(t, nil)
 	o := claudectl(t, d.inv(), "attach", "no-such-session")
 	if o.code != 1 || !strings.Contains(o.stderr, "not found") {
 		t.Errorf("unknown session: exit %d, stderr %q", o.code, o.stderr)
@@ -369,108 +368,11 @@ func TestAttachUsageAndErrors(t *testing.T) {
 	}
 }
 
-func TestRunServer(t *testing.T) {
-	t.Parallel()
-	d, model := startRemote(t, nil,
-		claudetest.Reply(claudetest.Text("I will make it."), claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
-		claudetest.Reply(claudetest.Text("Done.")))
-	dir := t.TempDir()
-	o := claudectl(t, invocation{tty: true, stdin: "y\n"}, "run", "--server", d.url, "--cwd", dir, "--model", "claude-sonnet-4-5", "make the file")
-	if o.code != 0 {
-		t.Fatalf("exit %d, want 0", o.code)
-	}
-	want := "I will make it.\n\n⏺ Bash(touch made.txt)\n  ⎿  (Bash completed with no output)\n\nDone.\n"
-	if o.stdout != want {
-		t.Errorf("stdout:\n%s\nwant:\n%s", o.stdout, want)
-	}
-	if !strings.Contains(o.stderr, "claudectl: daemon session ") || !strings.Contains(o.stderr, "(claudectl attach ") {
-		t.Errorf("stderr does not name the session: %q", o.stderr)
-	}
-	if !strings.Contains(o.stderr, "Allow Bash: touch made.txt? [y/N/a(lways)] ") {
-		t.Errorf("no permission prompt on stderr: %q", o.stderr)
-	}
-	if !fileExists(filepath.Join(dir, "made.txt")) {
-		t.Error("made.txt was not created")
-	}
-	reqs := model.Requests()
-	if len(reqs) < 2 || reqs[0].LastUserText() != "make the file" || reqs[0].Model != "claude-sonnet-4-5" {
-		t.Fatalf("the model got %d requests; the first: prompt %q, model %q", len(reqs), reqs[0].LastUserText(), reqs[0].Model)
-	}
-	// The session stays, for attach.
-	res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
-	if err != nil || len(res.Msg.Sessions) != 1 || res.Msg.Sessions[0].Cwd != dir {
-		t.Errorf("sessions: %v (%v)", res, err)
-	}
-}
-
-// Without a terminal run --server denies what needs a person, as run does.
-func TestRunServerNoTerminal(t *testing.T) {
-	t.Parallel()
-	d, _ := startRemote(t, nil,
-		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
-		claudetest.Reply(claudetest.Text("Could not.")))
-	dir := t.TempDir()
-	inv := d.inv() // CLAUDECTL_SERVER
-	o := claudectl(t, inv, "run", "--cwd", dir, "make the file")
-	if o.code != 0 || !strings.HasSuffix(o.stdout, "Could not.\n") {
-		t.Fatalf("exit %d, stdout %q", o.code, o.stdout)
-	}
-	if !strings.Contains(o.stderr, "no terminal was available to ask") || fileExists(filepath.Join(dir, "made.txt")) {
-		t.Errorf("not denied: stderr %q", o.stderr)
-	}
-}
-
-func TestRunServerErrorResult(t *testing.T) {
-	t.Parallel()
-	d, _ := startRemote(t, nil, claudetest.Error(400, "invalid_request_error", "bad"))
-	o := claudectl(t, invocation{}, "run", "--server", d.url, "--cwd", t.TempDir(), "hi")
-	if o.code != 1 {
-		t.Errorf("exit %d, want 1", o.code)
-	}
-	if !strings.Contains(o.stderr, "claudectl run: API Error: 400 bad") {
-		t.Errorf("stderr = %q, want the error", o.stderr)
-	}
-}
-
-func TestRunServerInterrupt(t *testing.T) {
-	t.Parallel()
-	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 2000))}, ChunkSize: 5, DeltaDelay: 50 * time.Millisecond}
-	d, _ := startRemote(t, nil, slow)
-	ints := make(chan os.Signal, 1)
-	started := make(chan struct{})
-	go func() {
-		<-started
-		ints <- os.Interrupt
-	}()
-	start := time.Now()
-	o := claudectl(t, invocation{interrupts: ints, stdout: &firstWrite{ch: started}}, "run", "--server", d.url, "--cwd", t.TempDir(), "go slowly")
-	if o.code != ExitInterrupted {
-		t.Errorf("exit %d, want %d", o.code, ExitInterrupted)
-	}
-	if !strings.Contains(o.stderr, "interrupting the turn") || !strings.Contains(o.stderr, "claudectl: interrupted") {
-		t.Errorf("stderr = %q", o.stderr)
-	}
-	if n := strings.Count(o.stdout, "slow"); n == 0 || n >= 2000 {
-		t.Errorf("stdout has %d of 2000 words; want some, not all", n)
-	}
-	if d := time.Since(start); d > 60*time.Second {
-		t.Errorf("took %v: the turn was not cut short", d)
-	}
-	// The session goes on.
-	res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
-	if err != nil || len(res.Msg.Sessions) != 1 {
-		t.Fatalf("sessions: %v (%v)", res, err)
-	}
-	if st := res.Msg.Sessions[0].Status; st == v1.SessionStatus_SESSION_STATUS_CLOSED || st == v1.SessionStatus_SESSION_STATUS_FAILED {
-		t.Errorf("the session is %s after Ctrl-C", statusName(st))
-	}
-}
-
 // When another client decides first, attach withdraws its question and
 // says who won.
 func TestAttachAnotherClientWins(t *testing.T) {
 	t.Parallel()
-	d, _ := startRemote(t, nil,
+	d, _ := startDaemonModel(t, nil,
 		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()

@@ -225,10 +225,10 @@ func runCommand(ctx context.Context, env *Env, c Command, args []string) int {
 		code = ExitInterrupted
 	}
 	if err != nil {
-		var ee *exitError
+		var se *statusError
 		var ue *usageError
 		switch {
-		case errors.As(err, &ee) && ee.reported:
+		case errors.As(err, &se) && se.reported:
 		case errors.As(err, &ue):
 			fmt.Fprintf(env.Stderr, "claudectl %s: %v; see \"claudectl %s -h\"\n", c.Name(), ue, c.Name())
 		default:
@@ -238,40 +238,41 @@ func runCommand(ctx context.Context, env *Env, c Command, args []string) int {
 	return code
 }
 
-// exitError carries an exit status; reported means the message was already
-// printed.
-type exitError struct {
+// statusError is a command's error carrying the process exit status
+// claudectl ends with (not the exit of a CLI, claude.ExitError); reported
+// means the message was already printed.
+type statusError struct {
 	code     int
 	err      error
 	reported bool
 }
 
-func (e *exitError) Error() string {
+func (e *statusError) Error() string {
 	if e.err == nil {
 		return fmt.Sprintf("exit status %d", e.code)
 	}
 	return e.err.Error()
 }
 
-func (e *exitError) Unwrap() error { return e.err }
+func (e *statusError) Unwrap() error { return e.err }
 
 // exitWith returns an error for status code with a message.
 func exitWith(code int, format string, args ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+	return &statusError{code: code, err: fmt.Errorf(format, args...)}
 }
 
 // exitSilently returns an error for status code whose message has been
 // printed already.
-func exitSilently(code int) error { return &exitError{code: code, reported: true} }
+func exitSilently(code int) error { return &statusError{code: code, reported: true} }
 
 // exitCode maps a command's error to an exit status.
 func exitCode(err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.code
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {

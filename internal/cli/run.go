@@ -189,9 +189,9 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	remote := cfg.server.server != "" || strings.TrimSpace(env.Getenv("CLAUDECTL_SERVER")) != ""
-	if remote {
-		if err := cfg.checkRemote(); err != nil {
+	viaServer := cfg.server.server != "" || strings.TrimSpace(env.Getenv("CLAUDECTL_SERVER")) != ""
+	if viaServer {
+		if err := cfg.checkServer(); err != nil {
 			return err
 		}
 	} else if cfg.server.tokenFile != "" {
@@ -210,8 +210,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 			return usagef("the prompt read from stdin is empty")
 		}
 	}
-	if remote {
-		return (&remoteRunner{env: env, cfg: cfg}).run(ctx)
+	if viaServer {
+		return (&serverRunner{env: env, cfg: cfg}).run(ctx)
 	}
 	if cfg.cliPath == "" {
 		p, err := claude.FindBinary(&claude.FindOptions{Env: env.Getenv})

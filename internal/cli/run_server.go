@@ -15,17 +15,17 @@ import (
 	"github.com/claudectl/claudectl/claude"
 )
 
-// remoteRunner is one execution of run --server: the prompt runs in a new
+// serverRunner is one execution of run --server: the prompt runs in a new
 // session of the daemon, followed as attach follows one.
-type remoteRunner struct {
+type serverRunner struct {
 	env *Env
 	cfg *runConfig
 
 	interrupts atomic.Int32
 }
 
-// checkRemote refuses the flags that only mean something for a local CLI.
-func (cfg *runConfig) checkRemote() error {
+// checkServer refuses the flags that only mean something for a local CLI.
+func (cfg *runConfig) checkServer() error {
 	for _, c := range []struct {
 		set  bool
 		flag string
@@ -43,7 +43,7 @@ func (cfg *runConfig) checkRemote() error {
 	return nil
 }
 
-func (r *remoteRunner) run(ctx context.Context) error {
+func (r *serverRunner) run(ctx context.Context) error {
 	env, cfg := r.env, r.cfg
 	stderr := env.Stderr
 	dc, err := cfg.server.dial(env)
@@ -157,7 +157,7 @@ func (r *remoteRunner) run(ctx context.Context) error {
 // watchInterrupts handles Ctrl-C while the turn runs: the first asks the
 // daemon to stop the turn (its result then ends the run), the second stops
 // following at once. The returned function stops watching and waits.
-func (r *remoteRunner) watchInterrupts(ctx context.Context, dc *daemonClient, id string, detach context.CancelFunc) func() {
+func (r *serverRunner) watchInterrupts(ctx context.Context, dc *daemonClient, id string, detach context.CancelFunc) func() {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -1,0 +1,441 @@
+package claude
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/claudectl/claudectl/internal/relay"
+)
+
+// WorkerListener is a [Transport] whose CLIs run on other machines: each
+// runs under a remote worker ("claudectl worker --connect URL --token-file F"),
+// which starts the Claude Code CLI over stdio on its machine and relays its
+// lines over a WebSocket to this listener. Sessions keep the same API as
+// local ones; the CLI's working directory and files are the worker's.
+//
+// Use [WorkerListener.Listen] to serve on an address of its own, or mount
+// the listener (an [http.Handler]) in a server. Each [WorkerListener.Start]
+// takes the next worker that connects (or one already waiting), sends it the
+// command and returns the connection. The worker applies the environment
+// changes of [Options.Env] to its own environment; [Options.CLIPath] is
+// ignored (the worker's --cli flag chooses the CLI).
+//
+// The link survives network failures: the worker reconnects with backoff,
+// the CLI keeps running meanwhile, and both sides send again, by sequence
+// number, what the other has not received, so no line is lost or doubled.
+// The protocol is described in internal/relay.
+//
+// Token must be set; the other fields may be left zero. The fields must not
+// change once the listener is in use.
+type WorkerListener struct {
+	// Token is the bearer token workers must present.
+	Token string
+	// Addr is the address Listen listens on; empty means "127.0.0.1:0" (a
+	// free port on the loopback interface).
+	Addr string
+	// Path is the URL path Listen serves; empty means "/worker".
+	Path string
+	// WaitTimeout bounds how long Start waits for a worker; zero means as
+	// long as Start's context lasts.
+	WaitTimeout time.Duration
+	// ReconnectTimeout is how long a session waits for its worker to come
+	// back after the link dropped before it fails with a *WorkerLostError;
+	// zero means 2 minutes.
+	ReconnectTimeout time.Duration
+	// BufferBytes bounds the lines sent to a worker and not yet
+	// acknowledged (a writer blocks while it is full); zero means 8 MiB.
+	BufferBytes int
+	// Stderr, if set, receives each line the remote CLIs write on stderr.
+	Stderr func(line string)
+	// Logger receives connection events; nil means slog.Default().
+	Logger *slog.Logger
+
+	initOnce sync.Once
+	ctx      context.Context // ends when the listener closes
+	cancel   context.CancelFunc
+	handlers sync.WaitGroup // ServeHTTP calls
+	serve    sync.WaitGroup // Listen's Serve goroutine
+
+	pingInterval, pingTimeout time.Duration // tests
+
+	mu       sync.Mutex
+	closed   bool
+	srv      *http.Server
+	url      string
+	idle     []*workerLink
+	idleWake chan struct{} // closed and replaced when a worker becomes idle
+	sessions map[string]*workerConn
+	// ended remembers, until the time given, the sessions whose CLI exited,
+	// with the frames received: a worker that missed the last ack because
+	// the link dropped gets it when it comes back.
+	ended map[string]endedSession
+}
+
+type endedSession struct {
+	recv  uint64
+	until time.Time
+}
+
+// ErrListenerClosed is returned by the calls on a closed WorkerListener, and
+// by the sessions it was still serving.
+var ErrListenerClosed = errors.New("claude: listener closed")
+
+func (l *WorkerListener) init() {
+	l.initOnce.Do(func() {
+		l.ctx, l.cancel = context.WithCancel(context.Background())
+		l.idleWake = make(chan struct{})
+		l.sessions = map[string]*workerConn{}
+		l.ended = map[string]endedSession{}
+	})
+}
+
+func (l *WorkerListener) logger() *slog.Logger {
+	if l.Logger != nil {
+		return l.Logger
+	}
+	return slog.Default()
+}
+
+func (l *WorkerListener) path() string {
+	if l.Path != "" {
+		return l.Path
+	}
+	return "/worker"
+}
+
+// Listen starts serving on Addr in the background. Workers connect to
+// [WorkerListener.URL].
+func (l *WorkerListener) Listen() error {
+	l.init()
+	if l.Token == "" {
+		return errors.New("claude: WorkerListener.Token is empty")
+	}
+	addr := l.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrListenerClosed
+	}
+	if l.srv != nil {
+		return errors.New("claude: WorkerListener is already listening")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("claude: WorkerListener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(l.path(), l)
+	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	l.url = "ws://" + ln.Addr().String() + l.path()
+	l.serve.Add(1)
+	go func() {
+		defer l.serve.Done()
+		l.srv.Serve(ln)
+	}()
+	return nil
+}
+
+// URL returns the ws:// URL workers connect to, once Listen has succeeded
+// ("" before).
+func (l *WorkerListener) URL() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.url
+}
+
+// Close stops listening, drops every worker connection and ends the
+// sessions that still run (their Conn reports ErrListenerClosed). It waits
+// for the listener's goroutines; it is idempotent.
+func (l *WorkerListener) Close() error {
+	l.init()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.serve.Wait()
+		l.handlers.Wait()
+		return nil
+	}
+	l.closed = true
+	srv := l.srv
+	sessions := make([]*workerConn, 0, len(l.sessions))
+	for _, rc := range l.sessions {
+		sessions = append(sessions, rc)
+	}
+	l.mu.Unlock()
+	l.cancel()
+	if srv != nil {
+		srv.Close()
+	}
+	for _, rc := range sessions {
+		rc.fail(ErrListenerClosed)
+	}
+	l.serve.Wait()
+	l.handlers.Wait()
+	return nil
+}
+
+func (l *WorkerListener) enter() bool {
+	l.init()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.handlers.Add(1)
+	return true
+}
+
+// ServeHTTP implements [http.Handler]: it accepts a worker's WebSocket
+// connection (bearer token and the relay subprotocol required) and serves it
+// until it ends.
+func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !l.enter() {
+		http.Error(w, "listener closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer l.handlers.Done()
+	if !bearerOK(r, l.Token) {
+		l.logger().Warn("claude: worker connection refused", "remote", r.RemoteAddr, "path", r.URL.Path, "reason", authProblem(r))
+		refuse(w)
+		return
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{relay.Subprotocol}})
+	if err != nil {
+		l.logger().Warn("claude: worker connection failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	defer c.CloseNow()
+	if c.Subprotocol() != relay.Subprotocol {
+		c.Close(websocket.StatusPolicyViolation, "subprotocol "+relay.Subprotocol+" required")
+		return
+	}
+	hctx, cancel := context.WithTimeout(l.ctx, 30*time.Second)
+	hello, err := relay.ReadFrame(hctx, c)
+	cancel()
+	if err != nil || hello.Type != relay.TypeHello {
+		l.logger().Warn("claude: worker connection without hello", "remote", r.RemoteAddr, "err", err)
+		c.Close(websocket.StatusProtocolError, "hello expected")
+		return
+	}
+	wl := &workerLink{l: l, c: c, name: hello.Worker, remote: r.RemoteAddr, assign: make(chan assignment, 1), gone: make(chan struct{})}
+	if wl.name == "" {
+		wl.name = r.RemoteAddr
+	}
+	var rc *workerConn
+	if hello.Session != "" {
+		l.mu.Lock()
+		rc = l.sessions[hello.Session]
+		ended, wasEnded := l.ended[hello.Session]
+		l.mu.Unlock()
+		if rc == nil && wasEnded && time.Now().Before(ended.until) {
+			// The session is over but the worker missed the last ack:
+			// give it, and let the worker close.
+			l.logger().Info("claude: worker came back after its session ended", "worker", wl.name, "session", hello.Session)
+			if relay.WriteFrame(l.ctx, c, &relay.Header{Type: relay.TypeResume, Session: hello.Session, Ack: ended.recv}, nil) == nil {
+				ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+				c.Read(ctx) // until the worker's close
+				cancel()
+			}
+			return
+		}
+		if rc == nil || rc.over() {
+			l.logger().Warn("claude: worker came back for an unknown session", "worker", wl.name, "session", hello.Session)
+			relay.WriteFrame(l.ctx, c, &relay.Header{Type: relay.TypeReject, Error: "unknown session " + hello.Session}, nil)
+			c.Close(websocket.StatusNormalClosure, "")
+			return
+		}
+	}
+	wl.serve(rc, hello.Ack)
+}
+
+func (l *WorkerListener) addIdle(wl *workerLink) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.idle = append(l.idle, wl)
+	close(l.idleWake)
+	l.idleWake = make(chan struct{})
+}
+
+func (l *WorkerListener) removeIdle(wl *workerLink) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, w := range l.idle {
+		if w == wl {
+			l.idle = append(l.idle[:i], l.idle[i+1:]...)
+			return
+		}
+	}
+}
+
+// takeIdle removes and returns the oldest waiting worker, waiting for one
+// if needed.
+func (l *WorkerListener) takeIdle(ctx context.Context) (*workerLink, error) {
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return nil, ErrListenerClosed
+		}
+		if len(l.idle) > 0 {
+			wl := l.idle[0]
+			l.idle = l.idle[1:]
+			l.mu.Unlock()
+			return wl, nil
+		}
+		wake := l.idleWake
+		l.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.ctx.Done():
+			return nil, ErrListenerClosed
+		}
+	}
+}
+
+// Start implements [Transport]: it waits for a worker (see WaitTimeout),
+// sends it the command and returns the connection to the remote CLI. ctx
+// governs the whole session: when it ends, the worker stops the CLI at once.
+func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
+	l.init()
+	if l.Token == "" {
+		return nil, errors.New("claude: WorkerListener.Token is empty")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	set, unset := envDelta(c.Env, osEnviron())
+	rc := &workerConn{
+		l:   l,
+		ctx: ctx,
+		id:  "s-" + randomHex(12),
+		cmd: &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
+		out: relay.NewOutbox(orDefault(l.BufferBytes, relay.DefaultBufferBytes)),
+
+		ackCh:   make(chan struct{}),
+		wake:    make(chan struct{}),
+		linkCh:  make(chan struct{}),
+		exited:  make(chan struct{}),
+		closing: make(chan struct{}),
+		stderr:  l.Stderr,
+	}
+	wctx := ctx
+	if l.WaitTimeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, l.WaitTimeout)
+		defer cancel()
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrListenerClosed
+	}
+	l.sessions[rc.id] = rc
+	l.mu.Unlock()
+	for {
+		wl, err := l.takeIdle(wctx)
+		if err != nil {
+			l.forget(rc)
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				err = fmt.Errorf("no worker connected within %v", l.WaitTimeout)
+			}
+			return nil, &StartError{Path: "remote worker at " + l.URL(), Err: err}
+		}
+		res := make(chan error, 1)
+		wl.assign <- assignment{rc: rc, result: res}
+		select {
+		case err = <-res:
+		case <-wl.gone:
+			select {
+			case err = <-res:
+			default:
+				err = errors.New("gone")
+			}
+		}
+		if err == nil {
+			rc.worker = wl.name
+			break
+		}
+		l.logger().Debug("claude: worker went away before its session started", "worker", wl.name, "err", err)
+	}
+	rc.bg.Add(1)
+	go rc.watch()
+	return rc, nil
+}
+
+func (l *WorkerListener) forget(rc *workerConn) {
+	rc.mu.Lock()
+	recv, exited := rc.recv, rc.exit != nil
+	rc.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.sessions, rc.id)
+	now := time.Now()
+	for id, e := range l.ended {
+		if now.After(e.until) {
+			delete(l.ended, id)
+		}
+	}
+	if exited {
+		l.ended[rc.id] = endedSession{recv: recv, until: now.Add(l.reconnectTimeout())}
+	}
+}
+
+func (l *WorkerListener) reconnectTimeout() time.Duration {
+	if l.ReconnectTimeout > 0 {
+		return l.ReconnectTimeout
+	}
+	return relay.DefaultReconnectTimeout
+}
+
+func orDefault(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// envDelta returns how env differs from base: the variables to set and the
+// names to unset.
+func envDelta(env, base []string) (set map[string]string, unset []string) {
+	have := make(map[string]string, len(base))
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		have[k] = v
+	}
+	want := make(map[string]bool, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		want[k] = true
+		if old, ok := have[k]; !ok || old != v {
+			if set == nil {
+				set = map[string]string{}
+			}
+			set[k] = v
+		}
+	}
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if !want[k] {
+			unset = append(unset, k)
+		}
+	}
+	return set, unset
+}
+
+// osEnviron is os.Environ, a variable for tests.
+var osEnviron = os.Environ

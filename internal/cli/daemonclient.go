@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+)
+
+// defaultServer is where the client commands find the daemon by default
+// (claudectl serve listens on 127.0.0.1:7777).
+const defaultServer = "http://127.0.0.1:7777"
+
+const clientFlagsHelp = `
+The daemon's address comes from --server, else CLAUDECTL_SERVER, else
+` + defaultServer + `. A bearer token comes from --token-file, else
+CLAUDECTL_TOKEN, if either is set.
+
+Exit status: 0 done, 1 the daemon failed or is unreachable, 2 bad usage.
+`
+
+// clientFlags are the flags every daemon client command takes.
+type clientFlags struct {
+	server    string
+	tokenFile string
+}
+
+func (f *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.server, "server", "", "the daemon's `URL` (default $CLAUDECTL_SERVER or "+defaultServer+")")
+	fs.StringVar(&f.tokenFile, "token-file", "", "send the bearer token read from `FILE` (default $CLAUDECTL_TOKEN)")
+}
+
+// daemonClient talks to the daemon.
+type daemonClient struct {
+	addr     string
+	httpc    *http.Client
+	sessions claudectlv1connect.SessionServiceClient
+	perms    claudectlv1connect.PermissionServiceClient
+}
+
+// dial resolves the address and token and returns the clients. Close it.
+func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
+	server, flagName := f.server, "--server"
+	if server == "" {
+		server, flagName = strings.TrimSpace(env.Getenv("CLAUDECTL_SERVER")), "CLAUDECTL_SERVER"
+	}
+	if server == "" {
+		server = defaultServer
+	}
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if flagName == "--server" {
+			return nil, badValue("server", f.server, "must be an http:// or https:// URL such as "+defaultServer)
+		}
+		return nil, usagef("invalid CLAUDECTL_SERVER %q: must be an http:// or https:// URL such as %s", env.Getenv("CLAUDECTL_SERVER"), defaultServer)
+	}
+	server = strings.TrimRight(u.String(), "/")
+	var token string
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, badValue("token-file", f.tokenFile, err.Error())
+		}
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return nil, badValue("token-file", f.tokenFile, "the file is empty")
+		}
+	} else {
+		token = strings.TrimSpace(env.Getenv("CLAUDECTL_TOKEN"))
+	}
+	var rt http.RoundTripper = &http.Transport{Proxy: http.ProxyFromEnvironment}
+	if token != "" {
+		rt = bearer{token: token, next: rt}
+	}
+	httpc := &http.Client{Transport: rt}
+	return &daemonClient{
+		addr:     server,
+		httpc:    httpc,
+		sessions: claudectlv1connect.NewSessionServiceClient(httpc, server),
+		perms:    claudectlv1connect.NewPermissionServiceClient(httpc, server),
+	}, nil
+}
+
+func (c *daemonClient) Close() { c.httpc.CloseIdleConnections() }
+
+// bearer adds "Authorization: Bearer TOKEN" to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func (b bearer) CloseIdleConnections() {
+	if c, ok := b.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// explain turns an RPC error into a readable one (exit status 1); what says
+// what was being done ("sending to session X").
+func (c *daemonClient) explain(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || isDialError(err) {
+		return exitWith(ExitFailure, "cannot reach the claudectl daemon at %s (start it with `claudectl serve`)", c.addr)
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return exitWith(ExitFailure, "%s: %v", what, err)
+	}
+	msg := ce.Message()
+	switch ce.Code() {
+	case connect.CodeNotFound:
+		return exitWith(ExitFailure, "%s: not found: %s", what, msg)
+	case connect.CodeInvalidArgument:
+		return exitWith(ExitFailure, "%s: invalid argument: %s", what, msg)
+	case connect.CodeFailedPrecondition:
+		return exitWith(ExitFailure, "%s: not possible now: %s", what, msg)
+	case connect.CodeUnauthenticated:
+		return exitWith(ExitFailure, "the daemon at %s refused the request: missing or bad bearer token (set --token-file or CLAUDECTL_TOKEN)", c.addr)
+	case connect.CodePermissionDenied:
+		return exitWith(ExitFailure, "%s: permission denied: %s", what, msg)
+	case connect.CodeUnavailable:
+		return exitWith(ExitFailure, "%s: the daemon at %s is unavailable: %s", what, c.addr, msg)
+	case connect.CodeDeadlineExceeded:
+		return exitWith(ExitFailure, "%s: timed out: %s", what, msg)
+	case connect.CodeCanceled:
+		return exitWith(ExitFailure, "%s: canceled", what)
+	case connect.CodeResourceExhausted, connect.CodeOutOfRange:
+		return exitWith(ExitFailure, "%s: %s", what, msg)
+	case connect.CodeUnimplemented:
+		return exitWith(ExitFailure, "%s: the daemon at %s does not support this (is it claudectl serve, and as new as this claudectl?): %s", what, c.addr, msg)
+	default:
+		return exitWith(ExitFailure, "%s: daemon error (%s): %s", what, ce.Code(), msg)
+	}
+}
+
+func isDialError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// parseClient parses args for a client command and returns the positional
+// arguments; help is true after -h (usage printed).
+func parseClient(env *Env, text string, fs *flag.FlagSet, args []string) (pos []string, help bool, err error) {
+	pos, err = parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(env.Stdout, text, fs)
+		return nil, true, nil
+	}
+	return pos, false, err
+}
+
+// statusName is SESSION_STATUS_IDLE as "idle".
+func statusName(s v1.SessionStatus) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "SESSION_STATUS_"))
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// lifecycleError explains an error of command name on session id. A
+// refusal because of the session's state keeps the daemon's words and
+// adds what to do instead.
+func lifecycleError(dc *daemonClient, err error, name, id string) error {
+	what := map[string]string{"resume": "resuming", "fork": "forking", "close": "closing", "interrupt": "interrupting"}[name] +
+		" session " + id
+	explained := dc.explain(err, what)
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeFailedPrecondition {
+		return explained
+	}
+	var hint string
+	switch msg := ce.Message(); {
+	case name == "resume" && strings.Contains(msg, "already running"):
+		hint = fmt.Sprintf("it still has its CLI: claudectl send %s TEXT talks to it, claudectl close %s ends it", id, id)
+	case name == "interrupt" && strings.Contains(msg, "not running"):
+		hint = fmt.Sprintf("no turn can run without a CLI: claudectl resume %s starts one", id)
+	default:
+		return explained
+	}
+	return exitWith(ExitFailure, "%v (%s)", explained, hint)
+}
+
+// runSessionCall runs a command that makes one call about one session and
+// prints what call says it did.
+func runSessionCall(ctx context.Context, env *Env, name, text string, args []string,
+	call func(context.Context, *daemonClient, string) (string, error)) error {
+	env = env.withDefaults()
+	var cf clientFlags
+	fs := newFlagSet(name)
+	cf.register(fs)
+	pos, help, err := parseClient(env, text, fs, args)
+	if help || err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0 || strings.TrimSpace(pos[0]) == "":
+		return usagef("missing SESSION_ID: %s needs the id of a daemon session (see claudectl sessions)", name)
+	case len(pos) > 1:
+		return usagef("unexpected argument %q: %s takes one SESSION_ID", pos[1], name)
+	}
+	id := pos[0]
+	dc, err := cf.dial(env)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	done, err := call(ctx, dc, id)
+	if err != nil {
+		return lifecycleError(dc, err, name, id)
+	}
+	fmt.Fprintln(env.Stdout, done)
+	return nil
+}

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+)
+
+// DecideCommand is "claudectl approve" or "claudectl deny".
+type DecideCommand struct {
+	Env   *Env
+	Allow bool
+}
+
+// Name implements Command.
+func (c *DecideCommand) Name() string {
+	if c.Allow {
+		return "approve"
+	}
+	return "deny"
+}
+
+// Summary implements Command.
+func (c *DecideCommand) Summary() string {
+	if c.Allow {
+		return "allow a pending permission request"
+	}
+	return "deny a pending permission request"
+}
+
+const approveUsage = `Usage: claudectl approve [flags] REQUEST_ID
+
+Allows the pending permission request. With --always, the CLI's suggested
+permission is also stored as a rule. The first decision wins: if someone
+else decided first, approve fails and says who.
+` + clientFlagsHelp
+
+const denyUsage = `Usage: claudectl deny [flags] REQUEST_ID
+
+Denies the pending permission request, with --message telling Claude why.
+The first decision wins: if someone else decided first, deny fails and
+says who.
+` + clientFlagsHelp
+
+// Run implements Command.
+func (c *DecideCommand) Run(ctx context.Context, args []string) error {
+	env := c.Env.withDefaults()
+	name := c.Name()
+	var cf clientFlags
+	var always bool
+	var message string
+	fs := newFlagSet(name)
+	text := denyUsage
+	if c.Allow {
+		text = approveUsage
+		fs.BoolVar(&always, "always", false, "also store the CLI's suggested permission as a rule")
+	} else {
+		fs.StringVar(&message, "message", "", "tell Claude why, in `TEXT`")
+	}
+	cf.register(fs)
+	pos, help, err := parseClient(env, text, fs, args)
+	if help || err != nil {
+		return err
+	}
+	if len(pos) == 0 || strings.TrimSpace(pos[0]) == "" {
+		return usagef("missing REQUEST_ID: %s needs the id of a pending request", name)
+	}
+	if len(pos) > 1 {
+		return usagef("unexpected argument %q: %s takes one REQUEST_ID", pos[1], name)
+	}
+	id := pos[0]
+	dc, err := cf.dial(env)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	b := v1.Behavior_BEHAVIOR_DENY
+	if c.Allow {
+		b = v1.Behavior_BEHAVIOR_ALLOW
+	}
+	res, err := dc.perms.Decide(ctx, connect.NewRequest(&v1.DecideRequest{RequestId: id, Behavior: b,
+		Message: message, Always: always, Client: "claudectl"}))
+	if err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() == connect.CodeFailedPrecondition && strings.Contains(ce.Message(), "already") {
+			// The first decision wins; the message names the winner.
+			return exitWith(ExitFailure, "too late: %s (the first decision wins)", strings.TrimPrefix(ce.Message(), "permission: "))
+		}
+		return dc.explain(err, fmt.Sprintf("deciding request %s", id))
+	}
+	d := res.Msg.Decision
+	verb := "Denied"
+	if c.Allow {
+		verb = "Allowed"
+	}
+	fmt.Fprintf(env.Stdout, "%s %s", verb, id)
+	if d.GetToolName() != "" {
+		fmt.Fprintf(env.Stdout, " (%s in session %s)", d.ToolName, d.SessionId)
+	}
+	fmt.Fprintln(env.Stdout, ".")
+	return nil
+}

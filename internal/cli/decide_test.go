@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/claudetest"
+)
+
+func TestClientApproveThenDenyLoses(t *testing.T) {
+	d := startDaemon(t,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch x", "description": "Create x"})),
+		claudetest.Reply(claudetest.Text("Created x.")))
+	dir := t.TempDir()
+	res, err := d.sessions.CreateSession(d.ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: dir}, Prompt: "Create x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(d.ctx)
+	defer cancel()
+	stream, err := d.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: res.Msg.Session.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	decided, sawResult := 0, false
+	for stream.Receive() {
+		ev := stream.Msg().Event
+		if pr := ev.GetPermissionRequest(); pr != nil {
+			o := claudectl(t, d.inv(), "approve", pr.RequestId)
+			if o.code != 0 || !strings.Contains(o.stdout, "Allowed "+pr.RequestId) || !strings.Contains(o.stdout, "Bash") {
+				t.Errorf("approve: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+			}
+			o = claudectl(t, d.inv(), "deny", pr.RequestId, "--message", "no")
+			if o.code != 1 || !strings.Contains(o.stderr, "already decided by client:claudectl") || !strings.Contains(o.stderr, "first decision wins") {
+				t.Errorf("late deny: exit %d, stderr %q; want 1 saying who won", o.code, o.stderr)
+			}
+			decided++
+		}
+		if ev.GetMessage().GetType() == "result" {
+			sawResult = true
+		}
+		if sawResult && ev.GetStatusChange().GetStatus() == v1.SessionStatus_SESSION_STATUS_IDLE {
+			break
+		}
+	}
+	if decided != 1 {
+		t.Fatalf("saw %d permission requests, want 1 (stream: %v)", decided, stream.Err())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err != nil {
+		t.Errorf("x was not created after approve: %v", err)
+	}
+}

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+)
+
+// SessionsCommand is "claudectl sessions": the daemon's sessions.
+type SessionsCommand struct{ Env *Env }
+
+// Name implements Command.
+func (*SessionsCommand) Name() string { return "sessions" }
+
+// Summary implements Command.
+func (*SessionsCommand) Summary() string { return "list the daemon's sessions" }
+
+const sessionsUsage = `Usage: claudectl sessions [flags]
+
+Lists the sessions the daemon hosts: id, status, model, working directory
+and cost so far; the session a fork was made from (PARENT) and why a failed
+or closed session ended (ERROR, its first line: --json has all of it) when
+any session has one.
+` + clientFlagsHelp
+
+// sessionJSON is one session in sessions --json.
+type sessionJSON struct {
+	ID              string  `json:"id"`
+	Status          string  `json:"status"`
+	Model           string  `json:"model"`
+	Cwd             string  `json:"cwd"`
+	CostUSD         float64 `json:"cost_usd"`
+	ClaudeSessionID string  `json:"claude_session_id,omitempty"`
+	PermissionMode  string  `json:"permission_mode,omitempty"`
+	Worker          string  `json:"worker,omitempty"`
+	ParentID        string  `json:"parent_id,omitempty"`
+	Error           string  `json:"error,omitempty"`
+}
+
+// sessionToJSON returns s as sessions --json prints it.
+func sessionToJSON(s *v1.Session) sessionJSON {
+	return sessionJSON{ID: s.Id, Status: statusName(s.Status), Model: s.Model, Cwd: s.Cwd,
+		CostUSD: s.GetTotals().GetCostUsd(), ClaudeSessionID: s.ClaudeSessionId,
+		PermissionMode: s.PermissionMode, Worker: s.Worker, ParentID: s.ParentId, Error: s.Error}
+}
+
+// endedError returns the first line of the error of a failed or closed
+// session, "" for a session that runs (its error is from an earlier CLI).
+func endedError(s sessionJSON) string {
+	if s.Status != "failed" && s.Status != "closed" {
+		return ""
+	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(s.Error), "\n")
+	msg = strings.ReplaceAll(msg, "\t", " ") // a tab would start a cell
+	if r := []rune(msg); len(r) > 100 {
+		msg = string(r[:99]) + "…"
+	}
+	return msg
+}
+
+// Run implements Command.
+func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
+	env := c.Env.withDefaults()
+	var cf clientFlags
+	var asJSON bool
+	fs := newFlagSet("sessions")
+	fs.BoolVar(&asJSON, "json", false, "print the sessions as a JSON array")
+	cf.register(fs)
+	pos, help, err := parseClient(env, sessionsUsage, fs, args)
+	if help || err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q: sessions takes no arguments", pos[0])
+	}
+	dc, err := cf.dial(env)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	res, err := dc.sessions.ListSessions(ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+	if err != nil {
+		return dc.explain(err, "listing sessions")
+	}
+	list := make([]sessionJSON, 0, len(res.Msg.Sessions))
+	for _, s := range res.Msg.Sessions {
+		list = append(list, sessionToJSON(s))
+	}
+	if asJSON {
+		return writeJSON(env.Stdout, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(env.Stdout, "No sessions.")
+		return nil
+	}
+	// PARENT and ERROR are shown only when a session has one; ERROR is
+	// last, so that a long one does not widen the columns.
+	var parents, errs bool
+	for _, s := range list {
+		parents = parents || s.ParentID != ""
+		errs = errs || endedError(s) != ""
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	row := func(cells ...string) {
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	head := []string{"ID", "STATUS", "MODEL", "CWD", "COST"}
+	if parents {
+		head = append(head, "PARENT")
+	}
+	if errs {
+		head = append(head, "ERROR")
+	}
+	row(head...)
+	for _, s := range list {
+		cells := []string{s.ID, s.Status, orDash(s.Model), s.Cwd, fmt.Sprintf("$%.4f", s.CostUSD)}
+		if parents {
+			cells = append(cells, orDash(s.ParentID))
+		}
+		if errs {
+			cells = append(cells, orDash(endedError(s)))
+		}
+		row(cells...)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
