@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/internal/serve"
@@ -27,6 +28,8 @@ type Options struct {
 	// CLIPath, if set, runs this executable instead of the real CLI (a
 	// stand-in for benchmarks); the scripted model still serves it.
 	CLIPath string
+	// Transport, if set, runs local sessions' CLIs (e.g. *InProcessCLI).
+	Transport claude.Transport
 	// ReadBufferSize is daemon.Options.ReadBufferSize (0: its default).
 	ReadBufferSize int
 	// MaxPayloadBytes is the daemon.max_payload_bytes setting (0: 10 MiB,
@@ -90,7 +93,7 @@ func (d *Daemon) open() {
 	t := d.t
 	t.Helper()
 	srv, err := serve.Start(d.Ctx, &d.settings, &serve.Options{Stderr: io.Discard, ReadBufferSize: d.opts.ReadBufferSize,
-		Getenv: func(string) string { return "" }})
+		Transport: d.opts.Transport, Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,8 @@ type Options struct {
 	Stderr io.Writer
 	// ReadBufferSize is daemon.Options.ReadBufferSize (0: its default).
 	ReadBufferSize int
+	// Transport is daemon.Options.Transport: tests run in-process CLIs.
+	Transport claude.Transport
 }
 
 // A Server is a running daemon: its store, engine, broker, sessions and
@@ -146,7 +148,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		WatchedTimeout: s.WatchedTimeout, UnwatchedTimeout: s.UnwatchedTimeout})
 	srv.Daemon, err = daemon.New(ctx, &daemon.Options{DB: srv.db, Engine: permission.NewEngine(nil), Broker: srv.broker,
 		CLIPath: path, Env: s.Env, Logger: log, SubscriberBuffer: s.SubscriberBuffer,
-		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize})
+		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize,
+		Transport: opts.Transport})
 	if err != nil {
 		return nil, err
 	}

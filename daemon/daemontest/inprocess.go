@@ -1,0 +1,103 @@
+package daemontest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/claudectl/claudectl/claude"
+)
+
+// InProcessCLI is a claude.Transport whose "CLI" is a few lines of Go in
+// this process: it answers control requests with success and each prompt
+// with a system/init and a successful result, and ends when its input is
+// closed. It costs no process, so tests can run thousands of sessions.
+type InProcessCLI struct {
+	started atomic.Int64
+}
+
+// Started returns how many CLIs it has started.
+func (t *InProcessCLI) Started() int64 { return t.started.Load() }
+
+// Start implements claude.Transport.
+func (t *InProcessCLI) Start(ctx context.Context, _ *claude.Command) (claude.Conn, error) {
+	n := t.started.Add(1)
+	c := &inProcessConn{sessionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), wake: make(chan struct{}, 1)}
+	context.AfterFunc(ctx, func() { c.Close() })
+	return c, nil
+}
+
+type inProcessConn struct {
+	sessionID string
+	wake      chan struct{} // capacity 1: lines or the end are waiting
+
+	mu     sync.Mutex
+	out    [][]byte // guarded by mu
+	closed bool     // guarded by mu: the input ended
+}
+
+func (c *inProcessConn) push(lines ...[]byte) {
+	c.mu.Lock()
+	c.out = append(c.out, lines...)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *inProcessConn) ReadLine() (claude.Line, error) {
+	for {
+		c.mu.Lock()
+		if len(c.out) > 0 {
+			l := c.out[0]
+			c.out = c.out[1:]
+			c.mu.Unlock()
+			return claude.Line{Data: l}, nil
+		}
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return claude.Line{}, io.EOF
+		}
+		<-c.wake
+	}
+}
+
+func (c *inProcessConn) WriteLine(_ context.Context, line []byte) error {
+	var msg struct {
+		Type      string `json:"type"`
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(line, &msg); err != nil {
+		return fmt.Errorf("in-process CLI: bad line %q: %w", line, err)
+	}
+	switch msg.Type {
+	case "control_request":
+		c.push(fmt.Appendf(nil, `{"type":"control_response","response":{"subtype":"success","request_id":%q,"response":{}}}`, msg.RequestID))
+	case "user":
+		c.push(
+			fmt.Appendf(nil, `{"type":"system","subtype":"init","session_id":%q,"model":"stand-in","tools":[],"cwd":"/"}`, c.sessionID),
+			fmt.Appendf(nil, `{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":%q,"total_cost_usd":0.001,"duration_ms":1,"num_turns":1}`, c.sessionID))
+	}
+	return nil
+}
+
+func (c *inProcessConn) CloseWrite() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *inProcessConn) Close() error { return c.CloseWrite() }
+func (c *inProcessConn) Wait() error  { return nil }
+
+func (c *inProcessConn) StderrTail() string { return "" }

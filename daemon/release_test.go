@@ -1,0 +1,84 @@
+package daemon_test
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/store"
+)
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestEndedSessionsAreReleased creates and closes 10,000 sessions (each
+// with a prompt, on in-process CLIs): once they are closed the daemon holds
+// nothing of them in memory, so its heap returns to the baseline.
+func TestEndedSessionsAreReleased(t *testing.T) {
+	n := 10_000
+	if testing.Short() {
+		n = 1_000
+	}
+	cli := &daemontest.InProcessCLI{}
+	td := daemontest.Start(t, &daemontest.Options{Transport: cli})
+	d, ctx := td.D, td.Ctx
+
+	cycle := func(count int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		work := make(chan int)
+		for range 8 {
+			wg.Go(func() {
+				for range work {
+					s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hello")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if err := d.CloseSession(ctx, s.ID); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		for i := range count {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+	}
+	cycle(200) // warm up: pools, caches, prepared statements
+	base := heapInUse()
+	cycle(n)
+	after := heapInUse()
+	if t.Failed() {
+		return
+	}
+	if running := d.Running(); running != 0 {
+		t.Errorf("%d sessions still have an actor", running)
+	}
+	closed, err := d.Sessions(ctx, store.SessionFilter{})
+	if err != nil || len(closed) != n+200 {
+		t.Fatalf("%d sessions stored, %v", len(closed), err)
+	}
+	for _, s := range closed {
+		if s.Status != store.StatusClosed {
+			t.Fatalf("session %s is %s, want closed", s.ID, s.Status)
+		}
+	}
+	// 10,000 sessions kept alive would hold megabytes (an actor and its
+	// hub alone are over 1 KB each); allow 1 MB of noise.
+	t.Logf("heap: %d KB before, %d KB after %d sessions (%d CLIs started)", base>>10, after>>10, n, cli.Started())
+	if after > base+1<<20 {
+		t.Errorf("heap grew from %d KB to %d KB over %d closed sessions", base>>10, after>>10, n)
+	}
+}
