@@ -181,3 +181,37 @@ func TestSlowSubscriberDroppedAndResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestNoPayloadLimit: with daemon.max_payload_bytes -1 a 12 MiB line reaches
+// the log and the subscribers whole (the SDK gets the same limit as the
+// store); with the default it is cut at 10 MiB.
+func TestNoPayloadLimit(t *testing.T) {
+	huge := strings.Repeat("0123456789abcdef", (12<<20)/16) // 12 MiB
+	for _, tc := range []struct {
+		limit int
+		whole bool
+	}{{-1, true}, {0, false}} {
+		td := daemontest.Start(t, &daemontest.Options{MaxPayloadBytes: tc.limit}, claudetest.Reply(claudetest.Text(huge)))
+		d, ctx := td.D, td.Ctx
+		s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "say it all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, ev := range untilIdle(t, d, ctx, s.ID, 0) {
+			if ev.Type != "assistant" {
+				continue
+			}
+			found = true
+			whole := strings.Contains(string(ev.Raw), huge) && !ev.Truncated()
+			if whole != tc.whole || (!tc.whole && ev.OriginalSize <= 12<<20) {
+				t.Errorf("limit %d: assistant line of %d bytes (original %d), whole %v; want whole %v",
+					tc.limit, len(ev.Raw), ev.OriginalSize, whole, tc.whole)
+			}
+		}
+		if !found {
+			t.Errorf("limit %d: no assistant line", tc.limit)
+		}
+		d.CloseSession(ctx, s.ID)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/permission"
 )
 
 // These tests run attach and run --server against an in-process daemon
@@ -402,5 +403,34 @@ func TestAttachAnotherClientWins(t *testing.T) {
 	}
 	if !fileExists(filepath.Join(dir, "made.txt")) {
 		t.Error("made.txt was not created")
+	}
+}
+
+// A request whose session someone follows with attach expires after the
+// watched timeout (permissions.watched_timeout), not the unwatched one.
+func TestAttachWatchedRequestExpires(t *testing.T) {
+	t.Parallel()
+	d, _ := startDaemonModel(t, &daemontest.Options{Broker: &permission.BrokerOptions{
+		WatchedTimeout: 3 * time.Second, UnwatchedTimeout: time.Hour}},
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(claudetest.Text("Could not.")))
+	dir := t.TempDir()
+	id := d.create(t, dir, "make the file")
+	live, wait := background(t, d.inv(), "attach", id)
+	reqID := d.permissionRequest(t, id)
+	start := time.Now()
+	waitFor(t, "the request to expire", func() bool {
+		return strings.Contains(live.String(), "Could not.") || strings.Contains(live.String(), "timeout")
+	})
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the watched request expired after %v, want about 3 s", took)
+	}
+	d.closeSession(t, id)
+	o := wait()
+	if want := "request " + reqID + " (Bash) denied by timeout"; !strings.Contains(o.stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, o.stderr)
+	}
+	if fileExists(filepath.Join(dir, "made.txt")) {
+		t.Error("made.txt was created though the request expired")
 	}
 }
