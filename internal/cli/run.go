@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/daemon"
 )
 
 // RunCommand is "claudectl run": it runs one prompt through Claude Code and
@@ -128,6 +129,19 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 	return fs
 }
 
+// sessionOptions are the session options the flags ask for, with the
+// working directory cwd: one mapping for a local CLI (through
+// daemon.ClaudeOptions, as the daemon does) and for a daemon session.
+func (cfg *runConfig) sessionOptions(cwd string) *daemon.SessionOptions {
+	return &daemon.SessionOptions{
+		Cwd: cwd, Model: cfg.model, PermissionMode: cfg.permissionMode,
+		AllowedTools: cfg.allow, DisallowedTools: cfg.deny, AddDirs: cfg.addDirs,
+		SystemPrompt: cfg.systemPrompt, AppendSystemPrompt: cfg.appendSystemPrompt,
+		MaxTurns: int32(cfg.maxTurns), MaxBudgetUsd: cfg.maxBudgetUSD,
+		IncludePartialMessages: true,
+	}
+}
+
 // parse parses and checks the command line; the prompt is not read yet.
 func (c *RunCommand) parse(args []string) (*runConfig, *flag.FlagSet, error) {
 	cfg := &runConfig{}
@@ -238,35 +252,21 @@ func (r *runner) options() *claude.Options {
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	opts := &claude.Options{
-		CLIPath:                         cfg.cliPath,
-		Cwd:                             cfg.cwd,
-		Env:                             r.env.CLIEnv,
-		Model:                           cfg.model,
-		PermissionMode:                  mode,
-		AllowDangerouslySkipPermissions: mode == claude.PermissionBypassPermissions,
-		AllowedTools:                    cfg.allow,
-		DisallowedTools:                 cfg.deny,
-		AddDirs:                         cfg.addDirs,
-		MaxTurns:                        cfg.maxTurns,
-		MaxBudgetUSD:                    cfg.maxBudgetUSD,
-		Resume:                          cfg.resume,
-		Continue:                        cfg.cont,
-		ForkSession:                     cfg.fork,
-		IncludePartialMessages:          true,
-		SystemPrompt:                    cfg.systemPrompt,
-		AppendSystemPrompt:              cfg.appendSystemPrompt,
-		MaxPayloadBytes:                 cfg.maxPayloadBytes,
-		Logger: slog.New(slog.NewTextHandler(r.env.Stderr, &slog.HandlerOptions{
-			Level: level,
-			ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-				if len(groups) == 0 && a.Key == slog.TimeKey {
-					return slog.Attr{}
-				}
-				return a
-			},
-		})),
-	}
+	opts := new(daemon.ClaudeOptions(cfg.sessionOptions(cfg.cwd)))
+	opts.CLIPath = cfg.cliPath
+	opts.Env = r.env.CLIEnv
+	opts.AllowDangerouslySkipPermissions = mode == claude.PermissionBypassPermissions
+	opts.Resume, opts.Continue, opts.ForkSession = cfg.resume, cfg.cont, cfg.fork
+	opts.MaxPayloadBytes = cfg.maxPayloadBytes
+	opts.Logger = slog.New(slog.NewTextHandler(r.env.Stderr, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
 	if cfg.verbose {
 		stderr := r.env.Stderr
 		opts.Stderr = func(line string) { fmt.Fprintf(stderr, "claude: %s\n", line) }

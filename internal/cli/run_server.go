@@ -67,14 +67,8 @@ func (r *serverRunner) run(ctx context.Context) error {
 	defer detach()
 
 	res, err := dc.sessions.CreateSession(fctx, connect.NewRequest(&v1.CreateSessionRequest{
-		Options: &v1.SessionOptions{
-			Cwd: cwd, Model: cfg.model, PermissionMode: cfg.permissionMode,
-			AllowedTools: cfg.allow, DisallowedTools: cfg.deny, AddDirs: cfg.addDirs,
-			SystemPrompt: cfg.systemPrompt, AppendSystemPrompt: cfg.appendSystemPrompt,
-			MaxTurns: int32(cfg.maxTurns), MaxBudgetUsd: cfg.maxBudgetUSD,
-			IncludePartialMessages: true,
-		},
-		Prompt: cfg.prompt,
+		Options: cfg.sessionOptions(cwd),
+		Prompt:  cfg.prompt,
 	}))
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -394,6 +394,11 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	if len(a.sessions)+len(changed) > maxCachedSessions {
+		// Forget them all rather than grow with every session ever
+		// written to: each is looked up again at its next event.
+		clear(a.sessions)
+	}
 	for id, st := range changed {
 		if st.pk < 0 {
 			delete(a.sessions, id)
@@ -403,3 +408,7 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 	}
 	return nil
 }
+
+// maxCachedSessions bounds the appender's cache of session states: a
+// daemon that has run 10,000 sessions keeps the state of a few hundred.
+const maxCachedSessions = 1024
