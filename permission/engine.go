@@ -145,6 +145,9 @@ func (e *Engine) Evaluate(req *claude.PermissionRequest, at Scope) Decision {
 			live = append(live, r)
 		}
 	}
+	if d, ok := decideTooLong(q, live); ok {
+		return d
+	}
 	if req.ToolName == "Bash" {
 		return evalBash(q, live)
 	}
@@ -163,14 +166,21 @@ func evalBash(q *request, live []*Rule) Decision {
 	cmd := strings.TrimSpace(q.str("command"))
 	parts, opaque := splitCommand(cmd)
 	// matchesAny reports whether r matches the command line or one of its
-	// parts; matchesPart whether it matches part p.
+	// parts; matchesPart whether it matches part p. A rule matched against
+	// the whole line is matched once, however many parts ask.
+	wholeLine := make(map[*Rule]bool)
 	matchesPart := func(r *Rule, p string) bool {
 		m, ok := r.m.(bashMatcher)
 		if !ok {
 			return true // the whole tool
 		}
 		if m.whole {
-			return m.matches(cmd)
+			ok, done := wholeLine[r]
+			if !done {
+				ok = m.matches(cmd)
+				wholeLine[r] = ok
+			}
+			return ok
 		}
 		return m.matches(p)
 	}
@@ -220,8 +230,11 @@ func evalBash(q *request, live []*Rule) Decision {
 		}
 		by = append(by, found)
 	}
-	names := make([]string, 0, len(by))
-	for _, r := range by {
+	var names []string
+	for i, r := range by {
+		if slices.Contains(by[:i], r) {
+			continue
+		}
 		if s := r.String(); !slices.Contains(names, s) {
 			names = append(names, s)
 		}

@@ -116,7 +116,9 @@ type SyntaxError struct {
 	Msg  string // what is wrong with it
 }
 
-func (e *SyntaxError) Error() string { return fmt.Sprintf("permission: rule %q: %s", e.Spec, e.Msg) }
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("permission: rule %s: %s", shortSpec(e.Spec), e.Msg)
+}
 
 // Is makes errors.Is(err, ErrSyntax) true.
 func (e *SyntaxError) Is(target error) bool { return target == ErrSyntax }
@@ -168,6 +170,9 @@ func NewRule(spec string, b Behavior, s Scope) (Rule, error) {
 func (r *Rule) compile() error {
 	if r.Tool == "" {
 		return errors.New("no tool name")
+	}
+	if len(r.Content) > MaxPatternLen {
+		return fmt.Errorf("the pattern is %d bytes, more than the limit of %d", len(r.Content), MaxPatternLen)
 	}
 	if r.Content == "*" { // Claude Code: Bash(*) is Bash
 		r.Content = ""
