@@ -18,7 +18,8 @@ type Decision struct {
 	// it must go to a person whatever the allow rules say, None when no
 	// rule matched (it goes to a person too).
 	Behavior Behavior
-	// Rule is the rule that decided; nil for None and for AskUserQuestion.
+	// Rule is the rule that decided; nil for None, for AskUserQuestion and
+	// for an input too long to be matched that no rule could settle.
 	// For a compound Bash command allowed part by part, it is the rule of
 	// the first part and Reason names the others.
 	Rule *Rule

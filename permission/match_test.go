@@ -151,3 +151,95 @@ func FuzzPathMatch(f *testing.F) {
 			over([]string{"a", "b", "/", "ab", "/", "*"}, rel))
 	})
 }
+
+// BenchmarkMatch compares the matchers with the backtracking ones they
+// replaced on ordinary rules: go test -bench Match -run ^$ ./permission.
+func BenchmarkMatch(b *testing.B) {
+	for _, bb := range []struct{ name, pattern, s string }{
+		{"prefix", "git status *", "git status --short"},
+		{"prefix-miss", "git status *", "ls -la"},
+		{"exact", "npm run test", "npm run test"},
+		{"middle", "git * main", "git push --force-with-lease origin main"},
+		{"two-stars", "docker * --rm *", "docker run -it --rm alpine sh"},
+	} {
+		b.Run("bash/"+bb.name+"/old", func(b *testing.B) {
+			for b.Loop() {
+				refWildcard(bb.pattern, bb.s)
+			}
+		})
+		b.Run("bash/"+bb.name+"/new", func(b *testing.B) {
+			for b.Loop() {
+				wildcard(bb.pattern, bb.s)
+			}
+		})
+	}
+	for _, bb := range []struct{ name, pattern, rel string }{
+		{"dir", "src/**", "src/pkg/sub/file.go"},
+		{"ext", "*.env", "deploy/prod/.env"},
+		{"ext-deep", "*.go", "a/b/c/d/e/f/g/h/x.go"},
+		{"ext-miss", "*.go", "a/b/c/d/e/f/g/h/x.md"},
+		{"two-stars", "//home/u/**/secrets/**/*.pem", "home/u/work/app/secrets/tls/key.pem"},
+		{"anchored-miss", "docs/*.md", "docs/sub/a.md"},
+	} {
+		m, err := compilePath(bb.pattern)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("path/"+bb.name+"/old", func(b *testing.B) {
+			for b.Loop() {
+				refMatchRel(m.segs, bb.rel)
+			}
+		})
+		b.Run("path/"+bb.name+"/new", func(b *testing.B) {
+			for b.Loop() {
+				m.matchRel(bb.rel)
+			}
+		})
+	}
+}
+
+// BenchmarkMatchWorst matches the worst patterns we know of at the size
+// limits, where the backtracking matchers would never finish:
+// go test -bench MatchWorst -run ^$ ./permission.
+func BenchmarkMatchWorst(b *testing.B) {
+	// Pieces that almost occur everywhere, long enough for strings.Index
+	// to fall back to Rabin-Karp, against 1 MiB.
+	piece := strings.Repeat("a;", 40) + "b"
+	pattern := "*" + strings.Repeat(piece+"*", MaxPatternLen/len(piece)-1) + "c"
+	cmd := strings.Repeat("a;", MaxCommandLen/2-1) + "ac"
+	b.Run("bash/near-misses", func(b *testing.B) {
+		for b.Loop() {
+			wildcard(pattern, cmd)
+		}
+	})
+	stars := strings.Repeat("*a", MaxPatternLen/2-1) + "*b"
+	b.Run("bash/stars", func(b *testing.B) {
+		for b.Loop() {
+			wildcard(stars, cmd[:len(cmd)-1]+"b")
+		}
+	})
+	// A run of half the path's segments that almost matches at every
+	// place, against a 4 KiB path: about a million path.Match calls.
+	rel := strings.Repeat("a/", MaxPathLen/2-1) + "z"
+	for _, seg := range []string{"a", "*a"} {
+		m, err := compilePath("**/" + strings.Repeat(seg+"/", MaxPathLen/2/len(seg+"/")-4) + "b/**/z")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("path/run-of-"+seg, func(b *testing.B) {
+			for b.Loop() {
+				m.matchRel(rel)
+			}
+		})
+	}
+	m, err := compilePath("//" + strings.Repeat("*a", MaxPatternLen/2-2) + "*b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	long := strings.Repeat("a", MaxPathLen-1)
+	b.Run("path/stars-in-a-segment", func(b *testing.B) {
+		for b.Loop() {
+			m.matchRel(long)
+		}
+	})
+}

@@ -86,6 +86,10 @@ func (s Scope) covers(at Scope) bool {
 // several. A pattern that itself holds one of those operators is matched
 // against the whole command instead. Commands with $(…), backquotes or
 // process substitution are matched by a whole-tool "Bash" rule only.
+//
+// A pattern has at most [MaxPatternLen] bytes; the package documentation
+// says how long matching takes and what happens to inputs too long to
+// match.
 type Rule struct {
 	// ID is the rule's id in the store, 0 if none. Engine.Remove takes it.
 	ID int64
