@@ -121,26 +121,27 @@ func (m fieldMatcher) tooLong(q *request) string {
 // search starts where the previous one ended, so the whole match takes
 // O(len(pattern)·len(s)) time at worst, linear in practice.
 func wildcard(pattern, s string) bool {
-	first, rest, ok := strings.Cut(pattern, "*")
-	if !ok {
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
 		return pattern == s
 	}
-	if !strings.HasPrefix(s, first) {
+	if !strings.HasPrefix(s, pattern[:star]) {
 		return false
 	}
-	s = s[len(first):]
-	star := strings.LastIndexByte(rest, '*')
-	last := rest[star+1:] // rest itself when there is no other star
+	s, pattern = s[star:], pattern[star+1:]
+	star = strings.LastIndexByte(pattern, '*')
+	last := pattern[star+1:] // all of it when there is no other star
 	if !strings.HasSuffix(s, last) {
 		return false
 	}
-	if star < 0 {
-		return true
-	}
-	s, rest = s[:len(s)-len(last)], rest[:star]
-	for rest != "" {
-		var piece string
-		piece, rest, _ = strings.Cut(rest, "*")
+	s, pattern = s[:len(s)-len(last)], pattern[:max(star, 0)]
+	for pattern != "" { // the pieces between, if any
+		piece := pattern
+		if star = strings.IndexByte(pattern, '*'); star >= 0 {
+			piece, pattern = pattern[:star], pattern[star+1:]
+		} else {
+			pattern = ""
+		}
 		i := strings.Index(s, piece)
 		if i < 0 {
 			return false

@@ -153,7 +153,8 @@ func FuzzPathMatch(f *testing.F) {
 }
 
 // BenchmarkMatch compares the matchers with the backtracking ones they
-// replaced on ordinary rules: go test -bench Match -run ^$ ./permission.
+// replaced on ordinary rules, old and new in the same run: go test -bench
+// ^BenchmarkMatch$ -run ^$ -count 10 ./permission, then benchstat -col /impl.
 func BenchmarkMatch(b *testing.B) {
 	for _, bb := range []struct{ name, pattern, s string }{
 		{"prefix", "git status *", "git status --short"},
@@ -162,12 +163,12 @@ func BenchmarkMatch(b *testing.B) {
 		{"middle", "git * main", "git push --force-with-lease origin main"},
 		{"two-stars", "docker * --rm *", "docker run -it --rm alpine sh"},
 	} {
-		b.Run("bash/"+bb.name+"/old", func(b *testing.B) {
+		b.Run("bash/"+bb.name+"/impl=old", func(b *testing.B) {
 			for b.Loop() {
 				refWildcard(bb.pattern, bb.s)
 			}
 		})
-		b.Run("bash/"+bb.name+"/new", func(b *testing.B) {
+		b.Run("bash/"+bb.name+"/impl=new", func(b *testing.B) {
 			for b.Loop() {
 				wildcard(bb.pattern, bb.s)
 			}
@@ -185,12 +186,12 @@ func BenchmarkMatch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run("path/"+bb.name+"/old", func(b *testing.B) {
+		b.Run("path/"+bb.name+"/impl=old", func(b *testing.B) {
 			for b.Loop() {
 				refMatchRel(m.segs, bb.rel)
 			}
 		})
-		b.Run("path/"+bb.name+"/new", func(b *testing.B) {
+		b.Run("path/"+bb.name+"/impl=new", func(b *testing.B) {
 			for b.Loop() {
 				m.matchRel(bb.rel)
 			}
