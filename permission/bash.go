@@ -35,6 +35,10 @@ func (m bashMatcher) covers(tool string) bool { return tool == "Bash" }
 // through Engine.evalBash, which applies the compound-command rules.
 func (m bashMatcher) match(q *request, _ *Rule) bool { return m.matches(q.str("command")) }
 
+func (m bashMatcher) tooLong(q *request) string {
+	return overLimit("command", q.str("command"), MaxCommandLen)
+}
+
 // matches reports whether one command (or, for a whole rule, the whole
 // command line) matches the pattern. A pattern ending in " *" with no other
 // wildcard also matches the command without arguments.

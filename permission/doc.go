@@ -43,4 +43,37 @@
 //	res := claude.Allow()
 //	res.UpdatedPermissions = req.Suggestions
 //	err := d.broker.Resolve(req.RequestID, res, "client:alice")
+//
+// # How long a decision takes
+//
+// Matching never backtracks. In a Bash, Agent or Skill pattern the pieces
+// between the stars each match text of their own length, so each is looked
+// for once, where it first occurs after the one before; in a file pattern
+// the runs of segments between the "**"s are looked for the same way, each
+// segment matched as [path.Match] does. A rule thus takes at worst time
+// proportional to the length of its pattern times the length of what it is
+// matched against, and in practice about linear in the latter: no
+// pattern, however many stars it has, can make a decision slow, as
+// "Bash(*a*a*a*a*a*a*a*b)" made the backtracking matcher this replaced.
+// A Bash rule matched against the whole line is matched once, however many
+// parts the line has.
+//
+// Sizes are bounded too:
+//
+//   - A pattern (the text between a rule's parentheses) has at most
+//     [MaxPatternLen] bytes, 4 KiB: [ParseRule], [NewRule] and [Engine.Add]
+//     refuse a longer one with a [*SyntaxError] naming the rule and the
+//     limit.
+//   - Patterns are matched only against a Bash command, URL, agent type or
+//     skill name of at most [MaxCommandLen] bytes (1 MiB) and a file path of
+//     at most [MaxPathLen] bytes (4 KiB, PATH_MAX on Linux); nothing is
+//     truncated. A request whose input is longer is decided by the rules without a pattern as far as the
+//     patterns could not have changed the outcome (a deny rule for the
+//     whole tool denies it; an ask rule for it asks unless a deny rule has a
+//     pattern; an allow rule allows it unless a deny or ask rule has one)
+//     and otherwise goes to a person, with a reason saying why.
+//
+// The worst patterns we know of (BenchmarkMatchWorst) take about 30 ms to
+// match a 4 KiB path and 10 ms to match a 1 MiB command on one core; an
+// ordinary rule takes a few microseconds at most (BenchmarkMatch).
 package permission

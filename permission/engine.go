@@ -18,7 +18,8 @@ type Decision struct {
 	// it must go to a person whatever the allow rules say, None when no
 	// rule matched (it goes to a person too).
 	Behavior Behavior
-	// Rule is the rule that decided; nil for None and for AskUserQuestion.
+	// Rule is the rule that decided; nil for None, for AskUserQuestion and
+	// for an input too long to be matched that no rule could settle.
 	// For a compound Bash command allowed part by part, it is the rule of
 	// the first part and Reason names the others.
 	Rule *Rule
@@ -145,6 +146,9 @@ func (e *Engine) Evaluate(req *claude.PermissionRequest, at Scope) Decision {
 			live = append(live, r)
 		}
 	}
+	if d, ok := decideTooLong(q, live); ok {
+		return d
+	}
 	if req.ToolName == "Bash" {
 		return evalBash(q, live)
 	}
@@ -163,14 +167,21 @@ func evalBash(q *request, live []*Rule) Decision {
 	cmd := strings.TrimSpace(q.str("command"))
 	parts, opaque := splitCommand(cmd)
 	// matchesAny reports whether r matches the command line or one of its
-	// parts; matchesPart whether it matches part p.
+	// parts; matchesPart whether it matches part p. A rule matched against
+	// the whole line is matched once, however many parts ask.
+	wholeLine := make(map[*Rule]bool)
 	matchesPart := func(r *Rule, p string) bool {
 		m, ok := r.m.(bashMatcher)
 		if !ok {
 			return true // the whole tool
 		}
 		if m.whole {
-			return m.matches(cmd)
+			ok, done := wholeLine[r]
+			if !done {
+				ok = m.matches(cmd)
+				wholeLine[r] = ok
+			}
+			return ok
 		}
 		return m.matches(p)
 	}
@@ -220,8 +231,11 @@ func evalBash(q *request, live []*Rule) Decision {
 		}
 		by = append(by, found)
 	}
-	names := make([]string, 0, len(by))
-	for _, r := range by {
+	var names []string
+	for i, r := range by {
+		if slices.Contains(by[:i], r) {
+			continue
+		}
 		if s := r.String(); !slices.Contains(names, s) {
 			names = append(names, s)
 		}

@@ -16,15 +16,25 @@ type request struct {
 	input map[string]json.RawMessage
 	at    Scope
 	home  string
+	strs  map[string]string // fields decoded by str, for the next rule
+	// target is targetPath's result once known.
+	target *string
 }
 
 // str returns a string field of the tool input, "" if absent or not a
 // string.
 func (q *request) str(field string) string {
+	if s, ok := q.strs[field]; ok {
+		return s
+	}
 	var s string
 	if raw, ok := q.input[field]; ok {
 		json.Unmarshal(raw, &s)
 	}
+	if q.strs == nil {
+		q.strs = make(map[string]string)
+	}
+	q.strs[field] = s
 	return s
 }
 
@@ -35,6 +45,10 @@ type matcher interface {
 	// match reports whether the rule matches q; r is the rule itself, for
 	// its scope.
 	match(q *request, r *Rule) bool
+	// tooLong returns, when what the rule's pattern is matched against in
+	// q is longer than the limit for it, a sentence saying so; "" when it
+	// is not, and for a rule without a pattern.
+	tooLong(q *request) string
 }
 
 // toolMatcher is a rule without a pattern: every call of its tools.
@@ -42,6 +56,7 @@ type toolMatcher struct{ tools []string }
 
 func (m toolMatcher) covers(tool string) bool    { return slices.Contains(m.tools, tool) }
 func (m toolMatcher) match(*request, *Rule) bool { return true }
+func (m toolMatcher) tooLong(*request) string    { return "" }
 
 // mcpMatcher is mcp__server (every tool of the server), mcp__server__*
 // (the same) or mcp__server__tool.
@@ -58,6 +73,7 @@ func (m mcpMatcher) covers(tool string) bool {
 	return tool == name
 }
 func (m mcpMatcher) match(*request, *Rule) bool { return true }
+func (m mcpMatcher) tooLong(*request) string    { return "" }
 
 // domainMatcher is WebFetch(domain:host); "*.host" covers subdomains.
 type domainMatcher string
@@ -74,6 +90,9 @@ func (m domainMatcher) match(q *request, _ *Rule) bool {
 	}
 	return host == string(m)
 }
+func (m domainMatcher) tooLong(q *request) string {
+	return overLimit("URL", q.str("url"), MaxCommandLen)
+}
 
 // fieldMatcher matches one string field of the input against a pattern in
 // which * matches any text.
@@ -87,9 +106,20 @@ func (m fieldMatcher) covers(tool string) bool { return slices.Contains(m.tools,
 func (m fieldMatcher) match(q *request, _ *Rule) bool {
 	return wildcard(m.pattern, q.str(m.field))
 }
+func (m fieldMatcher) tooLong(q *request) string {
+	return overLimit(strings.ReplaceAll(m.field, "_", " "), q.str(m.field), MaxCommandLen)
+}
 
 // wildcard reports whether s matches pattern, in which * matches any
-// text (including none) and every other character itself.
+// text (including none) and every other byte itself.
+//
+// It never backtracks. The pieces between the stars match text of their
+// own length, so the text matches if and only if the first piece is a
+// prefix, the last a suffix of what is left, and the pieces between them
+// occur in order in what remains, each where it first occurs after the
+// one before: putting a piece further right never helps the next. Each
+// search starts where the previous one ended, so the whole match takes
+// O(len(pattern)·len(s)) time at worst, linear in practice.
 func wildcard(pattern, s string) bool {
 	star := strings.IndexByte(pattern, '*')
 	if star < 0 {
@@ -99,12 +129,26 @@ func wildcard(pattern, s string) bool {
 		return false
 	}
 	s, pattern = s[star:], pattern[star+1:]
-	for i := 0; i <= len(s); i++ {
-		if wildcard(pattern, s[i:]) {
-			return true
-		}
+	star = strings.LastIndexByte(pattern, '*')
+	last := pattern[star+1:] // all of it when there is no other star
+	if !strings.HasSuffix(s, last) {
+		return false
 	}
-	return false
+	s, pattern = s[:len(s)-len(last)], pattern[:max(star, 0)]
+	for pattern != "" { // the pieces between, if any
+		piece := pattern
+		if star = strings.IndexByte(pattern, '*'); star >= 0 {
+			piece, pattern = pattern[:star], pattern[star+1:]
+		} else {
+			pattern = ""
+		}
+		i := strings.Index(s, piece)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(piece):]
+	}
+	return true
 }
 
 // pathMatcher is a file rule: a gitignore-style pattern anchored at a root.
@@ -116,6 +160,9 @@ type pathMatcher struct {
 	// segs is the pattern split on "/", with a leading "**" when the
 	// pattern was not anchored.
 	segs []string
+	// under is segs with a trailing "**": what matches it is a path the
+	// pattern matches or a path inside one.
+	under []string
 }
 
 // compilePath compiles the pattern of a file rule.
@@ -153,10 +200,17 @@ func compilePath(p string) (*pathMatcher, error) {
 	if !anchored {
 		m.segs = append([]string{"**"}, m.segs...)
 	}
+	m.under = m.segs
+	if m.segs[len(m.segs)-1] != "**" {
+		m.under = append(slices.Clip(m.segs), "**")
+	}
 	return m, nil
 }
 
 func (m *pathMatcher) covers(tool string) bool { return slices.Contains(m.tools, tool) }
+func (m *pathMatcher) tooLong(q *request) string {
+	return overLimit("file path", targetPath(q), MaxPathLen)
+}
 
 func (m *pathMatcher) match(q *request, r *Rule) bool {
 	target := targetPath(q)
@@ -182,23 +236,31 @@ func (m *pathMatcher) match(q *request, r *Rule) bool {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return false
 	}
+	return m.matchRel(filepath.ToSlash(rel))
+}
+
+// matchRel reports whether rel, a clean relative path other than "..",
+// is matched by the pattern or lies inside a directory that is.
+func (m *pathMatcher) matchRel(rel string) bool {
 	if rel == "." {
 		return len(m.segs) == 1 && m.segs[0] == "**"
 	}
 	// gitignore: a pattern that matches a directory covers what it holds.
-	parts := strings.Split(filepath.ToSlash(rel), "/")
-	for n := len(parts); n > 0; n-- {
-		if matchSegs(m.segs, parts[:n]) {
-			return true
-		}
-	}
-	return false
+	return matchSegs(m.under, strings.Split(rel, "/"))
 }
 
 // targetPath returns the absolute, cleaned path a file tool call touches:
 // file_path, notebook_path, or for the search tools path (default the
 // project directory). Relative paths are taken from the project directory.
 func targetPath(q *request) string {
+	if q.target == nil {
+		t := findTarget(q)
+		q.target = &t
+	}
+	return *q.target
+}
+
+func findTarget(q *request) string {
 	p := q.str("file_path")
 	if p == "" {
 		p = q.str("notebook_path")
@@ -223,27 +285,74 @@ func targetPath(q *request) string {
 	return filepath.Clean(p)
 }
 
-// matchSegs matches path segments against pattern segments, where "**"
-// matches any number of segments (including none).
+// matchSegs reports whether the path segments parts match the pattern
+// segments pat, where "**" matches any number of segments (including none)
+// and any other pattern segment matches one segment, as path.Match does.
+//
+// It never backtracks, for the reason wildcard does not: the runs of
+// pattern segments between the "**"s match a fixed number of segments, so
+// the first run must match at the start, the last at the end, and each run
+// between them where it first matches after the one before. That is at
+// most len(pat)·len(parts) calls of path.Match, each taking time
+// proportional to the product of the two segments' lengths: O(len(pattern)
+// ·len(path)) in all.
 func matchSegs(pat, parts []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for i := 0; i <= len(parts); i++ {
-				if matchSegs(pat[1:], parts[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(parts) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], parts[0]); !ok {
-			return false
-		}
-		pat, parts = pat[1:], parts[1:]
+	// The run before the first "**".
+	i := slices.Index(pat, "**")
+	if i < 0 {
+		return len(pat) == len(parts) && matchRun(pat, parts)
 	}
-	return len(parts) == 0
+	if len(parts) < i || !matchRun(pat[:i], parts[:i]) {
+		return false
+	}
+	pat, parts = pat[i+1:], parts[i:]
+	// The run after the last "**".
+	j := len(pat)
+	for j > 0 && pat[j-1] != "**" {
+		j--
+	}
+	last := pat[j:]
+	if len(parts) < len(last) || !matchRun(last, parts[len(parts)-len(last):]) {
+		return false
+	}
+	pat, parts = pat[:max(j-1, 0)], parts[:len(parts)-len(last)]
+	// The runs between, each at the first place it matches.
+	for len(pat) > 0 {
+		run := pat
+		if k := slices.Index(pat, "**"); k >= 0 {
+			run, pat = pat[:k], pat[k+1:]
+		} else {
+			pat = nil
+		}
+		at := indexRun(parts, run)
+		if at < 0 {
+			return false
+		}
+		parts = parts[at+len(run):]
+	}
+	return true
+}
+
+// matchRun reports whether each segment of parts matches the pattern
+// segment of run at its index; they have the same length.
+func matchRun(run, parts []string) bool {
+	for i, p := range run {
+		if ok, _ := path.Match(p, parts[i]); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// indexRun returns the first index at which run matches in parts, -1 if
+// none.
+func indexRun(parts, run []string) int {
+	for at := 0; at+len(run) <= len(parts); at++ {
+		if matchRun(run, parts[at:at+len(run)]) {
+			return at
+		}
+	}
+	return -1
 }
 
 // within reports whether dir is base or below it.

@@ -86,6 +86,10 @@ func (s Scope) covers(at Scope) bool {
 // several. A pattern that itself holds one of those operators is matched
 // against the whole command instead. Commands with $(…), backquotes or
 // process substitution are matched by a whole-tool "Bash" rule only.
+//
+// A pattern has at most [MaxPatternLen] bytes; the package documentation
+// says how long matching takes and what happens to inputs too long to
+// match.
 type Rule struct {
 	// ID is the rule's id in the store, 0 if none. Engine.Remove takes it.
 	ID int64
@@ -116,7 +120,9 @@ type SyntaxError struct {
 	Msg  string // what is wrong with it
 }
 
-func (e *SyntaxError) Error() string { return fmt.Sprintf("permission: rule %q: %s", e.Spec, e.Msg) }
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("permission: rule %s: %s", shortSpec(e.Spec), e.Msg)
+}
 
 // Is makes errors.Is(err, ErrSyntax) true.
 func (e *SyntaxError) Is(target error) bool { return target == ErrSyntax }
@@ -168,6 +174,9 @@ func NewRule(spec string, b Behavior, s Scope) (Rule, error) {
 func (r *Rule) compile() error {
 	if r.Tool == "" {
 		return errors.New("no tool name")
+	}
+	if len(r.Content) > MaxPatternLen {
+		return fmt.Errorf("the pattern is %d bytes, more than the limit of %d", len(r.Content), MaxPatternLen)
 	}
 	if r.Content == "*" { // Claude Code: Bash(*) is Bash
 		r.Content = ""
