@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"testing"
@@ -84,5 +85,40 @@ func TestEndedSessionsAreReleased(t *testing.T) {
 	t.Logf("heap: %d KB before, %d KB after %d sessions (%d CLIs started)", base>>10, after>>10, n, cli.Started())
 	if after > base+512<<10 {
 		t.Errorf("heap grew from %d KB to %d KB over %d closed sessions", base>>10, after>>10, n)
+	}
+}
+
+// TestCloseDoesNotWaitForBlockedCalls: an interrupt the CLI never answers
+// does not hold up closing the session; the call ends with it.
+func TestCloseDoesNotWaitForBlockedCalls(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{Transport: &daemontest.InProcessCLI{Ignore: []string{"interrupt"}}})
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	interrupted := make(chan error, 1)
+	go func() { interrupted <- d.Interrupt(ctx, s.ID) }()
+	time.Sleep(200 * time.Millisecond) // the interrupt is in flight
+	closed := make(chan error, 1)
+	go func() { closed <- d.CloseSession(ctx, s.ID) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CloseSession waited behind an interrupt the CLI never answers")
+	}
+	select {
+	case err := <-interrupted:
+		if !errors.Is(err, daemon.ErrNotRunning) {
+			t.Errorf("the blocked interrupt ended with %v, want ErrNotRunning", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked interrupt did not end with the session")
+	}
+	if got, _ := d.Session(ctx, s.ID); got.Status != store.StatusClosed {
+		t.Errorf("status %s, want closed", got.Status)
 	}
 }

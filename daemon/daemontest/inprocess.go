@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -16,6 +17,10 @@ import (
 // with a system/init and a successful result, and ends when its input is
 // closed. It costs no process, so tests can run thousands of sessions.
 type InProcessCLI struct {
+	// Ignore lists control request subtypes it never answers ("interrupt"),
+	// as a stuck CLI would not.
+	Ignore []string
+
 	started atomic.Int64
 }
 
@@ -25,13 +30,15 @@ func (t *InProcessCLI) Started() int64 { return t.started.Load() }
 // Start implements claude.Transport.
 func (t *InProcessCLI) Start(ctx context.Context, _ *claude.Command) (claude.Conn, error) {
 	n := t.started.Add(1)
-	c := &inProcessConn{sessionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), wake: make(chan struct{}, 1)}
+	c := &inProcessConn{sessionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), wake: make(chan struct{}, 1),
+		ignore: t.Ignore}
 	context.AfterFunc(ctx, func() { c.Close() })
 	return c, nil
 }
 
 type inProcessConn struct {
 	sessionID string
+	ignore    []string
 	wake      chan struct{} // capacity 1: lines or the end are waiting
 
 	mu     sync.Mutex
@@ -71,12 +78,18 @@ func (c *inProcessConn) WriteLine(_ context.Context, line []byte) error {
 	var msg struct {
 		Type      string `json:"type"`
 		RequestID string `json:"request_id"`
+		Request   struct {
+			Subtype string `json:"subtype"`
+		} `json:"request"`
 	}
 	if err := json.Unmarshal(line, &msg); err != nil {
 		return fmt.Errorf("in-process CLI: bad line %q: %w", line, err)
 	}
 	switch msg.Type {
 	case "control_request":
+		if slices.Contains(c.ignore, msg.Request.Subtype) {
+			return nil
+		}
 		c.push(fmt.Appendf(nil, `{"type":"control_response","response":{"subtype":"success","request_id":%q,"response":{}}}`, msg.RequestID))
 	case "user":
 		c.push(
