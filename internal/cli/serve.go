@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"net"
@@ -204,6 +205,25 @@ func loadSettings(path string, getenv func(string) string) (*serve.Settings, err
 	return serve.Parse(path, filepath.Dir(abs), data, getenv)
 }
 
+// readPrivateFile reads a file that holds a secret. One that other users
+// can read (or write) is refused: whoever reads the token drives the
+// daemon, which runs commands as its user.
+func readPrivateFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		return nil, fmt.Errorf("other users can read it (mode %04o): make it private with chmod 600 %s", m, path)
+	}
+	return io.ReadAll(io.LimitReader(f, 64<<10))
+}
+
 // describeIOError is err without the path the message already names.
 func describeIOError(err error) string {
 	var pe *fs.PathError
@@ -219,7 +239,7 @@ func describeIOError(err error) string {
 // readSecret reads a token from path (from --flag, or key of the settings
 // file). Errors name the file, never its contents.
 func readSecret(path, flag, key string, fromFlag bool, settings string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readPrivateFile(path)
 	if err == nil && strings.TrimSpace(string(b)) == "" {
 		err = errors.New("the file is empty")
 	}

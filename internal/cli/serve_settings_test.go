@@ -138,6 +138,10 @@ func TestServeConfigUsageErrors(t *testing.T) {
 	notok := write("notok.json", `{"token_file": "missing-token"}`)
 	empty := write("empty.json", `{"token_file": "empty-token"}`)
 	write("empty-token", "\n")
+	loose := write("loose-token", "s3cret\n")
+	if err := os.Chmod(loose, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -148,6 +152,7 @@ func TestServeConfigUsageErrors(t *testing.T) {
 		{[]string{"--config", notok}, notok + `: invalid value "` + filepath.Join(dir, "missing-token") + `" for token_file: no such file or directory`},
 		{[]string{"--config", empty}, `for token_file: the file is empty`},
 		{[]string{"--config", empty, "--token-file", filepath.Join(dir, "nope")}, `for --token-file: no such file or directory`},
+		{[]string{"--config", empty, "--token-file", loose}, `for --token-file: other users can read it (mode 0644): make it private with chmod 600 ` + loose},
 		{[]string{"--log-level", "loud"}, `invalid value "loud" for --log-level: must be one of debug, info, warn, error`},
 		{[]string{"--listen", "7777"}, `invalid value "7777" for --listen: must be "host:port"`},
 		{[]string{"--data-dir", ""}, `invalid value "" for --data-dir: must not be empty`},

@@ -86,9 +86,9 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	if tokenFile == "" {
 		return usagef("missing --token-file FILE")
 	}
-	b, err := os.ReadFile(tokenFile)
+	b, err := readPrivateFile(tokenFile)
 	if err != nil {
-		return badValue("token-file", tokenFile, err.Error())
+		return badValue("token-file", tokenFile, describeIOError(err))
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {

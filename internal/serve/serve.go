@@ -75,6 +75,7 @@ type Server struct {
 	broker  *permission.Broker
 	srv     *http.Server
 	served  chan error
+	lock    *dataDirLock
 }
 
 // DefaultDataDir returns $XDG_DATA_HOME/claudectl, else
@@ -126,16 +127,20 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if _, err := apiserver.NewServer(listen, http.NotFoundHandler(), s.Token); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, err
-	}
 	srv := &Server{Log: log}
 	defer func() {
 		if err != nil {
 			srv.Close()
 		}
 	}()
-	srv.db, err = sqlite.Open(ctx, filepath.Join(dataDir, "claudectl.db"),
+	if srv.lock, err = lockDataDir(dataDir, log); err != nil {
+		return nil, err
+	}
+	dbPath := filepath.Join(dataDir, "claudectl.db")
+	if err := privateFile(dbPath); err != nil {
+		return nil, fmt.Errorf("database %s: %w", dbPath, err)
+	}
+	srv.db, err = sqlite.Open(ctx, dbPath,
 		&sqlite.Options{MaxPayloadBytes: s.MaxPayloadBytes, FullSync: s.FullSync})
 	if err != nil {
 		return nil, err
@@ -162,6 +167,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		return nil, err
 	}
 	srv.Addr = ln.Addr().String()
+	srv.lock.record(srv.Addr)
 	srv.srv = hs
 	srv.served = make(chan error, 1)
 	go func() { srv.served <- hs.Serve(ln) }()
@@ -211,6 +217,7 @@ func (s *Server) Close() error {
 		errs = append(errs, s.db.Close())
 		s.db = nil
 	}
+	s.lock.release() // last: the database is closed
 	return errors.Join(errs...)
 }
 

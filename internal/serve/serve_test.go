@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -76,5 +77,67 @@ func TestMainExitCodes(t *testing.T) {
 			m.Close()
 		}
 		t.Errorf("non-loopback without a token: %v", err)
+	}
+}
+
+// TestOneDaemonPerDataDir: a second daemon on the same data directory is
+// refused before it touches anything, naming the first one's pid and
+// address; once the first stops, the directory is free.
+func TestOneDaemonPerDataDir(t *testing.T) {
+	var stderr bytes.Buffer
+	dir := t.TempDir()
+	s := &serve.Settings{CLI: claudetest.CLIPath(t), Listen: "127.0.0.1:0", DataDir: dir}
+	opts := &serve.Options{Stderr: &stderr, Getenv: func(string) string { return "" }}
+	first, err := serve.Start(context.Background(), s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = serve.Start(context.Background(), s, opts)
+	var le *serve.LockedError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d, serving on %s", os.Getpid(), first.Addr)) {
+		t.Fatalf("second daemon: %v, want a LockedError naming pid and %s", err, first.Addr)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := serve.Start(context.Background(), s, opts)
+	if err != nil {
+		t.Fatalf("after the first stopped: %v", err)
+	}
+	again.Close()
+}
+
+// TestDataDirModes: the data directory is private (a loose one is
+// tightened) and so are the database and its WAL.
+func TestDataDirModes(t *testing.T) {
+	var stderr bytes.Buffer
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	db := filepath.Join(dir, "claudectl.db")
+	if err := os.WriteFile(db, nil, 0o644); err != nil { // left by an older claudectl
+		t.Fatal(err)
+	}
+	os.Chmod(db, 0o644)
+	m, err := serve.Start(context.Background(), &serve.Settings{CLI: claudetest.CLIPath(t), Listen: "127.0.0.1:0", DataDir: dir},
+		&serve.Options{Stderr: &stderr, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for path, want := range map[string]os.FileMode{dir: 0o700, db: 0o600, db + "-wal": 0o600, filepath.Join(dir, "claudectl.lock"): 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %04o, want %04o", path, got, want)
+		}
+	}
+	if !strings.Contains(stderr.String(), "tightened the data directory to 0700") {
+		t.Errorf("no log line for the tightened directory:\n%s", stderr.String())
 	}
 }
