@@ -44,6 +44,8 @@ fmt:
 
 test: cli $(TOOLS)/bin/grpcurl fmt vet
 	$(GO) test -race -count=1 ./...
+	# 10,000 sessions created and closed; too slow under the race detector.
+	$(GO) test -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonl/ ./claude/
