@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/goleak"
@@ -281,11 +282,11 @@ func TestHealthDetails(t *testing.T) {
 }
 
 func TestNonLoopbackNeedsToken(t *testing.T) {
-	_, err := apiserver.NewServer("0.0.0.0:7777", http.NotFoundHandler(), "")
+	_, err := apiserver.NewServer("0.0.0.0:7777", http.NotFoundHandler(), nil)
 	if !errors.Is(err, apiserver.ErrTokenRequired) {
 		t.Errorf("NewServer(0.0.0.0) without a token: %v", err)
 	}
-	hs, err := apiserver.NewServer("0.0.0.0:7777", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }), "s3cret")
+	hs, err := apiserver.NewServer("0.0.0.0:7777", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }), &apiserver.ServerOptions{Token: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,3 +316,25 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 func (r *recorder) WriteHeader(c int) { r.code = c }
+
+// TestRequestSizeLimit: a 50 MB prompt is refused quickly with
+// ResourceExhausted, over Connect and gRPC, and the daemon goes on serving.
+func TestRequestSizeLimit(t *testing.T) {
+	c := start(t)
+	s, err := c.sessions.CreateSession(c.ctx, connect.NewRequest(&v1.CreateSessionRequest{Options: &v1.SessionOptions{Cwd: t.TempDir()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", 50<<20)
+	start := time.Now()
+	_, err = c.sessions.Send(c.ctx, connect.NewRequest(&v1.SendRequest{SessionId: s.Msg.Session.Id, Text: huge}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("50 MB Send: %v, want ResourceExhausted", err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("refusing took %v", took)
+	}
+	if _, err := c.health.Health(c.ctx, connect.NewRequest(&v1.HealthRequest{})); err != nil {
+		t.Errorf("Health after the refusal: %v", err)
+	}
+}

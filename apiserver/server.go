@@ -4,8 +4,11 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -14,22 +17,47 @@ import (
 // without a token.
 var ErrTokenRequired = errors.New("api: listening beyond loopback requires a token (--token-file)")
 
+// ServerOptions configures NewServer; the zero value is a loopback
+// server without a token.
+type ServerOptions struct {
+	// Token, when set, is required of every request ("Authorization:
+	// Bearer TOKEN", compared in constant time). Never logged.
+	Token string
+	// AllowedHosts are host names (without a port) a request's Host may
+	// name besides loopback names and addresses, IP addresses, and the
+	// listen address's own host.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins ("https://ops.example.com")
+	// allowed besides the daemon's own; they alone get CORS headers.
+	AllowedOrigins []string
+	// Logger receives why requests were refused; nil means slog.Default().
+	Logger *slog.Logger
+}
+
 // NewServer returns an http.Server for h on addr that speaks HTTP/1.1 and
 // unencrypted HTTP/2 (h2c, for gRPC) through the standard library's
-// Protocols. A non-empty token is required on every request
-// ("Authorization: Bearer TOKEN", compared in constant time); an address
-// that is not loopback is refused without one.
-func NewServer(addr string, h http.Handler, token string) (*http.Server, error) {
-	if token == "" && !IsLoopback(addr) {
+// Protocols. A request whose Host names a host that is not allowed
+// (against DNS rebinding) or that comes from a browser page of another
+// origin is refused with 403, and the reason logged; with a token, a
+// request without it gets 401. An address that is not loopback is refused
+// without a token.
+func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, error) {
+	var opts ServerOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.Token == "" && !IsLoopback(addr) {
 		return nil, fmt.Errorf("%w: %s is not a loopback address", ErrTokenRequired, addr)
 	}
-	if token != "" {
-		h = requireToken(h, token)
+	if opts.Token != "" {
+		h = requireToken(h, opts.Token)
 	}
+	h = checkOrigin(h, addr, &opts)
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Server{Addr: addr, Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}, nil
+	return &http.Server{Addr: addr, Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}, nil
 }
 
 // IsLoopback reports whether addr (host:port) listens on loopback only.
@@ -70,4 +98,73 @@ func requireToken(h http.Handler, token string) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// checkOrigin refuses requests whose Host is not one this daemon answers
+// to, or that a browser sends from a page of another origin; it answers
+// CORS preflights for the origins allowed explicitly.
+func checkOrigin(h http.Handler, addr string, o *ServerOptions) http.Handler {
+	listenHost, _, _ := net.SplitHostPort(addr)
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	hostOK := func(host string) bool {
+		if host == "" || strings.EqualFold(host, "localhost") || strings.EqualFold(host, listenHost) {
+			return true
+		}
+		if net.ParseIP(strings.Trim(host, "[]")) != nil {
+			return true // an address, not a name: DNS rebinding needs a name
+		}
+		return slices.ContainsFunc(o.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
+	}
+	refuse := func(w http.ResponseWriter, r *http.Request, why, fix string) {
+		log.Warn("refused a request", "reason", why, "fix", fix, "remote", r.RemoteAddr, "path", r.URL.Path)
+		http.Error(w, "claudectl: "+why, http.StatusForbidden)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if hh, _, err := net.SplitHostPort(host); err == nil {
+			host = hh
+		}
+		if !hostOK(host) {
+			refuse(w, r, fmt.Sprintf("Host %q is not one this daemon answers to", r.Host),
+				"add the name to allowed_hosts in settings.json")
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin == "" { // not from a browser page
+			h.ServeHTTP(w, r)
+			return
+		}
+		explicit := slices.Contains(o.AllowedOrigins, origin)
+		if !explicit && !sameOrigin(origin, r.Host) {
+			refuse(w, r, fmt.Sprintf("a page of origin %q may not call this daemon", origin),
+				"add the origin to allowed_origins in settings.json")
+			return
+		}
+		if explicit {
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+			w.Header().Add("Vary", "Origin")
+			w.Header().Set("Access-Control-Expose-Headers", "Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin")
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+				w.Header().Set("Access-Control-Allow-Headers", r.Header.Get("Access-Control-Request-Headers"))
+				w.Header().Set("Access-Control-Max-Age", "7200")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether a browser origin is the daemon's own: the
+// page was served by the host and port the request is addressed to.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return strings.EqualFold(u.Host, host)
 }

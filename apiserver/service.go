@@ -7,6 +7,8 @@ import (
 	"context"
 	"net/http"
 
+	"connectrpc.com/connect"
+
 	"connectrpc.com/grpcreflect"
 
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
@@ -30,12 +32,18 @@ var (
 	_ claudectlv1connect.HealthServiceHandler     = (*Service)(nil)
 )
 
+// MaxRequestBytes bounds one request message (a prompt, a decision), as
+// gRPC's default does: a larger one is refused with ResourceExhausted
+// before it is read whole.
+const MaxRequestBytes = 4 << 20
+
 // NewHandler returns the handler of every service and of server reflection.
 func NewHandler(s *Service) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s))
-	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s))
-	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s))
+	limit := connect.WithReadMaxBytes(MaxRequestBytes)
+	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, limit))
+	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s, limit))
+	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, limit))
 	r := grpcreflect.NewStaticReflector(
 		claudectlv1connect.SessionServiceName,
 		claudectlv1connect.PermissionServiceName,

@@ -124,7 +124,9 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 
 	// Refuse a bad listen address before touching the store.
-	if _, err := apiserver.NewServer(listen, http.NotFoundHandler(), s.Token); err != nil {
+	serverOpts := &apiserver.ServerOptions{Token: s.Token, AllowedHosts: s.AllowedHosts,
+		AllowedOrigins: s.AllowedOrigins, Logger: log}
+	if _, err := apiserver.NewServer(listen, http.NotFoundHandler(), serverOpts); err != nil {
 		return nil, err
 	}
 	srv := &Server{Log: log}
@@ -158,7 +160,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
-	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon}), s.Token)
+	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon}), serverOpts)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,10 @@ type Settings struct {
 	// Token is the bearer token every client must send, read from
 	// TokenFile by the command. Never logged.
 	Token string
+	// AllowedHosts and AllowedOrigins widen what a request's Host and a
+	// browser's Origin may name (apiserver.ServerOptions).
+	AllowedHosts   []string
+	AllowedOrigins []string
 	// Env is added to every session's CLI environment.
 	Env      map[string]string
 	LogLevel slog.Level
@@ -126,6 +131,33 @@ var configKeys = []configKey{
 	{"token_file", "the path of a file holding the bearer token (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.TokenFile, err = p.path(raw)
 		return err
+	}},
+	{"allowed_hosts", `an array of host names, such as ["claude.example.com"]`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		var hosts []string
+		if json.Unmarshal(raw, &hosts) != nil {
+			return errBadValue
+		}
+		for _, h := range hosts {
+			if h == "" || strings.ContainsAny(h, ":/ \t@") {
+				return fmt.Errorf("invalid host %q in allowed_hosts: a name without port or scheme, such as \"claude.example.com\"", h)
+			}
+		}
+		c.AllowedHosts = hosts
+		return nil
+	}},
+	{"allowed_origins", `an array of origins, such as ["https://ops.example.com"]`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		var origins []string
+		if json.Unmarshal(raw, &origins) != nil {
+			return errBadValue
+		}
+		for _, o := range origins {
+			u, err := url.Parse(o)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+				return fmt.Errorf("invalid origin %q in allowed_origins: scheme://host[:port], such as \"https://ops.example.com\"", o)
+			}
+		}
+		c.AllowedOrigins = origins
+		return nil
 	}},
 	{"env", `an object of environment variables with string values, such as {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8080"}`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		var m map[string]any
@@ -571,6 +603,10 @@ const Usage = `Settings file:
   data_dir                       directory of claudectl.db
   cli                            path of the claude executable
   token_file                     file holding the bearer token clients must send
+  allowed_hosts                  host names requests may be addressed to besides
+                                 loopback and IP addresses (against DNS rebinding)
+  allowed_origins                browser origins allowed to call the API besides
+                                 the daemon's own (they get CORS headers)
   env                            {"NAME": "value", ...} added to every session's
                                  CLI environment ("" removes a variable)
   log_level                      "debug", "info", "warn" or "error" (default "info")
