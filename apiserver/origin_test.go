@@ -34,9 +34,9 @@ func TestHostAndOrigin(t *testing.T) {
 		{"[::1]:7777", "", 200, false},
 		{"192.168.1.20:7777", "", 200, false},
 		{"claude.example.com:7777", "", 200, false},
-		{"evil.example:7777", "", 403, false},                        // DNS rebinding
+		{"evil.example:7777", "", 403, false},                         // DNS rebinding
 		{"evil.example:7777", "http://evil.example:7777", 403, false}, // the same, from its page
-		{"127.0.0.1:7777", "http://127.0.0.1:7777", 200, false},      // the daemon's own page
+		{"127.0.0.1:7777", "http://127.0.0.1:7777", 200, false},       // the daemon's own page
 		{"127.0.0.1:7777", "http://evil.example", 403, false},
 		{"127.0.0.1:7777", "null", 403, false},
 		{"127.0.0.1:7777", "https://ops.example.com", 200, true},
