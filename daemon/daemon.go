@@ -86,6 +86,10 @@ type Options struct {
 	// (claude.Options.MaxPayloadBytes); longer lines arrive truncated. Zero
 	// means 10 MiB, negative no limit. Give the store the same limit.
 	MaxPayloadBytes int
+	// Policy is what clients may ask of a session (extra CLI flags,
+	// bypassPermissions, directories); the zero value is the least
+	// privilege.
+	Policy SessionPolicy
 	// Transport, if set, runs the CLIs of local sessions instead of a
 	// claude.ProcessTransport (tests run in-process stand-ins with it).
 	Transport claude.Transport
@@ -107,6 +111,7 @@ type Daemon struct {
 	readBuf    int
 	maxPayload int
 	transport  claude.Transport
+	policy     SessionPolicy
 	workers    *claude.WorkerListener
 	started    time.Time
 
@@ -128,7 +133,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
 		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, maxPayload: opts.MaxPayloadBytes,
-		transport: opts.Transport, workers: opts.Workers, started: time.Now(),
+		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(),
 		actors: map[string]*actor{},
 	}
 	if d.log == nil {
@@ -450,6 +455,9 @@ func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
 func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
 	if !slices.Contains(claude.PermissionModes, claude.PermissionMode(mode)) {
 		return &InvalidArgumentError{Field: "mode", Value: mode, Reason: fmt.Sprintf("must be one of %v", claude.PermissionModes)}
+	}
+	if err := d.policy.checkMode("mode", mode); err != nil {
+		return err
 	}
 	a, err := d.actor(ctx, id)
 	if err != nil {

@@ -3,10 +3,15 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claude"
@@ -48,10 +53,40 @@ func ClaudeOptions(o *SessionOptions) claude.Options {
 	}
 }
 
-// validateOptions checks o once, up front: what the daemon itself needs
-// (a working directory, a known worker) and everything the SDK checks,
-// with the error naming the request field (options.max_turns).
+// SessionPolicy is what clients may ask of a session, set by the daemon's
+// settings. The zero value is the least privilege: no extra CLI flags,
+// no bypassPermissions, any existing directory.
+type SessionPolicy struct {
+	// ExtraArgs are the CLI flags (such as "--verbose") a session's
+	// extra_args may hold, each as "--flag" or "--flag=value". None by
+	// default: a flag such as --settings can make the CLI run any command.
+	ExtraArgs []string
+	// AllowBypassPermissions lets sessions use the bypassPermissions mode,
+	// in which the CLI runs every tool without asking anyone.
+	AllowBypassPermissions bool
+	// Roots, when not empty, are the directories a session's cwd and
+	// add_dirs must be inside.
+	Roots []string
+}
+
+// Limits on what one session's options may hold.
+const (
+	maxOptionString = 128 << 10 // one argument: Linux refuses longer ones
+	maxOptionTotal  = 1 << 20   // all of them: the CLI's whole argv
+)
+
+// validateOptions checks o once, up front, before anything is stored: what
+// the daemon itself needs (a working directory that exists, a known
+// worker), what the settings allow (SessionPolicy), and everything the SDK
+// checks, with the error naming the request field (options.max_turns) and,
+// for what a setting forbids, the setting.
 func (d *Daemon) validateOptions(o *SessionOptions) error {
+	if err := checkStrings(o); err != nil {
+		return err
+	}
+	if err := d.checkPolicy(o); err != nil {
+		return err
+	}
 	switch o.GetWorker() {
 	case "", WorkerLocal:
 	case WorkerRemote:
@@ -112,4 +147,123 @@ func decodeOptions(sessionID string, raw []byte) (*SessionOptions, error) {
 		return nil, fmt.Errorf("daemon: session %s has unreadable options: %w", sessionID, err)
 	}
 	return o, nil
+}
+
+// checkStrings refuses NUL bytes (an argv cannot hold them) and values too
+// long for an argv, in every string of the options.
+func checkStrings(o *SessionOptions) error {
+	total := 0
+	var err error
+	check := func(name, v string) {
+		total += len(v)
+		switch {
+		case err != nil:
+		case strings.ContainsRune(v, 0):
+			err = &InvalidArgumentError{Field: "options." + name, Value: clipValue(v), Reason: "must not contain NUL bytes"}
+		case len(v) > maxOptionString:
+			err = &InvalidArgumentError{Field: "options." + name, Value: clipValue(v),
+				Reason: fmt.Sprintf("is %d bytes, more than the %d a command-line argument may have", len(v), maxOptionString)}
+		}
+	}
+	o.ProtoReflect().Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if f.Kind() != protoreflect.StringKind {
+			return true
+		}
+		if f.IsList() {
+			for i := range v.List().Len() {
+				check(fmt.Sprintf("%s[%d]", f.Name(), i), v.List().Get(i).String())
+			}
+		} else {
+			check(string(f.Name()), v.String())
+		}
+		return err == nil
+	})
+	if err == nil && total > maxOptionTotal {
+		err = &InvalidArgumentError{Field: "options", Value: fmt.Sprintf("%d bytes", total),
+			Reason: fmt.Sprintf("the options are longer than the %d bytes a command line may have", maxOptionTotal)}
+	}
+	return err
+}
+
+func clipValue(v string) string {
+	v = strings.ReplaceAll(v, "\x00", `\0`)
+	if len(v) > 80 {
+		return v[:77] + "..."
+	}
+	return v
+}
+
+// checkPolicy checks o against what the settings allow.
+func (d *Daemon) checkPolicy(o *SessionOptions) error {
+	p := &d.policy
+	for i, arg := range o.GetExtraArgs() {
+		name, _, _ := strings.Cut(arg, "=")
+		if !strings.HasPrefix(name, "--") || !slices.Contains(p.ExtraArgs, name) {
+			field := fmt.Sprintf("options.extra_args[%d]", i)
+			if !strings.HasPrefix(name, "--") {
+				return &InvalidArgumentError{Field: field, Value: clipValue(arg),
+					Reason: `must be a flag, "--flag" or "--flag=value"`}
+			}
+			return &InvalidArgumentError{Field: field, Value: clipValue(arg),
+				Reason: fmt.Sprintf("the flag %s is not allowed: add it to sessions.allowed_extra_args in the daemon's settings.json", name)}
+		}
+	}
+	if err := p.checkMode("options.permission_mode", o.GetPermissionMode()); err != nil {
+		return err
+	}
+	if o.GetMaxBudgetUsd() != o.GetMaxBudgetUsd() || math.IsInf(o.GetMaxBudgetUsd(), 0) { // NaN, ±Inf
+		return &InvalidArgumentError{Field: "options.max_budget_usd", Value: fmt.Sprint(o.GetMaxBudgetUsd()),
+			Reason: "must be a number of dollars (0: no budget)"}
+	}
+	if o.GetCwd() != "" {
+		if err := p.checkDir("options.cwd", o.GetCwd()); err != nil {
+			return err
+		}
+	}
+	for i, dir := range o.GetAddDirs() {
+		if err := p.checkDir(fmt.Sprintf("options.add_dirs[%d]", i), dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *SessionPolicy) checkMode(field, mode string) error {
+	if mode == string(claude.PermissionBypassPermissions) && !p.AllowBypassPermissions {
+		return &InvalidArgumentError{Field: field, Value: mode,
+			Reason: "bypassPermissions runs every tool without asking: set sessions.allow_bypass_permissions in the daemon's settings.json to allow it"}
+	}
+	return nil
+}
+
+// checkDir: an absolute path of an existing directory, inside the roots
+// when there are any.
+func (p *SessionPolicy) checkDir(field, dir string) error {
+	if !filepath.IsAbs(dir) {
+		return &InvalidArgumentError{Field: field, Value: dir, Reason: "must be an absolute path"}
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return &InvalidArgumentError{Field: field, Value: dir, Reason: "no such directory on the daemon's machine"}
+	case !fi.IsDir():
+		return &InvalidArgumentError{Field: field, Value: dir, Reason: "not a directory"}
+	}
+	if len(p.Roots) == 0 {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = filepath.Clean(dir)
+	}
+	for _, root := range p.Roots {
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			root = r
+		}
+		if rel, err := filepath.Rel(root, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return nil
+		}
+	}
+	return &InvalidArgumentError{Field: field, Value: dir,
+		Reason: fmt.Sprintf("outside the directories sessions may use (%s): add it to sessions.allowed_roots in the daemon's settings.json", strings.Join(p.Roots, ", "))}
 }

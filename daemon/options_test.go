@@ -111,16 +111,17 @@ func TestSessionOptionsStoredFormat(t *testing.T) {
 
 func TestValidateOptionsNamesTheField(t *testing.T) {
 	d := &Daemon{}
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		o     *SessionOptions
 		field string
 	}{
 		{&SessionOptions{}, "options.cwd"},
-		{&SessionOptions{Cwd: "/x", Worker: "mars"}, "options.worker"},
-		{&SessionOptions{Cwd: "/x", Worker: WorkerRemote}, "options.worker"},
-		{&SessionOptions{Cwd: "/x", PermissionMode: "yolo"}, "options.permission_mode"},
-		{&SessionOptions{Cwd: "/x", MaxTurns: -1}, "options.max_turns"},
-		{&SessionOptions{Cwd: "/x", MaxBudgetUsd: -1}, "options.max_budget_usd"},
+		{&SessionOptions{Cwd: dir, Worker: "mars"}, "options.worker"},
+		{&SessionOptions{Cwd: dir, Worker: WorkerRemote}, "options.worker"},
+		{&SessionOptions{Cwd: dir, PermissionMode: "yolo"}, "options.permission_mode"},
+		{&SessionOptions{Cwd: dir, MaxTurns: -1}, "options.max_turns"},
+		{&SessionOptions{Cwd: dir, MaxBudgetUsd: -1}, "options.max_budget_usd"},
 	} {
 		err := d.validateOptions(tc.o)
 		var ia *InvalidArgumentError
@@ -128,7 +129,7 @@ func TestValidateOptionsNamesTheField(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming %s", tc.o, err, tc.field)
 		}
 	}
-	if err := d.validateOptions(&SessionOptions{Cwd: "/x", Worker: WorkerLocal}); err != nil {
+	if err := d.validateOptions(&SessionOptions{Cwd: dir, Worker: WorkerLocal}); err != nil {
 		t.Errorf("valid options: %v", err)
 	}
 }

@@ -28,6 +28,8 @@ type Options struct {
 	// CLIPath, if set, runs this executable instead of the real CLI (a
 	// stand-in for benchmarks); the scripted model still serves it.
 	CLIPath string
+	// Policy is what clients may ask of a session (the sessions.* settings).
+	Policy daemon.SessionPolicy
 	// Transport, if set, runs local sessions' CLIs (e.g. *InProcessCLI).
 	Transport claude.Transport
 	// ReadBufferSize is daemon.Options.ReadBufferSize (0: its default).
@@ -81,6 +83,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		SubscriberBuffer: o.SubscriberBuffer, MaxPayloadBytes: o.MaxPayloadBytes,
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
 		WorkerToken: o.WorkerToken, WorkerWait: 60 * time.Second,
+		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,
 		LogLevel: slog.LevelError + 1, // quiet
 	}}
 	d.open()

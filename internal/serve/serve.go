@@ -156,7 +156,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	srv.Daemon, err = daemon.New(ctx, &daemon.Options{DB: srv.db, Engine: permission.NewEngine(nil), Broker: srv.broker,
 		CLIPath: path, Env: s.Env, Logger: log, SubscriberBuffer: s.SubscriberBuffer,
 		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize,
-		Transport: opts.Transport})
+		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
+			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots}})
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,11 @@ type Settings struct {
 	WatchedTimeout   time.Duration
 	UnwatchedTimeout time.Duration
 
+	// What clients may ask of a session (daemon.SessionPolicy).
+	AllowedExtraArgs       []string
+	AllowBypassPermissions bool
+	AllowedRoots           []string
+
 	// WorkerTokenFile, if set, makes the daemon accept remote workers
 	// presenting the token it holds (WorkerToken, read by the command);
 	// WorkerWait bounds how long a session waits for a worker to connect.
@@ -104,7 +109,7 @@ type configKey struct {
 var errBadValue = errors.New("bad value")
 
 // configSections are the keys whose value is an object of more keys.
-var configSections = []string{"daemon", "permissions"}
+var configSections = []string{"daemon", "permissions", "sessions", "workers"}
 
 // configKeys are the settings, in the order the usage lists them.
 var configKeys = []configKey{
@@ -221,6 +226,42 @@ var configKeys = []configKey{
 	{"permissions.unwatched_timeout", `a duration > 0 such as "30m", "24h" or "72h" (default "24h")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
 		c.UnwatchedTimeout, err = jsonDuration(raw)
 		return err
+	}},
+	{"sessions.allowed_extra_args", `an array of CLI flags sessions may pass in extra_args, such as ["--verbose"] (default none)`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		var flags []string
+		if json.Unmarshal(raw, &flags) != nil {
+			return errBadValue
+		}
+		for _, f := range flags {
+			if !strings.HasPrefix(f, "--") || len(f) < 3 || strings.ContainsAny(f, "= \t") {
+				return fmt.Errorf("invalid flag %q in sessions.allowed_extra_args: a flag name such as \"--verbose\", without a value", f)
+			}
+		}
+		c.AllowedExtraArgs = flags
+		return nil
+	}},
+	{"sessions.allow_bypass_permissions", "true or false (default false)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		var b *bool
+		if json.Unmarshal(raw, &b) != nil || b == nil {
+			return errBadValue
+		}
+		c.AllowBypassPermissions = *b
+		return nil
+	}},
+	{"sessions.allowed_roots", "an array of directories sessions must work inside (relative to the settings file's directory; default anywhere)", func(c *Settings, raw json.RawMessage, p *configParser) error {
+		var dirs []json.RawMessage
+		if json.Unmarshal(raw, &dirs) != nil {
+			return errBadValue
+		}
+		c.AllowedRoots = nil
+		for _, d := range dirs {
+			dir, err := p.path(d)
+			if err != nil {
+				return err
+			}
+			c.AllowedRoots = append(c.AllowedRoots, dir)
+		}
+		return nil
 	}},
 	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.WorkerTokenFile, err = p.path(raw)
@@ -619,6 +660,13 @@ const Usage = `Settings file:
   permissions.watched_timeout    how long a permission request waits while someone
                                  watches its session (default "5m")
   permissions.unwatched_timeout  how long it waits while nobody does (default "24h")
+  sessions.allowed_extra_args    CLI flags sessions may pass in extra_args, such as
+                                 ["--verbose"] (default none: a flag such as
+                                 --settings can run any command)
+  sessions.allow_bypass_permissions
+                                 true: sessions may use bypassPermissions (default false)
+  sessions.allowed_roots         directories sessions' cwd and add_dirs must be
+                                 inside (default anywhere)
   workers.token_file             file holding the token remote workers present
                                  ("claudectl worker --connect ws://ADDR/v1/worker");
                                  unset: no remote workers
