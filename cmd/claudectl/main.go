@@ -22,6 +22,9 @@ func run() int {
 	defer signal.Stop(interrupts)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	// The first SIGTERM cancels ctx; a second one, while the command is
+	// still stopping, ends the process at once (the default action).
+	context.AfterFunc(ctx, stop)
 
 	code := cli.Main(ctx, &cli.Env{Interrupts: interrupts}, os.Args[1:])
 	if ctx.Err() != nil && code != cli.ExitOK {

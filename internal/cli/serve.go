@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/internal/serve"
@@ -25,6 +26,10 @@ type ServeCommand struct {
 
 // Name implements Command.
 func (*ServeCommand) Name() string { return "serve" }
+
+// serve handles Ctrl-C itself: the first one shuts down, a second one
+// exits at once.
+func (*ServeCommand) handlesInterrupts() {}
 
 // Summary implements Command.
 func (*ServeCommand) Summary() string { return "run the daemon that hosts sessions (gRPC/Connect API)" }
@@ -103,8 +108,37 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	<-ctx.Done()
-	return srv.Close()
+	stopping := "SIGTERM"
+	select {
+	case <-ctx.Done():
+	case <-env.Interrupts:
+		stopping = "Ctrl-C"
+	}
+	return shutdown(srv, env, stopping, ShutdownBound)
+}
+
+// ShutdownBound is the longest "claudectl serve" takes to stop: after it
+// the process exits whatever is left (the CLIs die with it).
+var ShutdownBound = 30 * time.Second
+
+// shutdown closes srv within bound; a second Ctrl-C ends it at once (a
+// second SIGTERM does too: main restores the signal's default action).
+func shutdown(srv *serve.Server, env *Env, signal string, bound time.Duration) error {
+	srv.Log.Info("shutting down: sessions are suspended for resume (signal again to exit at once)", "signal", signal)
+	done := make(chan error, 1)
+	go func() { done <- srv.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+		srv.Log.Info("stopped")
+		return nil
+	case <-env.Interrupts:
+		return exitWith(ExitInterrupted, "stopped at once by a second Ctrl-C; sessions still closing were cut off")
+	case <-time.After(bound):
+		return exitWith(ExitFailure, "shutdown took longer than %s; exiting with sessions still closing", bound)
+	}
 }
 
 // serveFlags returns serve's flags, stored in configPath and f.
