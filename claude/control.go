@@ -216,6 +216,8 @@ func (s *Session) answer(ctx context.Context, id, subtype string, req json.RawMe
 		return s.answerHook(ctx, req)
 	case "mcp_message":
 		return s.answerMCP(ctx, req)
+	case "request_user_dialog":
+		return s.answerUserDialog(ctx, id, req) // options_more.go
 	}
 	return nil, &ControlError{Subtype: subtype, Message: "Unsupported control request subtype: " + subtype, Code: "unsupported_request"}
 }

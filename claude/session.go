@@ -87,7 +87,13 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 		return nil, err
 	}
 	path := o.CLIPath
-	if o.Transport == nil || path != "" {
+	if jsCLI(path) {
+		p, err := findJSCLI(path) // options_more.go
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	} else if o.Transport == nil || path != "" {
 		p, err := FindBinary(&FindOptions{Path: o.CLIPath})
 		if err != nil {
 			return nil, err
@@ -102,7 +108,8 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 	if maxLine == 0 {
 		maxLine = DefaultMaxPayloadBytes
 	}
-	cmd := &Command{Path: path, Args: args, Env: o.environ(), Dir: o.Cwd, MaxLineBytes: maxLine}
+	exe, args := o.launch(path, args)
+	cmd := &Command{Path: exe, Args: args, Env: o.environ(), Dir: o.Cwd, MaxLineBytes: maxLine}
 	tr := o.Transport
 	if tr == nil {
 		tr = &ProcessTransport{Stderr: o.Stderr}
@@ -158,9 +165,10 @@ func (s *Session) Send(ctx context.Context, content Content) error {
 	s.mu.Unlock()
 	s.idle.sent.Add(1)
 	return s.write(ctx, wireUser{
-		Type:      "user",
-		SessionID: "",
-		Message:   UserContent{Role: "user", Content: content},
+		Type:           "user",
+		SessionID:      "",
+		Message:        UserContent{Role: "user", Content: content},
+		ClientComposed: s.opts.VerbatimPrompts,
 	})
 }
 

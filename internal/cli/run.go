@@ -254,8 +254,7 @@ func (r *runner) options() *claude.Options {
 		Continue:                        cfg.cont,
 		ForkSession:                     cfg.fork,
 		IncludePartialMessages:          true,
-		SystemPrompt:                    cfg.systemPrompt,
-		AppendSystemPrompt:              cfg.appendSystemPrompt,
+		SystemPrompt:                    claude.SystemPromptFromFlags(cfg.systemPrompt, cfg.appendSystemPrompt),
 		MaxPayloadBytes:                 cfg.maxPayloadBytes,
 		Logger: slog.New(slog.NewTextHandler(r.env.Stderr, &slog.HandlerOptions{
 			Level: level,
