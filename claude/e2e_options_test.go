@@ -1,6 +1,10 @@
 package claude_test
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,4 +73,42 @@ func TestE2ESystemPromptForms(t *testing.T) {
 				strings.Contains(sys, claudeCodeHarness), strings.Contains(sys, dynamicMemorySection))
 		}
 	})
+}
+
+// A failing hook blocks the tool when its matcher says OnFailure block; the
+// same failure with the default lets the tool run.
+func TestE2EHookOnFailureBlock(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		onFailure claude.HookFailure
+		ran       bool
+	}{
+		{"block", claude.HookFailureBlock, false},
+		{"default", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newE2E(t,
+				claudetest.Reply(claudetest.ToolUseID("toolu_fail", "Bash", map[string]any{"command": "touch ran.txt", "description": "make a file"})),
+				claudetest.Reply(claudetest.Text("done")))
+			e.opts.AllowedTools = []string{"Bash"}
+			e.opts.Hooks = map[claude.HookEventName][]claude.HookMatcher{
+				claude.HookPreToolUse: {{Matcher: "Bash", OnFailure: tc.onFailure, Hooks: []claude.HookFunc{
+					func(context.Context, claude.HookInput) (*claude.HookOutput, error) {
+						return nil, errors.New("policy service unreachable")
+					}}}},
+			}
+			s := e.start()
+			e.turn(s, "make a file")
+			_, err := os.Stat(filepath.Join(e.opts.Cwd, "ran.txt"))
+			if ran := err == nil; ran != tc.ran {
+				t.Errorf("OnFailure %q: the tool ran = %v, want %v", tc.onFailure, ran, tc.ran)
+			}
+			if !tc.ran {
+				content, isErr := toolResult(t, e.srv, "toolu_fail")
+				if !isErr {
+					t.Errorf("blocked call's tool_result = %q, not an error", content)
+				}
+			}
+		})
+	}
 }

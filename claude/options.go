@@ -259,6 +259,10 @@ type Options struct {
 	// names until it loads them); a tool whose Meta has
 	// "anthropic/alwaysLoad": true is always offered in full.
 	MCPServers map[string]*mcp.Server
+	// MCPServerSettings are settings (tool-call timeout, always-load, tool
+	// permission policies) of the in-process servers of MCPServers, by the
+	// same name, sent in initialize.
+	MCPServerSettings map[string]MCPServerSettings
 	// MCPServerConfigs are external MCP servers by name, for the CLI to run
 	// (stdio) or connect to (http, sse); they are passed in one
 	// --mcp-config value, beside those of MCPConfig.

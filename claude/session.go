@@ -43,6 +43,10 @@ type Session struct {
 	reqSeq atomic.Uint64
 
 	mcp mcpRouter // connections to the in-process MCP servers (mcp_transport.go)
+	// mcpSetMu serialises the calls that send mcp_set_servers, and guards
+	// mcpExternal, the external servers MCPSetServers last set (mcp.go).
+	mcpSetMu    sync.Mutex
+	mcpExternal map[string]MCPServerConfig
 
 	hooks *hookRegistry // Options.Hooks, numbered (hooks.go); read-only
 	idle  idleState     // whether the reader has reached idle (agents.go)
@@ -138,6 +142,7 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 		hooks:    newHookRegistry(o.Hooks),
 	}
 	s.q.init()
+	s.mcp.init(o.MCPServers, o.MCPServerSettings)
 	s.startPipeline()
 	s.initialize()
 	return s, nil
