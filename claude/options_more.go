@@ -311,6 +311,9 @@ func (o *Options) moreArgs() ([]string, error) {
 	if o.Agent != "" {
 		flag("agent", o.Agent)
 	}
+	if o.SystemPrompt != nil && o.SystemPrompt.File != "" {
+		flag("system-prompt-file", o.SystemPrompt.File)
+	}
 	if o.TaskBudget > 0 {
 		flag("task-budget", strconv.Itoa(o.TaskBudget))
 	}

@@ -10,6 +10,8 @@ package claude
 //   - [CustomPrompt](text) or CustomPrompt(block, ...): a custom prompt,
 //     replacing Claude Code's. CustomPrompt() with no text is an explicitly
 //     empty prompt.
+//   - SystemPrompt{File: path}: a custom prompt the CLI reads from a file
+//     (--system-prompt-file; the Python SDK's {"type": "file"} form).
 //   - [ClaudeCodePrompt](append): Claude Code's own prompt, with append
 //     (if not empty) added at its end; set ExcludeDynamicSections to move
 //     the per-user parts (working directory, memory, git status) into the
@@ -23,6 +25,9 @@ type SystemPrompt struct {
 	// every session (cacheable across sessions) from the rest. No blocks is
 	// an empty prompt.
 	Blocks []string
+	// File is a file the CLI reads a custom prompt from
+	// (--system-prompt-file), instead of Blocks.
+	File string
 	// Append is added at the end of the prompt (initialize
 	// appendSystemPrompt). The official SDKs offer it with the preset only;
 	// the CLI adds it to a custom prompt too.
@@ -74,12 +79,15 @@ func (p *SystemPrompt) check() error {
 	}
 	switch p.Preset {
 	case "":
+		if p.File != "" && len(p.Blocks) > 0 {
+			return &OptionError{"SystemPrompt.File", p.File, "cannot be combined with Blocks"}
+		}
 		if p.ExcludeDynamicSections {
 			return &OptionError{"SystemPrompt.ExcludeDynamicSections", "true", "applies to the claude_code preset only (a custom prompt has no dynamic sections)"}
 		}
 	case PresetClaudeCode:
-		if len(p.Blocks) > 0 {
-			return &OptionError{"SystemPrompt.Blocks", p.Blocks[0], "a preset prompt has no blocks: use Append to add to it, or leave Preset empty for a custom prompt"}
+		if len(p.Blocks) > 0 || p.File != "" {
+			return &OptionError{"SystemPrompt.Preset", p.Preset, "a preset prompt has no Blocks or File: use Append to add to it, or leave Preset empty for a custom prompt"}
 		}
 	default:
 		return &OptionError{"SystemPrompt.Preset", p.Preset, `must be "claude_code" or empty (a custom prompt)`}
@@ -97,7 +105,7 @@ func (s *Session) addSystemPromptFields(fields map[string]any) error {
 		fields["systemPrompt"] = []string{""}
 		return nil
 	}
-	if p.Preset == "" {
+	if p.Preset == "" && p.File == "" {
 		blocks := p.Blocks
 		if len(blocks) == 0 {
 			blocks = []string{""}
