@@ -178,6 +178,9 @@ func (o *Options) validateMore() error {
 	if err := o.SystemPrompt.check(); err != nil {
 		return err
 	}
+	if err := o.checkMCPOptions(); err != nil { // mcp.go
+		return err
+	}
 	for _, name := range sortedKeys(o.Agents) {
 		if err := o.Agents[name].check(); err != nil {
 			err.Field = "Agents[" + name + "]." + err.Field
