@@ -253,7 +253,9 @@ func TestOptionErrorsOfTheOfficialOptions(t *testing.T) {
 		{claude.Options{Agents: agent(func(d *claude.AgentDefinition) { d.Effort = "huge" })}, "Agents[a].Effort", "huge"},
 		{claude.Options{Agents: agent(func(d *claude.AgentDefinition) { d.PermissionMode = "yolo" })}, "Agents[a].PermissionMode", "yolo"},
 		{claude.Options{Agents: agent(func(d *claude.AgentDefinition) { d.MaxTurns = -2 })}, "Agents[a].MaxTurns", "-2"},
-		{claude.Options{Agents: agent(func(d *claude.AgentDefinition) { d.MCPServers = []claude.AgentMCPServer{{Name: "x", Config: &claude.MCPServerConfig{}}} })}, "Agents[a].MCPServers", "x"},
+		{claude.Options{Agents: agent(func(d *claude.AgentDefinition) {
+			d.MCPServers = []claude.AgentMCPServer{{Name: "x", Config: &claude.MCPServerConfig{}}}
+		})}, "Agents[a].MCPServers", "x"},
 		{claude.Options{MCPServerSettings: map[string]claude.MCPServerSettings{"ghost": {}}}, "MCPServerSettings", "ghost"},
 		{claude.Options{MCPServerConfigs: map[string]claude.MCPServerConfig{"x": {Command: "x", Tools: []claude.MCPToolPolicy{{Name: "t"}}}}}, "MCPServerConfigs", "x"},
 		{claude.Options{MCPServerConfigs: map[string]claude.MCPServerConfig{"x": {Type: claude.MCPHTTP, URL: "http://h", Tools: []claude.MCPToolPolicy{{Name: "t", PermissionPolicy: "maybe"}}}}}, "MCPServerConfigs", "x"},
