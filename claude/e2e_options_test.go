@@ -2,9 +2,11 @@ package claude_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,5 +112,198 @@ func TestE2EHookOnFailureBlock(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A plugin directory and skills: the plugin and its skill are loaded
+// (system/init), and Skills limits the skills the model is told about to
+// the listed ones.
+func TestE2EPluginsAndSkills(t *testing.T) {
+	e := newE2E(t, claudetest.Reply(claudetest.Text("ok")))
+	plugin := t.TempDir()
+	writeFile(t, filepath.Join(plugin, ".claude-plugin", "plugin.json"), `{"name":"demo-plugin","version":"1.2.3","description":"A demo"}`)
+	writeFile(t, filepath.Join(plugin, "skills", "greet", "SKILL.md"), "---\nname: greet\ndescription: Greets people warmly.\n---\nSay hello.\n")
+	writeFile(t, filepath.Join(e.opts.Cwd, ".claude", "skills", "deploy", "SKILL.md"), "---\nname: deploy\ndescription: Deploys the app.\n---\nRun make deploy.\n")
+	writeFile(t, filepath.Join(e.opts.Cwd, ".claude", "skills", "unlisted", "SKILL.md"), "---\nname: unlisted\ndescription: Should stay hidden.\n---\nHidden.\n")
+	e.opts.Plugins = []claude.Plugin{{Path: plugin}}
+	e.opts.Skills = []string{"deploy", "demo-plugin:greet"}
+	s := e.start()
+	msgs, _ := e.turn(s, "hi")
+	var init *claude.SystemInit
+	for _, m := range msgs {
+		if in, ok := m.(*claude.SystemInit); ok {
+			init = in
+		}
+	}
+	if init == nil {
+		t.Fatal("no system/init")
+	}
+	var plugins struct {
+		Plugins []struct{ Name, Path, Version string } `json:"plugins"`
+	}
+	if err := json.Unmarshal(init.Raw(), &plugins); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(plugins.Plugins, func(p struct{ Name, Path, Version string }) bool {
+		return p.Name == "demo-plugin" && p.Path == plugin && p.Version == "1.2.3"
+	}) {
+		t.Errorf("system/init plugins = %+v, want demo-plugin from %s", plugins.Plugins, plugin)
+	}
+	if !slices.Contains(init.Skills, "demo-plugin:greet") || !slices.Contains(init.Skills, "deploy") {
+		t.Errorf("system/init skills = %v", init.Skills)
+	}
+	req := e.srv.Requests()[0]
+	raw := string(req.Raw)
+	if !strings.Contains(raw, "deploy: Deploys the app.") || !strings.Contains(raw, "demo-plugin:greet: Greets people warmly.") {
+		t.Errorf("the model was not told about the listed skills")
+	}
+	if strings.Contains(raw, "Should stay hidden.") {
+		t.Errorf("the model was told about a skill Skills does not list")
+	}
+}
+
+// Title names the session in its transcript.
+func TestE2ETitle(t *testing.T) {
+	e := newE2E(t, claudetest.Reply(claudetest.Text("ok")))
+	e.opts.Title = "Release 1.2 checklist"
+	s := e.start()
+	e.turn(s, "hi")
+	id := s.SessionID()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	found, _ := filepath.Glob(filepath.Join(e.opts.Env["HOME"], ".claude", "projects", "*", id+".jsonl"))
+	if len(found) != 1 {
+		t.Fatalf("transcript of %s: %v", id, found)
+	}
+	b, err := os.ReadFile(found[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `{"type":"custom-title","customTitle":"Release 1.2 checklist","sessionId":"`+id+`"}`) {
+		t.Errorf("the transcript has no custom-title entry for the title")
+	}
+}
+
+// ToolAliases: a tool_use of the alias runs the tool it stands for.
+func TestE2EToolAliases(t *testing.T) {
+	e := newE2E(t,
+		claudetest.Reply(claudetest.ToolUseID("toolu_alias", "Shell", map[string]any{"command": "touch aliased.txt", "description": "make a file"})),
+		claudetest.Reply(claudetest.Text("done")))
+	e.opts.ToolAliases = map[string]string{"Shell": "Bash"}
+	e.opts.AllowedTools = []string{"Bash"}
+	s := e.start()
+	e.turn(s, "make a file")
+	if _, err := os.Stat(filepath.Join(e.opts.Cwd, "aliased.txt")); err != nil {
+		out, isErr := toolResult(t, e.srv, "toolu_alias")
+		t.Errorf("the aliased tool did not run (tool_result %q, is_error %v)", out, isErr)
+	}
+}
+
+// The main thread as an agent of Agents: its prompt is the system prompt,
+// its DisallowedTools are gone and its InitialPrompt opens the conversation.
+func TestE2EMainThreadAgent(t *testing.T) {
+	e := newE2E(t, claudetest.Reply(claudetest.Text("reviewed")))
+	e.opts.Agents = map[string]claude.AgentDefinition{"reviewer": {
+		Description:     "Reviews code",
+		Prompt:          "You are REVIEWER-AGENT-7.",
+		DisallowedTools: []string{"Bash", "Write"},
+		InitialPrompt:   "INITIAL-PROMPT-42: read the README first.",
+	}}
+	e.opts.Agent = "reviewer"
+	s := e.start()
+	e.turn(s, "review main.go")
+	reqs := e.srv.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("no model request")
+	}
+	r := reqs[0]
+	if !strings.Contains(r.System, "You are REVIEWER-AGENT-7.") {
+		t.Errorf("system prompt lacks the agent's prompt:\n%s", r.System)
+	}
+	if slices.Contains(r.Tools, "Bash") || slices.Contains(r.Tools, "Write") || !slices.Contains(r.Tools, "Read") {
+		t.Errorf("tools offered = %v, want Read but not Bash or Write", r.Tools)
+	}
+	if !strings.Contains(string(r.Raw), "INITIAL-PROMPT-42") {
+		t.Errorf("the agent's initial prompt did not reach the model")
+	}
+}
+
+const limitedMarker = "You are LIMITED-AGENT-3."
+
+// A sub-agent defined with the newer fields: DisallowedTools, Model,
+// CriticalSystemReminder and Skills shape its own requests.
+func TestE2ESubagentDefinitionFields(t *testing.T) {
+	e := newE2EResponder(t, claudetest.ResponderFunc(func(r *claudetest.Request) claudetest.Turn {
+		if strings.Contains(r.System, limitedMarker) {
+			return claudetest.Reply(claudetest.Text("limited agent done"))
+		}
+		if r.AssistantCount() == 0 {
+			return claudetest.Reply(claudetest.ToolUseID("toolu_limited", "Agent", map[string]any{
+				"description": "limited job", "prompt": "SUBTASK: say done", "subagent_type": "limited"}))
+		}
+		return claudetest.Reply(claudetest.Text("main done"))
+	}))
+	writeFile(t, filepath.Join(e.opts.Cwd, ".claude", "skills", "deploy", "SKILL.md"), "---\nname: deploy\ndescription: Deploys the app.\n---\nSKILL-BODY-DEPLOY: run make deploy.\n")
+	e.opts.Agents = map[string]claude.AgentDefinition{"limited": {
+		Description:            "Does limited things",
+		Prompt:                 limitedMarker,
+		DisallowedTools:        []string{"Bash"},
+		Model:                  "haiku",
+		CriticalSystemReminder: "CRITICAL-REMINDER-5",
+		Skills:                 []string{"deploy"},
+		Background:             false,
+	}}
+	s := e.start()
+	e.turn(s, "delegate")
+	for range s.UntilIdle(e.ctx) {
+	}
+	var sub *claudetest.Request
+	for _, r := range e.srv.Requests() {
+		if strings.Contains(r.System, limitedMarker) {
+			sub = r
+		}
+	}
+	if sub == nil {
+		t.Fatal("the sub-agent made no model request")
+	}
+	if slices.Contains(sub.Tools, "Bash") || !slices.Contains(sub.Tools, "Read") {
+		t.Errorf("sub-agent tools = %v, want Read but not Bash", sub.Tools)
+	}
+	if !strings.Contains(sub.Model, "haiku") {
+		t.Errorf("sub-agent model = %q, want a haiku model", sub.Model)
+	}
+	raw := string(sub.Raw)
+	// CriticalSystemReminder is sent too, but CLI 2.1.329 shows no trace of
+	// it in a one-request sub-agent.
+	if !strings.Contains(raw, "SKILL-BODY-DEPLOY") {
+		t.Errorf("the sub-agent's request lacks its preloaded skill")
+	}
+}
+
+// A JavaScript CLI (2.1.37's cli.js) runs under Executable, node.
+func TestE2EJavaScriptCLIUnderNode(t *testing.T) {
+	js, err := filepath.EvalSymlinks(claudetest.SDKURLCLIPath(t))
+	if err != nil || !strings.HasSuffix(js, ".js") {
+		t.Skipf("the older CLI is not a cli.js (%s, %v)", js, err)
+	}
+	e := newE2E(t, claudetest.Reply(claudetest.Text("hello from node")))
+	e.opts.CLIPath = js
+	e.opts.Executable = "node"
+	e.opts.ExecutableArgs = []string{"--no-warnings"}
+	s := e.start()
+	_, res := e.turn(s, "hi")
+	if res.Result != "hello from node" {
+		t.Errorf("result = %q", res.Result)
 	}
 }
