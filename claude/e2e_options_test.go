@@ -307,3 +307,35 @@ func TestE2EJavaScriptCLIUnderNode(t *testing.T) {
 		t.Errorf("result = %q", res.Result)
 	}
 }
+
+// Plugins and external MCP servers sent in initialize rather than on the
+// command line: the CLI says it applied them, and they work.
+func TestE2EPluginsAndMCPServersInInitialize(t *testing.T) {
+	bin := buildTestMCP(t)
+	e := newE2E(t, weatherTurns("toolu_init_mcp", "mcp__wx__lookup_weather", "Kyiv", "ok")...)
+	plugin := t.TempDir()
+	writeFile(t, filepath.Join(plugin, ".claude-plugin", "plugin.json"), `{"name":"init-plugin","version":"0.0.1"}`)
+	writeFile(t, filepath.Join(plugin, "skills", "wave", "SKILL.md"), "---\nname: wave\ndescription: Waves.\n---\nWave.\n")
+	e.opts.Plugins = []claude.Plugin{{Path: plugin}}
+	e.opts.PluginsInInitialize = true
+	e.opts.MCPServerConfigs = map[string]claude.MCPServerConfig{"wx": {Command: bin, Args: []string{"-name", "wx"}}}
+	e.opts.MCPServersInInitialize = true
+	e.opts.AllowedTools = []string{"mcp__wx"}
+	s := e.start()
+	r, err := s.Initialize(e.ctx)
+	if err != nil {
+		t.Fatalf("Initialize: %v", err)
+	}
+	if r.PluginsApplied == nil || !*r.PluginsApplied || r.MCPServersApplied == nil || !*r.MCPServersApplied {
+		t.Errorf("plugins_applied %v, mcp_servers_applied %v; response %s", r.PluginsApplied, r.MCPServersApplied, r.Raw)
+	}
+	msgs, _ := e.turn(s, "Weather in Kyiv?")
+	for _, m := range msgs {
+		if in, ok := m.(*claude.SystemInit); ok && !slices.Contains(in.Skills, "init-plugin:wave") {
+			t.Errorf("system/init skills %v lack the plugin's skill", in.Skills)
+		}
+	}
+	if out, isErr := toolResult(t, e.srv, "toolu_init_mcp"); isErr || out != "wx says: sunny in Kyiv" {
+		t.Errorf("tool_result of the server sent in initialize = %q (is_error %v)", out, isErr)
+	}
+}
