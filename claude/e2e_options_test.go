@@ -339,3 +339,37 @@ func TestE2EPluginsAndMCPServersInInitialize(t *testing.T) {
 		t.Errorf("tool_result of the server sent in initialize = %q (is_error %v)", out, isErr)
 	}
 }
+
+// ThinkingDisplay and TaskBudget reach the model request (2.1.329 asks
+// the API for "updates" when the display is "omitted").
+func TestE2EThinkingDisplayAndTaskBudget(t *testing.T) {
+	for display, want := range map[string]string{"summarized": "summarized", "omitted": "updates"} {
+		t.Run(display, func(t *testing.T) {
+			e := newE2E(t, claudetest.Reply(claudetest.Text("ok")))
+			e.opts.Thinking = claude.ThinkingAdaptive
+			e.opts.ThinkingDisplay = display
+			e.opts.TaskBudget = 40000
+			s := e.start()
+			e.turn(s, "hi")
+			var body struct {
+				Thinking struct {
+					Type    string `json:"type"`
+					Display string `json:"display"`
+				} `json:"thinking"`
+				OutputConfig struct {
+					TaskBudget json.RawMessage `json:"task_budget"`
+				} `json:"output_config"`
+			}
+			r := e.srv.Requests()[0]
+			if err := json.Unmarshal(r.Raw, &body); err != nil {
+				t.Fatal(err)
+			}
+			if body.Thinking.Type != "adaptive" || body.Thinking.Display != want {
+				t.Errorf("thinking = %+v, want display %q", body.Thinking, want)
+			}
+			if !strings.Contains(string(body.OutputConfig.TaskBudget), "40000") {
+				t.Errorf("output_config.task_budget = %s", body.OutputConfig.TaskBudget)
+			}
+		})
+	}
+}
