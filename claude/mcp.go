@@ -175,7 +175,7 @@ func (c MCPServerConfig) check() error {
 		return fmt.Errorf("unknown Type %q: want stdio, http or sse (pass other kinds as JSON in Options.MCPConfig)", c.Type)
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("Timeout must not be negative")
+		return fmt.Errorf("the Timeout must not be negative")
 	}
 	return checkToolPolicies(c.Tools)
 }

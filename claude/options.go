@@ -257,7 +257,14 @@ type Options struct {
 	// "mcp__S" for all of S's tools) or CanUseTool allows it. The CLI may
 	// defer MCP tools behind its tool search (the model sees only their
 	// names until it loads them); a tool whose Meta has
-	// "anthropic/alwaysLoad": true is always offered in full.
+	// "anthropic/alwaysLoad": true is always offered in full, and so are
+	// all the tools of a server with MCPServerSettings AlwaysLoad.
+	//
+	// Start asks each server for its initialize and tools/list answers and
+	// hands them to the CLI in initialize, so that [Session.MCPStatus]
+	// reports the servers connected from the start. Servers can be added
+	// and removed later with [Session.AddMCPServer] and
+	// [Session.RemoveMCPServer].
 	MCPServers map[string]*mcp.Server
 	// MCPServerSettings are settings (tool-call timeout, always-load, tool
 	// permission policies) of the in-process servers of MCPServers, by the
