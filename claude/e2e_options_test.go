@@ -12,6 +12,7 @@ import (
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/google/go-cmp/cmp"
 )
 
 // systemSeen runs one turn with the given system prompt and returns the
@@ -371,5 +372,66 @@ func TestE2EThinkingDisplayAndTaskBudget(t *testing.T) {
 				t.Errorf("output_config.task_budget = %s", body.OutputConfig.TaskBudget)
 			}
 		})
+	}
+}
+
+// settingsOf asks the CLI for its settings (get_settings): the effective
+// ones and which source gave what.
+func settingsOf(t *testing.T, e *e2e, s *claude.Session) (effective map[string]any, sources map[string]map[string]any) {
+	t.Helper()
+	raw, err := s.Control(e.ctx, "get_settings", nil)
+	if err != nil {
+		t.Fatalf("get_settings: %v", err)
+	}
+	var r struct {
+		Effective map[string]any `json:"effective"`
+		Sources   []struct {
+			Source   string         `json:"source"`
+			Settings map[string]any `json:"settings"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	sources = map[string]map[string]any{}
+	for _, src := range r.Sources {
+		sources[src.Source] = src.Settings
+	}
+	return r.Effective, sources
+}
+
+// Sandbox is merged into the --settings JSON, ManagedSettings arrive as
+// policy settings, and SettingSources chooses the settings files.
+func TestE2ESettingsSandboxManagedAndSources(t *testing.T) {
+	e := newE2E(t)
+	writeFile(t, filepath.Join(e.opts.Cwd, ".claude", "settings.json"), `{"env":{"FROM_PROJECT":"1"}}`)
+	e.opts.Settings = `{"env":{"FROM_FLAG":"1"}}`
+	e.opts.Sandbox = json.RawMessage(`{"enabled":false,"network":{"allowedDomains":["example.com"]}}`)
+	e.opts.ManagedSettings = json.RawMessage(`{"permissions":{"deny":["WebFetch"]}}`)
+	e.opts.SettingSources = []string{"project"}
+	s := e.start()
+	_, sources := settingsOf(t, e, s)
+	want := map[string]any{
+		"env":     map[string]any{"FROM_FLAG": "1"},
+		"sandbox": map[string]any{"enabled": false, "network": map[string]any{"allowedDomains": []any{"example.com"}}},
+	}
+	if diff := cmp.Diff(want, sources["flagSettings"]); diff != "" {
+		t.Errorf("flag settings (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]any{"permissions": map[string]any{"deny": []any{"WebFetch"}}}, sources["policySettings"]); diff != "" {
+		t.Errorf("policy settings (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]any{"env": map[string]any{"FROM_PROJECT": "1"}}, sources["projectSettings"]); diff != "" {
+		t.Errorf("project settings with SettingSources [project] (-want +got):\n%s", diff)
+	}
+	s.Close()
+
+	// No setting sources: the project's file is not read.
+	e2 := newE2E(t)
+	writeFile(t, filepath.Join(e2.opts.Cwd, ".claude", "settings.json"), `{"env":{"FROM_PROJECT":"1"}}`)
+	e2.opts.SettingSources = []string{}
+	s2 := e2.start()
+	if _, sources := settingsOf(t, e2, s2); sources["projectSettings"] != nil {
+		t.Errorf("project settings read with no setting sources: %v", sources["projectSettings"])
 	}
 }
