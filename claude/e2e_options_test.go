@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
@@ -433,5 +434,37 @@ func TestE2ESettingsSandboxManagedAndSources(t *testing.T) {
 	s2 := e2.start()
 	if _, sources := settingsOf(t, e2, s2); sources["projectSettings"] != nil {
 		t.Errorf("project settings read with no setting sources: %v", sources["projectSettings"])
+	}
+}
+
+// PromptSuggestions: after a turn's result (not the first turn's) the CLI
+// asks the model for the user's likely next prompt and prints it.
+func TestE2EPromptSuggestions(t *testing.T) {
+	e := newE2EResponder(t, claudetest.ResponderFunc(func(r *claudetest.Request) claudetest.Turn {
+		switch r.LastUserText() {
+		case "first":
+			return claudetest.Reply(claudetest.Text("one"))
+		case "second":
+			return claudetest.Reply(claudetest.Text("two"))
+		}
+		return claudetest.Reply(claudetest.Text("run the tests"))
+	}))
+	e.opts.PromptSuggestions = true
+	s := e.start()
+	e.turn(s, "first")
+	e.turn(s, "second")
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	for {
+		m, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("no prompt suggestion after the second turn: %v", err)
+		}
+		if ps, ok := m.(*claude.PromptSuggestion); ok {
+			if ps.Suggestion != "run the tests" {
+				t.Errorf("suggestion = %q", ps.Suggestion)
+			}
+			return
+		}
 	}
 }
