@@ -468,3 +468,51 @@ func TestE2EPromptSuggestions(t *testing.T) {
 		}
 	}
 }
+
+// EnableFileCheckpointing: a file the model changed can be rewound to its
+// state at the prompt; without it the CLI cannot rewind.
+func TestE2EFileCheckpointing(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
+			var file string
+			e := newE2EResponder(t, claudetest.ResponderFunc(func(r *claudetest.Request) claudetest.Turn {
+				if r.AssistantCount() == 0 {
+					return claudetest.Reply(claudetest.ToolUseID("toolu_write", "Write", map[string]any{"file_path": file, "content": "new\n"}))
+				}
+				return claudetest.Reply(claudetest.Text("written"))
+			}))
+			file = filepath.Join(e.opts.Cwd, "notes.txt")
+			writeFile(t, file, "old\n")
+			e.opts.EnableFileCheckpointing = on
+			e.opts.ReplayUserMessages = true
+			e.opts.AllowedTools = []string{"Write", "Read"}
+			s := e.start()
+			msgs, _ := e.turn(s, "rewrite the notes")
+			var prompt string
+			for _, m := range msgs {
+				if u, ok := m.(*claude.UserMessage); ok && u.IsReplay && prompt == "" {
+					prompt = u.UUID
+				}
+			}
+			if b, _ := os.ReadFile(file); string(b) != "new\n" || prompt == "" {
+				t.Fatalf("file after the turn %q, prompt uuid %q", b, prompt)
+			}
+			r, err := s.RewindFiles(e.ctx, prompt, true)
+			if !on {
+				if err == nil && r.CanRewind {
+					t.Errorf("rewind possible without checkpointing: %+v", r)
+				}
+				return
+			}
+			if err != nil || !r.CanRewind || !slices.Contains(r.FilesChanged, file) {
+				t.Fatalf("RewindFiles dry run = %+v, %v", r, err)
+			}
+			if _, err := s.RewindFiles(e.ctx, prompt, false); err != nil {
+				t.Fatalf("RewindFiles: %v", err)
+			}
+			if b, _ := os.ReadFile(file); string(b) != "old\n" {
+				t.Errorf("file after the rewind = %q, want its old content", b)
+			}
+		})
+	}
+}
