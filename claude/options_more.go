@@ -300,8 +300,8 @@ func mergeObjects(base, over map[string]any) map[string]any {
 	return out
 }
 
-// externalMCPServers reports whether any external MCP server is configured
-// through MCPServerConfigs.
+// awaitInitialize reports whether launch options go in initialize, so that
+// the CLI must wait for it before it starts (--await-initialize).
 func (o *Options) awaitInitialize() bool {
 	return (o.PluginsInInitialize && len(o.Plugins) > 0) || (o.MCPServersInInitialize && len(o.MCPServerConfigs) > 0)
 }
