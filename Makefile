@@ -6,6 +6,10 @@ CLAUDE_CODE_WS_VERSION := 2.1.37
 TOOLS := $(CURDIR)/.tools
 CLAUDE_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_VERSION)/node_modules/.bin/claude
 CLAUDE_WS_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)/node_modules/.bin/claude
+# The official TypeScript SDK whose surface docs/parity.md maps; claude/parity_test.go reads its
+# sdk.d.ts (npm view @anthropic-ai/claude-agent-sdk versions).
+CLAUDE_AGENT_SDK_VERSION := 0.3.330
+AGENT_SDK_DTS := $(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION)/node_modules/@anthropic-ai/claude-agent-sdk/sdk.d.ts
 # grpcurl, a gRPC client that is not ours, drives the daemon's API in daemon/api's tests.
 GRPCURL_VERSION := v1.9.3
 GO ?= go
@@ -13,6 +17,7 @@ GO ?= go
 export CLAUDECTL_TEST_CLI := $(CLAUDE_BIN)
 export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
+export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
 .PHONY: all build run test vet fmt cli bench generate clean
 
@@ -33,6 +38,8 @@ $(CLAUDE_BIN):
 	./scripts/install-cli.sh $(CLAUDE_CODE_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_VERSION)
 $(CLAUDE_WS_BIN):
 	./scripts/install-cli.sh $(CLAUDE_CODE_WS_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)
+$(AGENT_SDK_DTS):
+	./scripts/install-agent-sdk.sh $(CLAUDE_AGENT_SDK_VERSION) $(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION)
 $(TOOLS)/bin/grpcurl:
 	GO=$(GO) ./scripts/install-grpcurl.sh $(GRPCURL_VERSION) $(TOOLS)/bin
 
@@ -42,7 +49,7 @@ vet:
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-test: cli $(TOOLS)/bin/grpcurl fmt vet
+test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) fmt vet
 	$(GO) test -race -count=1 ./...
 	# 10,000 sessions created and closed; too slow under the race detector.
 	$(GO) test -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/

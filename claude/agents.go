@@ -2,9 +2,12 @@ package claude
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"iter"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -146,6 +149,122 @@ func (st *idleState) reached() bool {
 func (s *Session) addAgentFields(fields map[string]any) error {
 	if len(s.opts.Agents) > 0 {
 		fields["agents"] = s.opts.Agents
+	}
+	return nil
+}
+
+// AgentDefinition defines a custom sub-agent (the official AgentDefinition,
+// field for field). Description and Prompt are required; the zero value of
+// every other field leaves the CLI's default.
+type AgentDefinition struct {
+	// Description says when to use the agent.
+	Description string `json:"description"`
+	// Prompt is the agent's system prompt.
+	Prompt string `json:"prompt"`
+	// Tools are the tools the agent may use; nil inherits the parent's.
+	Tools []string `json:"tools,omitempty"`
+	// DisallowedTools are tools the agent may not use; "mcp__S" or
+	// "mcp__S__*" removes every tool of server S, "mcp__*" all MCP tools.
+	DisallowedTools []string `json:"disallowedTools,omitempty"`
+	// Model is a model alias ("sonnet", "opus", "haiku"), a model id, or
+	// "inherit" (the main thread's model).
+	Model string `json:"model,omitempty"`
+	// MCPServers are the agent's MCP servers: by name (a server the session
+	// has) or with their own config. An in-process server (Options.MCPServers)
+	// can only be named.
+	MCPServers []AgentMCPServer `json:"mcpServers,omitempty"`
+	// CriticalSystemReminder is added to the agent's system prompt
+	// (experimental in the CLI: criticalSystemReminder_EXPERIMENTAL).
+	CriticalSystemReminder string `json:"criticalSystemReminder_EXPERIMENTAL,omitempty"`
+	// Skills are skills preloaded into the agent's context, by name.
+	Skills []string `json:"skills,omitempty"`
+	// InitialPrompt is sent as the first user turn when the agent runs the
+	// main thread (Options.Agent).
+	InitialPrompt string `json:"initialPrompt,omitempty"`
+	// MaxTurns limits the agent's agentic turns; 0 is no limit.
+	MaxTurns int `json:"maxTurns,omitempty"`
+	// AutoCompactWindow is the token count at which the agent, as a
+	// sub-agent, compacts its conversation (it can only lower the inherited
+	// window); 0 inherits it.
+	AutoCompactWindow int `json:"autoCompactWindow,omitempty"`
+	// Background runs the agent as a background task when it is invoked.
+	Background bool `json:"background,omitempty"`
+	// OmitClaudeMd runs the agent, as a sub-agent, without the user, project
+	// and local CLAUDE.md files.
+	OmitClaudeMd bool `json:"omitClaudeMd,omitempty"`
+	// Memory is the scope of the agent's memory files: "user", "project"
+	// or "local".
+	Memory string `json:"memory,omitempty"`
+	// Effort is "low", "medium", "high", "xhigh", "max", or a whole number
+	// (sent as a JSON number).
+	Effort AgentEffort `json:"effort,omitempty"`
+	// PermissionMode is the agent's permission mode.
+	PermissionMode PermissionMode `json:"permissionMode,omitempty"`
+	// Observer is an agent type (or up to four, comma-separated) started as
+	// a background observer whenever this agent runs.
+	Observer string `json:"observer,omitempty"`
+	// ObserverMessage is added to each activity digest sent to the observer.
+	ObserverMessage string `json:"observerMessage,omitempty"`
+}
+
+// AgentEffort is an agent's reasoning effort: a level name or a whole
+// number.
+type AgentEffort string
+
+// MarshalJSON writes a number as a JSON number and a level as a string.
+func (e AgentEffort) MarshalJSON() ([]byte, error) {
+	if n, err := strconv.Atoi(string(e)); err == nil {
+		return []byte(strconv.Itoa(n)), nil
+	}
+	return json.Marshal(string(e))
+}
+
+// An AgentMCPServer is one of a sub-agent's MCP servers: Name alone refers to
+// a server the session has; with Config, the agent gets its own server of
+// that name.
+type AgentMCPServer struct {
+	Name   string
+	Config *MCPServerConfig
+}
+
+// MarshalJSON writes the name as a string, or {name: config}.
+func (s AgentMCPServer) MarshalJSON() ([]byte, error) {
+	if s.Config == nil {
+		return json.Marshal(s.Name)
+	}
+	return json.Marshal(map[string]*MCPServerConfig{s.Name: s.Config})
+}
+
+// check reports what makes d unusable; Field is relative to the agent.
+func (d AgentDefinition) check() *OptionError {
+	switch {
+	case d.Description == "":
+		return &OptionError{"Description", "", "is required"}
+	case d.Prompt == "":
+		return &OptionError{"Prompt", "", "is required"}
+	case d.MaxTurns < 0:
+		return &OptionError{"MaxTurns", strconv.Itoa(d.MaxTurns), "must not be negative"}
+	case d.AutoCompactWindow < 0:
+		return &OptionError{"AutoCompactWindow", strconv.Itoa(d.AutoCompactWindow), "must not be negative"}
+	case d.Memory != "" && d.Memory != "user" && d.Memory != "project" && d.Memory != "local":
+		return &OptionError{"Memory", d.Memory, `must be "user", "project" or "local"`}
+	case d.PermissionMode != "" && !slices.Contains(PermissionModes, d.PermissionMode):
+		return &OptionError{"PermissionMode", string(d.PermissionMode), "must be one of " + joinModes()}
+	}
+	if e := string(d.Effort); e != "" && !slices.Contains(effortLevels, e) {
+		if n, err := strconv.Atoi(e); err != nil || n <= 0 {
+			return &OptionError{"Effort", e, "must be low, medium, high, xhigh, max or a positive whole number"}
+		}
+	}
+	for i, m := range d.MCPServers {
+		if m.Name == "" {
+			return &OptionError{"MCPServers", "[" + strconv.Itoa(i) + "]", "a server needs a Name"}
+		}
+		if m.Config != nil {
+			if err := m.Config.check(); err != nil {
+				return &OptionError{"MCPServers", m.Name, err.Error()}
+			}
+		}
 	}
 	return nil
 }

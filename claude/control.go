@@ -216,6 +216,8 @@ func (s *Session) answer(ctx context.Context, id, subtype string, req json.RawMe
 		return s.answerHook(ctx, req)
 	case "mcp_message":
 		return s.answerMCP(ctx, req)
+	case "request_user_dialog":
+		return s.answerUserDialog(ctx, id, req) // options_more.go
 	}
 	return nil, &ControlError{Subtype: subtype, Message: "Unsupported control request subtype: " + subtype, Code: "unsupported_request"}
 }
@@ -247,6 +249,15 @@ type InitializeResponse struct {
 	} `json:"account"`
 	PID               int    `json:"pid,omitempty"`
 	ClaudeCodeVersion string `json:"claude_code_version,omitempty"`
+	// What the CLI did with the options sent in initialize (nil when it
+	// does not say: a CLI too old for them): PluginsApplied with
+	// Options.PluginsInInitialize, MCPServersApplied with
+	// Options.MCPServersInInitialize; SDKMCPManifestsParked says, by
+	// in-process server, what it did with its manifest ("parked": taken).
+	PluginsApplied         *bool             `json:"plugins_applied,omitempty"`
+	MCPServersApplied      *bool             `json:"mcp_servers_applied,omitempty"`
+	HookOnFailureSupported bool              `json:"hook_on_failure_supported,omitempty"`
+	SDKMCPManifestsParked  map[string]string `json:"sdk_mcp_manifests_parked,omitempty"`
 	// Raw is the whole response.
 	Raw json.RawMessage `json:"-"`
 }

@@ -433,7 +433,10 @@ func TestE2EMissingBinary(t *testing.T) {
 func TestE2EArgumentsReachCLIIntact(t *testing.T) {
 	e := newE2E(t, claudetest.Reply(claudetest.Text("ok")))
 	tricky := `-starts with a dash, has "double" and 'single' quotes, $HOME, a; semicolon and --flag=like text`
-	e.opts.AppendSystemPrompt = tricky
+	// The system prompt goes in initialize; the CLI's own flag carries the
+	// tricky text on the command line.
+	e.opts.SystemPrompt = claude.ClaudeCodePrompt("")
+	e.opts.ExtraArgs = []string{"--append-system-prompt=" + tricky}
 	e.opts.Model = "claude-sonnet-4-5"
 	s := e.start()
 	e.turn(s, "hi")

@@ -81,7 +81,23 @@ type HookMatcher struct {
 	Timeout time.Duration
 	// Hooks are the callbacks. The CLI may call them concurrently.
 	Hooks []HookFunc
+	// OnFailure is what the CLI does when a callback fails (returns an
+	// error, panics or times out): HookFailureContinue (the default: it
+	// warns and goes on as if the hook had said nothing) or
+	// HookFailureBlock (it blocks what the hook guards, e.g. a PreToolUse
+	// tool is not run).
+	OnFailure HookFailure
 }
+
+// HookFailure is what the CLI does when a hook callback fails
+// (HookMatcher.OnFailure).
+type HookFailure string
+
+// The values of HookMatcher.OnFailure.
+const (
+	HookFailureContinue HookFailure = "continue"
+	HookFailureBlock    HookFailure = "block"
+)
 
 // A HookFunc is called when its hook event fires. in is the event's input:
 // a *PreToolUseInput for PreToolUse and so on (see [HookInput]); [HookFor]
@@ -92,8 +108,8 @@ type HookMatcher struct {
 // (the matcher's Timeout, or a control_cancel_request), or the session ends.
 // An error or a panic is reported to the CLI as a failed hook, which it
 // treats as an empty answer: it prints a warning and goes on (a PreToolUse
-// tool still runs). To block something, return an output that says so, such
-// as [DenyTool].
+// tool still runs), unless the matcher's OnFailure is HookFailureBlock. To
+// block something, return an output that says so, such as [DenyTool].
 type HookFunc func(ctx context.Context, in HookInput) (*HookOutput, error)
 
 // HookFor adapts a callback for one input type, such as
@@ -122,6 +138,9 @@ func (o *Options) validateHooks() error {
 			if m.Timeout < 0 {
 				return &OptionError{"Hooks", where, "Timeout must not be negative"}
 			}
+			if m.OnFailure != "" && m.OnFailure != HookFailureContinue && m.OnFailure != HookFailureBlock {
+				return &OptionError{"Hooks", where + ".OnFailure=" + string(m.OnFailure), `OnFailure must be "continue" or "block"`}
+			}
 			for j, f := range m.Hooks {
 				if f == nil {
 					return &OptionError{"Hooks", where + ".Hooks[" + strconv.Itoa(j) + "]", "is nil"}
@@ -142,9 +161,10 @@ type hookCallback struct {
 
 // wireHookMatcher is one matcher of initialize's "hooks" field.
 type wireHookMatcher struct {
-	Matcher         string   `json:"matcher,omitempty"`
-	HookCallbackIDs []string `json:"hookCallbackIds"`
-	Timeout         int64    `json:"timeout,omitempty"` // seconds
+	Matcher         string      `json:"matcher,omitempty"`
+	HookCallbackIDs []string    `json:"hookCallbackIds"`
+	Timeout         int64       `json:"timeout,omitempty"` // seconds
+	OnFailure       HookFailure `json:"onFailure,omitempty"`
 }
 
 // hookRegistry is the session's hooks, numbered. It is built by Start and
@@ -175,7 +195,7 @@ func newHookRegistry(hooks map[HookEventName][]HookMatcher) *hookRegistry {
 			if len(m.Hooks) == 0 {
 				continue
 			}
-			wm := wireHookMatcher{Matcher: m.Matcher, HookCallbackIDs: []string{}}
+			wm := wireHookMatcher{Matcher: m.Matcher, HookCallbackIDs: []string{}, OnFailure: m.OnFailure}
 			if m.Timeout > 0 {
 				wm.Timeout = int64((m.Timeout + time.Second - 1) / time.Second)
 			}

@@ -66,7 +66,7 @@ func TestHooksInInitialize(t *testing.T) {
 			// Listed out of order: ids follow HookEventNames, then unknown names.
 			claude.HookStop:        {{Hooks: []claude.HookFunc{noHook}}},
 			"FutureEvent":          {{Matcher: "x", Hooks: []claude.HookFunc{noHook}}},
-			claude.HookPreToolUse:  {{Matcher: "Bash", Timeout: 1500 * time.Millisecond, Hooks: []claude.HookFunc{noHook, noHook}}, {Matcher: "Write|Edit", Hooks: []claude.HookFunc{noHook}}, {Matcher: "empty"}},
+			claude.HookPreToolUse:  {{Matcher: "Bash", Timeout: 1500 * time.Millisecond, OnFailure: claude.HookFailureBlock, Hooks: []claude.HookFunc{noHook, noHook}}, {Matcher: "Write|Edit", Hooks: []claude.HookFunc{noHook}}, {Matcher: "empty"}},
 			claude.HookPostToolUse: {{Timeout: 30 * time.Second, Hooks: []claude.HookFunc{noHook}}},
 			"AnotherFuture":        {{Hooks: []claude.HookFunc{noHook}}},
 		},
@@ -76,7 +76,7 @@ func TestHooksInInitialize(t *testing.T) {
 		"subtype": "initialize",
 		"hooks": {
 			"PreToolUse": [
-				{"matcher": "Bash", "hookCallbackIds": ["hook_0", "hook_1"], "timeout": 2},
+				{"matcher": "Bash", "hookCallbackIds": ["hook_0", "hook_1"], "timeout": 2, "onFailure": "block"},
 				{"matcher": "Write|Edit", "hookCallbackIds": ["hook_2"]}
 			],
 			"PostToolUse": [{"hookCallbackIds": ["hook_3"], "timeout": 30}],
@@ -84,15 +84,17 @@ func TestHooksInInitialize(t *testing.T) {
 			"AnotherFuture": [{"hookCallbackIds": ["hook_5"]}],
 			"FutureEvent": [{"matcher": "x", "hookCallbackIds": ["hook_6"]}]
 		},
-		"agents": {"reviewer": {"description": "Reviews code", "prompt": "You review.", "tools": ["Read"]}}
+		"agents": {"reviewer": {"description": "Reviews code", "prompt": "You review.", "tools": ["Read"]}},
+		"systemPrompt": [""]
 	}`
 	if diff := cmp.Diff(jsonOf(t, []byte(want)), jsonOf(t, init)); diff != "" {
 		t.Errorf("initialize request (-want +got):\n%s", diff)
 	}
 
-	// Without hooks or agents, neither field is sent.
+	// Without hooks or agents, neither field is sent; the system prompt is
+	// the official SDKs' default, an empty one.
 	_, _, init = startMemRaw(t, &claude.Options{})
-	if diff := cmp.Diff(jsonOf(t, []byte(`{"subtype":"initialize"}`)), jsonOf(t, init)); diff != "" {
+	if diff := cmp.Diff(jsonOf(t, []byte(`{"subtype":"initialize","systemPrompt":[""]}`)), jsonOf(t, init)); diff != "" {
 		t.Errorf("plain initialize request (-want +got):\n%s", diff)
 	}
 }
@@ -126,6 +128,7 @@ func TestHookOptionErrors(t *testing.T) {
 		{map[claude.HookEventName][]claude.HookMatcher{claude.HookStop: {{Hooks: []claude.HookFunc{noHook, nil}}}}, "Stop[0].Hooks[1]"},
 		{map[claude.HookEventName][]claude.HookMatcher{claude.HookStop: {{Timeout: -time.Second, Hooks: []claude.HookFunc{noHook}}}}, "Stop[0]"},
 		{map[claude.HookEventName][]claude.HookMatcher{"": {{Hooks: []claude.HookFunc{noHook}}}}, ""},
+		{map[claude.HookEventName][]claude.HookMatcher{claude.HookStop: {{OnFailure: "explode", Hooks: []claude.HookFunc{noHook}}}}, "Stop[0].OnFailure=explode"},
 	} {
 		_, err := claude.Start(context.Background(), &claude.Options{Transport: memTransport{newMemConn()}, Hooks: tc.hooks})
 		var oe *claude.OptionError

@@ -9,9 +9,11 @@ import "encoding/json"
 func (s *Session) initializeRequest() (json.RawMessage, error) {
 	fields := map[string]any{"subtype": "initialize"}
 	for _, add := range []func(map[string]any) error{
-		s.addHookFields,  // hooks.go
-		s.addAgentFields, // agents.go
-		s.addMCPFields,   // mcp.go
+		s.addHookFields,         // hooks.go
+		s.addAgentFields,        // agents.go
+		s.addMCPFields,          // mcp.go
+		s.addSystemPromptFields, // systemprompt.go
+		s.addMoreFields,         // options_more.go
 	} {
 		if err := add(fields); err != nil {
 			return nil, err

@@ -214,7 +214,11 @@ func toolText(t *testing.T, r map[string]any) string {
 func TestMCPInitializeAndArgs(t *testing.T) {
 	ts := newTestServer(1)
 	opts := &claude.Options{
-		MCPServers:       map[string]*mcp.Server{"calc": ts.Server, "b": ts.Server},
+		MCPServers: map[string]*mcp.Server{"calc": ts.Server, "b": ts.Server},
+		MCPServerSettings: map[string]claude.MCPServerSettings{"calc": {
+			Timeout: 2500 * time.Millisecond, AlwaysLoad: true,
+			Tools: []claude.MCPToolPolicy{{Name: "add", PermissionPolicy: "always_ask"}},
+		}},
 		MCPServerConfigs: map[string]claude.MCPServerConfig{"ext": {Command: "/bin/ext", Args: []string{"-v"}}},
 		MCPConfig:        []string{`{"mcpServers":{}}`},
 	}
@@ -233,10 +237,10 @@ func TestMCPInitializeAndArgs(t *testing.T) {
 	}
 	var got map[string]any
 	json.Unmarshal([]byte(cfgs[1]), &got)
+	// In-process servers are named in initialize only, as the TypeScript
+	// SDK does.
 	want := map[string]any{"mcpServers": map[string]any{
-		"b":    map[string]any{"type": "sdk", "name": "b"},
-		"calc": map[string]any{"type": "sdk", "name": "calc"},
-		"ext":  map[string]any{"type": "stdio", "command": "/bin/ext", "args": []any{"-v"}},
+		"ext": map[string]any{"type": "stdio", "command": "/bin/ext", "args": []any{"-v"}},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("--mcp-config (-want +got):\n%s", diff)
@@ -252,6 +256,39 @@ func TestMCPInitializeAndArgs(t *testing.T) {
 	init := c.nextOf(t, "control_request")["request"].(map[string]any)
 	if diff := cmp.Diff([]any{"b", "calc"}, init["sdkMcpServers"]); diff != "" {
 		t.Errorf("initialize sdkMcpServers (-want +got):\n%s", diff)
+	}
+	wantConfigs := map[string]any{"calc": map[string]any{"timeout": 2500.0, "tools": []any{map[string]any{"name": "add", "permission_policy": "always_ask"}}}}
+	if diff := cmp.Diff(wantConfigs, init["sdkMcpServerConfigs"]); diff != "" {
+		t.Errorf("initialize sdkMcpServerConfigs (-want +got):\n%s", diff)
+	}
+	// The manifests: each server's initialize and tools/list results,
+	// captured before initialize was written; calc's tools are marked
+	// always-load.
+	manifests, _ := init["sdkMcpServerManifests"].(map[string]any)
+	for _, name := range []string{"b", "calc"} {
+		m, _ := manifests[name].(map[string]any)
+		ir, _ := m["initializeResult"].(map[string]any)
+		info, _ := ir["serverInfo"].(map[string]any)
+		tl, _ := m["toolsListResult"].(map[string]any)
+		tools, _ := tl["tools"].([]any)
+		if info["name"] != "calc" || len(tools) == 0 {
+			t.Fatalf("manifest of %s = %v", name, m)
+		}
+		for _, tool := range tools {
+			meta, _ := tool.(map[string]any)["_meta"].(map[string]any)
+			if got := meta["anthropic/alwaysLoad"] == true; got != (name == "calc") {
+				t.Errorf("manifest of %s: tool %v always-load = %v", name, tool.(map[string]any)["name"], got)
+			}
+		}
+	}
+	// The connection the capture initialized serves the CLI's calls.
+	id := "mcp-call"
+	c.print(map[string]any{"type": "control_request", "request_id": id, "request": map[string]any{
+		"subtype": "mcp_message", "server_name": "calc",
+		"message": map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{"name": "add", "arguments": map[string]any{"a": 2, "b": 3}}}}})
+	r := c.nextOf(t, "control_response")["response"].(map[string]any)
+	if got := toolText(t, r["response"].(map[string]any)["mcp_response"].(map[string]any)); got != "5" {
+		t.Errorf("tools/call after the capture = %q", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,10 +35,77 @@ import (
 // mcpRouter holds the session's connections to its in-process servers. Its
 // zero value is ready to use; Session.Close calls close.
 type mcpRouter struct {
-	mu     sync.Mutex
-	links  map[string]*mcpConn // current connection by server name; guarded by mu
-	closed bool                // set by close: no connection is made after it; guarded by mu
-	wg     sync.WaitGroup      // readers, acknowledgement waiters and retired connections
+	mu      sync.Mutex
+	servers map[string]*sdkServer // the in-process servers by name; guarded by mu
+	links   map[string]*mcpConn   // current connection by server name; guarded by mu
+	closed  bool                  // set by close: no connection is made after it; guarded by mu
+	wg      sync.WaitGroup        // readers, acknowledgement waiters and retired connections
+}
+
+// sdkServer is one in-process server and its settings.
+type sdkServer struct {
+	srv      *mcp.Server
+	settings MCPServerSettings
+}
+
+// init registers the servers given at Start.
+func (r *mcpRouter) init(servers map[string]*mcp.Server, settings map[string]MCPServerSettings) {
+	r.servers = make(map[string]*sdkServer, len(servers))
+	for name, srv := range servers {
+		r.servers[name] = &sdkServer{srv: srv, settings: settings[name]}
+	}
+}
+
+// has reports whether the session has an in-process server of that name.
+func (r *mcpRouter) has(name string) bool {
+	_, _, ok := r.lookup(name)
+	return ok
+}
+
+// lookup returns the named server and its settings.
+func (r *mcpRouter) lookup(name string) (*mcp.Server, MCPServerSettings, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.servers[name]
+	if !ok {
+		return nil, MCPServerSettings{}, false
+	}
+	return s.srv, s.settings, true
+}
+
+// settingsByName returns every server's settings by name.
+func (r *mcpRouter) settingsByName() map[string]MCPServerSettings {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := make(map[string]MCPServerSettings, len(r.servers))
+	for name, s := range r.servers {
+		m[name] = s.settings
+	}
+	return m
+}
+
+// add registers a server; the CLI connects it with its first mcp_message.
+func (r *mcpRouter) add(name string, srv *mcp.Server, settings MCPServerSettings) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.servers == nil {
+		r.servers = make(map[string]*sdkServer)
+	}
+	r.servers[name] = &sdkServer{srv: srv, settings: settings}
+}
+
+// remove forgets a server and closes its connection in the background (its
+// running tool handlers see their contexts cancelled).
+func (r *mcpRouter) remove(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.servers, name)
+	if c := r.links[name]; c != nil {
+		delete(r.links, name)
+		if !r.closed {
+			r.wg.Go(c.close)
+		}
+	}
 }
 
 // An mcpConn is one connection (one MCP session) to an in-process server.
@@ -113,7 +181,133 @@ func (s *Session) answerMCP(ctx context.Context, req json.RawMessage) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	if r.Method == "tools/list" {
+		if _, st, ok := s.mcp.lookup(mm.ServerName); ok && st.AlwaysLoad {
+			resp = markAlwaysLoad(resp)
+		}
+	}
 	return mcpReply(resp)
+}
+
+// alwaysLoadKey is the tool _meta key by which the CLI never defers a tool
+// behind its tool search.
+const alwaysLoadKey = "anthropic/alwaysLoad"
+
+// markAlwaysLoad returns a tools/list response whose tools all carry
+// _meta "anthropic/alwaysLoad": true, unless a tool sets it itself (as the
+// TypeScript SDK's createSdkMcpServer({alwaysLoad}) marks them).
+func markAlwaysLoad(resp *jsonrpc.Response) *jsonrpc.Response {
+	if resp.Error != nil || len(resp.Result) == 0 {
+		return resp
+	}
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(resp.Result, &res); err != nil {
+		return resp
+	}
+	var tools []map[string]any
+	if err := json.Unmarshal(res["tools"], &tools); err != nil {
+		return resp
+	}
+	for _, t := range tools {
+		meta, _ := t["_meta"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		if _, set := meta[alwaysLoadKey]; !set {
+			meta[alwaysLoadKey] = true
+		}
+		t["_meta"] = meta
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return resp
+	}
+	res["tools"] = b
+	out, err := json.Marshal(res)
+	if err != nil {
+		return resp
+	}
+	return &jsonrpc.Response{ID: resp.ID, Result: out}
+}
+
+// manifestIDPrefix marks the ids of the requests captureMCPManifests sends.
+const manifestIDPrefix = "sdk-manifest-capture:"
+
+// manifestTimeout bounds the capture of all manifests: in-process Go servers
+// answer in microseconds, so only a stuck handler takes long.
+const manifestTimeout = time.Second
+
+// captureMCPManifests asks each in-process server for what it answers to
+// initialize and tools/list, as the TypeScript SDK does before it writes
+// initialize, and returns them by server name for initialize's
+// sdkMcpServerManifests: {initializeResult, toolsListResult}. With them the
+// CLI has the servers' tools at once and reports them connected from its
+// start, rather than after its own handshake over mcp_message requests.
+// Each server's connection stays initialized; a server that fails is left
+// to the CLI's handshake.
+func (s *Session) captureMCPManifests() map[string]any {
+	ctx, cancel := context.WithTimeout(s.ctx, manifestTimeout)
+	defer cancel()
+	out := map[string]any{}
+	for name := range s.mcp.settingsByName() {
+		if m, err := s.captureManifest(ctx, name); err != nil {
+			s.logger.Debug("claude: no manifest of an in-process MCP server; the CLI will connect it itself", "server", name, "err", err)
+		} else {
+			out[name] = m
+		}
+	}
+	return out
+}
+
+func (s *Session) captureManifest(ctx context.Context, name string) (map[string]json.RawMessage, error) {
+	initID, _ := jsonrpc.MakeID(manifestIDPrefix + "initialize")
+	params, _ := json.Marshal(map[string]any{
+		"protocolVersion": "2025-11-25",
+		"capabilities":    map[string]any{},
+		// The client the server would see from the CLI itself.
+		"clientInfo": map[string]any{"name": "claude-code", "title": "Claude Code", "version": "1.0.0"},
+	})
+	init := &jsonrpc.Request{ID: initID, Method: "initialize", Params: params}
+	c, err := s.mcp.connFor(s, name, init)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.call(ctx, init)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	if err := c.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized"}); err != nil {
+		return nil, err
+	}
+	m := map[string]json.RawMessage{"initializeResult": resp.Result}
+	var caps struct {
+		Capabilities struct {
+			Tools json.RawMessage `json:"tools"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(resp.Result, &caps) == nil && len(caps.Capabilities.Tools) > 0 && string(caps.Capabilities.Tools) != "null" {
+		listID, _ := jsonrpc.MakeID(manifestIDPrefix + "tools-list")
+		list, err := c.call(ctx, &jsonrpc.Request{ID: listID, Method: "tools/list"})
+		if err != nil {
+			return nil, err
+		}
+		if list.Error != nil {
+			return nil, list.Error
+		}
+		if _, st, ok := s.mcp.lookup(name); ok && st.AlwaysLoad {
+			list = markAlwaysLoad(list)
+		}
+		var page struct {
+			NextCursor string `json:"nextCursor"`
+		}
+		if json.Unmarshal(list.Result, &page) == nil && page.NextCursor == "" {
+			m["toolsListResult"] = list.Result
+		}
+	}
+	return m, nil
 }
 
 // mcpReply wraps a JSON-RPC response as the answer to an mcp_message request.
@@ -144,10 +338,6 @@ func rawID(msg json.RawMessage) jsonrpc.ID {
 // request to a connection that was already initialized. It fails with
 // ErrClosed once the router is closed.
 func (r *mcpRouter) connFor(s *Session, name string, msg jsonrpc.Message) (*mcpConn, error) {
-	srv, ok := s.opts.MCPServers[name]
-	if !ok || srv == nil {
-		return nil, fmt.Errorf("%w: %q", errUnknownMCPServer, name)
-	}
 	req, _ := msg.(*jsonrpc.Request)
 	isInit := req != nil && req.IsCall() && req.Method == "initialize"
 	r.mu.Lock()
@@ -155,6 +345,11 @@ func (r *mcpRouter) connFor(s *Session, name string, msg jsonrpc.Message) (*mcpC
 	if r.closed {
 		return nil, ErrClosed
 	}
+	ss := r.servers[name]
+	if ss == nil || ss.srv == nil {
+		return nil, fmt.Errorf("%w: %q", errUnknownMCPServer, name)
+	}
+	srv := ss.srv
 	c := r.links[name]
 	if c == nil || (isInit && c.initialized) {
 		nc, err := connectMCP(s, name, srv, &r.wg)

@@ -119,14 +119,117 @@ type Options struct {
 	IncludeHookEvents bool
 	// ReplayUserMessages echoes the user messages written to stdin (--replay-user-messages).
 	ReplayUserMessages bool
-	// SystemPrompt replaces the default system prompt (--system-prompt).
-	SystemPrompt string
-	// AppendSystemPrompt is added to the default system prompt (--append-system-prompt).
-	AppendSystemPrompt string
+	// SystemPrompt is the system prompt, sent in initialize as the official
+	// SDKs do. nil is their default: an empty custom prompt, so the model
+	// gets the CLI's minimal prompt, not Claude Code's own (ask for that
+	// with [ClaudeCodePrompt]). See [SystemPrompt] for every form.
+	SystemPrompt *SystemPrompt
 	// Agents defines custom sub-agents by name, sent in initialize.
 	Agents map[string]AgentDefinition
+	// Agent runs the main thread as this agent (--agent): one of Agents, or
+	// an agent the CLI finds in its settings.
+	Agent string
 	// ExtraArgs are passed to the CLI after all other flags, as they are.
 	ExtraArgs []string
+
+	// (options the official SDKs have; see docs/parity.md)
+
+	// Plugins are local plugin directories to load (--plugin-dir, or
+	// --plugin-dir-no-mcp for one with SkipMCPDiscovery).
+	Plugins []Plugin
+	// Skills enables only these skills, by name (a SKILL.md name or
+	// directory name, or "plugin:skill"): each adds Skill(name) to
+	// AllowedTools, and the list goes in initialize. Unlisted skills are
+	// hidden from the model. nil leaves the CLI's defaults.
+	Skills []string
+	// AllSkills enables every skill the CLI finds ("Skill" in AllowedTools).
+	AllSkills bool
+	// Sandbox is Claude Code's "sandbox" settings object (for example
+	// {"enabled":true}), merged into the --settings JSON as its "sandbox"
+	// key. Settings must then be JSON, not a file path.
+	Sandbox json.RawMessage
+	// ManagedSettings is a settings object applied as policy-tier settings
+	// supplied by this parent process (--managed-settings).
+	ManagedSettings json.RawMessage
+	// ToolAliases redirects tool names the model uses to other tools, e.g.
+	// {"Bash": "mcp__workspace__bash"} (initialize toolAliases). Single hop.
+	ToolAliases map[string]string
+	// Title names a new session instead of a title generated from its first
+	// prompt (initialize title). A resumed session keeps its own.
+	Title string
+	// PromptSuggestions asks for a *PromptSuggestion message after a turn's
+	// result, predicting the next prompt (initialize promptSuggestions).
+	PromptSuggestions bool
+	// AgentProgressSummaries asks for periodic summaries of running
+	// sub-agents in TaskProgress.Summary (initialize agentProgressSummaries).
+	AgentProgressSummaries bool
+	// ForwardSubagentText forwards sub-agents' text and thinking, not only
+	// their tool calls and results (initialize forwardSubagentText).
+	ForwardSubagentText bool
+	// PlanModeInstructions replaces the workflow instructions the model gets
+	// in plan mode (initialize planModeInstructions).
+	PlanModeInstructions string
+	// PerTaskStopAffordance declares that this program stops background tasks
+	// one by one ([Session.StopTask]); an interrupt then spares them
+	// (initialize perTaskStopAffordance).
+	PerTaskStopAffordance bool
+	// TaskBudget is an API-side task budget in tokens, which the model paces
+	// itself by (--task-budget); 0 is none.
+	TaskBudget int
+	// EnableFileCheckpointing backs files up before they are changed, so that
+	// [Session.RewindFiles] can restore them (environment
+	// CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING=true).
+	EnableFileCheckpointing bool
+	// ThinkingDisplay is how thinking is returned: "summarized" or "omitted"
+	// (--thinking-display). It needs Thinking adaptive or MaxThinkingTokens.
+	ThinkingDisplay string
+	// ToolConfig configures built-in tools.
+	ToolConfig *ToolConfig
+	// Executable runs a JavaScript CLI (a CLIPath ending in .js, .mjs, .ts,
+	// .tsx or .jsx): "node" (the default), "bun" or "deno", or a path.
+	// ExecutableArgs come before the CLI's own arguments: the runtime's for
+	// a JavaScript CLI, and (as in the TypeScript SDK) the native CLI's
+	// first arguments otherwise.
+	Executable     string
+	ExecutableArgs []string
+	// Debug turns on the CLI's debug logging (--debug), to DebugFile when it
+	// is set (--debug-file), else to stderr.
+	Debug     bool
+	DebugFile string
+	// PermissionPromptToolName routes permission prompts to this MCP tool
+	// (--permission-prompt-tool); it cannot be combined with CanUseTool.
+	PermissionPromptToolName string
+	// PermissionPrompts is who answers permission prompts: "host" (the
+	// default: CanUseTool or PermissionPromptToolName) or "none" (what the
+	// mode, rules and hooks do not settle is denied) (--permission-prompts).
+	PermissionPrompts string
+	// ProjectConfigRoot is the absolute path of the checkout that Cwd is a
+	// worktree of; project settings, .mcp.json and .claude come from it
+	// (--project-config-root).
+	ProjectConfigRoot string
+	// ResumeDropsTurn, with ResumeSessionAt, is the prompt uuid of the turn
+	// the truncating resume discards; the CLI refuses the resume when more
+	// than that turn would be lost (--resume-drops-turn).
+	ResumeDropsTurn string
+	// VerbatimPrompts sends every prompt with client_composed:true: no @path
+	// expansion, no slash commands.
+	VerbatimPrompts bool
+	// PluginsInInitialize sends Plugins in initialize instead of one flag
+	// each, with --await-initialize (the official pluginDelivery
+	// "initialize"); the CLI then says whether it loaded them
+	// (InitializeResponse.PluginsApplied).
+	PluginsInInitialize bool
+	// MCPServersInInitialize sends MCPServerConfigs in initialize instead of
+	// --mcp-config, which keeps their env and headers off the command line,
+	// with --await-initialize (the official mcpServersDelivery
+	// "initialize"); see InitializeResponse.MCPServersApplied.
+	MCPServersInInitialize bool
+	// SupportedDialogKinds are the request_user_dialog kinds OnUserDialog
+	// can show (initialize supportedDialogKinds); the CLI sends no others.
+	SupportedDialogKinds []string
+	// OnUserDialog answers the CLI's request_user_dialog requests, of the
+	// kinds in SupportedDialogKinds. Without it, they are not answered.
+	OnUserDialog UserDialogFunc
 
 	// (hooks, structured output and elicitation options: keep this block for them)
 
@@ -154,8 +257,19 @@ type Options struct {
 	// "mcp__S" for all of S's tools) or CanUseTool allows it. The CLI may
 	// defer MCP tools behind its tool search (the model sees only their
 	// names until it loads them); a tool whose Meta has
-	// "anthropic/alwaysLoad": true is always offered in full.
+	// "anthropic/alwaysLoad": true is always offered in full, and so are
+	// all the tools of a server with MCPServerSettings AlwaysLoad.
+	//
+	// Start asks each server for its initialize and tools/list answers and
+	// hands them to the CLI in initialize, so that [Session.MCPStatus]
+	// reports the servers connected from the start. Servers can be added
+	// and removed later with [Session.AddMCPServer] and
+	// [Session.RemoveMCPServer].
 	MCPServers map[string]*mcp.Server
+	// MCPServerSettings are settings (tool-call timeout, always-load, tool
+	// permission policies) of the in-process servers of MCPServers, by the
+	// same name, sent in initialize.
+	MCPServerSettings map[string]MCPServerSettings
 	// MCPServerConfigs are external MCP servers by name, for the CLI to run
 	// (stdio) or connect to (http, sse); they are passed in one
 	// --mcp-config value, beside those of MCPConfig.
@@ -172,14 +286,6 @@ type Options struct {
 	Stderr func(line string)
 	// Logger receives the SDK's warnings; nil means slog.Default().
 	Logger *slog.Logger
-}
-
-// AgentDefinition defines a custom sub-agent.
-type AgentDefinition struct {
-	Description string   `json:"description"`
-	Prompt      string   `json:"prompt"`
-	Tools       []string `json:"tools,omitempty"`
-	Model       string   `json:"model,omitempty"`
 }
 
 // Validate reports the first option that cannot be used, as an
@@ -223,7 +329,7 @@ func (o *Options) validate() error {
 	if o.MaxPayloadBytes > 0 && o.MaxPayloadBytes < 1024 {
 		return &OptionError{"MaxPayloadBytes", strconv.Itoa(o.MaxPayloadBytes), "must be 0 (10 MiB), negative (no limit) or at least 1024"}
 	}
-	if o.Effort != "" && !slices.Contains([]string{"low", "medium", "high", "xhigh", "max"}, o.Effort) {
+	if o.Effort != "" && !slices.Contains(effortLevels, o.Effort) {
 		return &OptionError{"Effort", o.Effort, "must be low, medium, high, xhigh or max"}
 	}
 	if len(o.JSONSchema) > 0 && !json.Valid(o.JSONSchema) {
@@ -235,8 +341,13 @@ func (o *Options) validate() error {
 	if o.Resume != "" && o.Continue {
 		return &OptionError{"Continue", "true", "cannot be combined with Resume"}
 	}
+	if err := o.validateMore(); err != nil { // options_more.go
+		return err
+	}
 	return o.validateHooks() // hooks.go
 }
+
+var effortLevels = []string{"low", "medium", "high", "xhigh", "max"}
 
 func joinModes() string {
 	s := make([]string, len(PermissionModes))
@@ -277,8 +388,8 @@ func (o *Options) args() ([]string, error) {
 	if o.Tools != nil {
 		flag("tools", strings.Join(o.Tools, ","))
 	}
-	if len(o.AllowedTools) > 0 {
-		list("allowedTools", o.AllowedTools)
+	if allowed := o.allowedTools(); len(allowed) > 0 {
+		list("allowedTools", allowed)
 	}
 	if len(o.DisallowedTools) > 0 {
 		list("disallowedTools", o.DisallowedTools)
@@ -295,7 +406,11 @@ func (o *Options) args() ([]string, error) {
 		flag("mcp-config", c)
 	}
 	boolean("strict-mcp-config", o.StrictMCPConfig)
-	str("settings", o.Settings)
+	if settings, err := o.settingsArg(); err != nil { // options_more.go
+		return nil, err
+	} else {
+		str("settings", settings)
+	}
 	list("setting-sources", o.SettingSources)
 	if o.MaxTurns > 0 {
 		flag("max-turns", strconv.Itoa(o.MaxTurns))
@@ -308,6 +423,7 @@ func (o *Options) args() ([]string, error) {
 	} else {
 		str("thinking", string(o.Thinking))
 	}
+	str("thinking-display", o.ThinkingDisplay)
 	str("effort", o.Effort)
 	if len(o.Betas) > 0 {
 		list("betas", o.Betas)
@@ -328,8 +444,11 @@ func (o *Options) args() ([]string, error) {
 	boolean("include-partial-messages", o.IncludePartialMessages)
 	boolean("include-hook-events", o.IncludeHookEvents)
 	boolean("replay-user-messages", o.ReplayUserMessages)
-	str("system-prompt", o.SystemPrompt)
-	str("append-system-prompt", o.AppendSystemPrompt)
+	more, err := o.moreArgs() // options_more.go
+	if err != nil {
+		return nil, err
+	}
+	a = append(a, more...)
 	a = append(a, o.ExtraArgs...)
 	return a, nil
 }
@@ -338,14 +457,18 @@ func (o *Options) args() ([]string, error) {
 // that would confuse a child CLI, plus o.Env.
 func (o *Options) environ() []string {
 	env := os.Environ()
-	out := make([]string, 0, len(env)+len(o.Env)+1)
+	set, dropMore := o.moreEnv() // options_more.go
+	out := make([]string, 0, len(env)+len(o.Env)+len(set)+1)
 	drop := func(k string) bool {
 		switch k {
 		case "CLAUDECODE", "NODE_OPTIONS": // nested-session guard; node flags meant for us
 			return true
 		}
-		_, override := o.Env[k]
-		return override
+		if _, override := o.Env[k]; override {
+			return true
+		}
+		_, override := set[k]
+		return override || slices.Contains(dropMore, k)
 	}
 	hasEntry := false
 	for _, kv := range env {
@@ -364,6 +487,11 @@ func (o *Options) environ() []string {
 	if _, ok := o.Env["CLAUDE_CODE_SDK_READS_SESSION_STATE"]; !ok {
 		// Ask for session_state_changed messages (Session.UntilIdle).
 		out = append(out, "CLAUDE_CODE_SDK_READS_SESSION_STATE=1")
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if _, ok := o.Env[k]; !ok {
+			out = append(out, k+"="+set[k])
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
 		if v := o.Env[k]; v != "" {

@@ -23,7 +23,7 @@ func TestArgs(t *testing.T) {
 		Betas: []string{"context-1m-2025-08-07"}, Resume: "abc", ForkSession: true, ResumeSessionAt: "u1",
 		SessionID: "00000000-0000-0000-0000-000000000000", NoSessionPersistence: true,
 		JSONSchema: []byte(`{ "type": "object" }`), IncludePartialMessages: true, IncludeHookEvents: true,
-		ReplayUserMessages: true, SystemPrompt: "-be brief", AppendSystemPrompt: `say "hi"`,
+		ReplayUserMessages: true, SystemPrompt: claude.CustomPrompt("-be brief"),
 		Agents:    map[string]claude.AgentDefinition{"rev": {Description: "reviews", Prompt: "review"}},
 		ExtraArgs: []string{"--debug"},
 	}
@@ -39,8 +39,8 @@ func TestArgs(t *testing.T) {
 		"--max-thinking-tokens=1000", "--effort=high", "--betas=context-1m-2025-08-07", "--resume=abc",
 		"--fork-session", "--resume-session-at=u1", "--session-id=00000000-0000-0000-0000-000000000000",
 		"--no-session-persistence", `--json-schema={"type":"object"}`, "--include-partial-messages",
-		"--include-hook-events", "--replay-user-messages", "--system-prompt=-be brief", `--append-system-prompt=say "hi"`,
-		"--debug") // Agents go in initialize (agents.go)
+		"--include-hook-events", "--replay-user-messages",
+		"--debug") // Agents and the system prompt go in initialize
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}

@@ -44,6 +44,10 @@ type Session struct {
 	reqSeq atomic.Uint64
 
 	mcp mcpRouter // connections to the in-process MCP servers (mcp_transport.go)
+	// mcpSetMu serialises the calls that send mcp_set_servers, and guards
+	// mcpExternal, the external servers MCPSetServers last set (mcp.go).
+	mcpSetMu    sync.Mutex
+	mcpExternal map[string]MCPServerConfig
 
 	hooks *hookRegistry // Options.Hooks, numbered (hooks.go); read-only
 	idle  idleState     // whether the reader has reached idle (agents.go)
@@ -91,7 +95,13 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 		return nil, err
 	}
 	path := o.CLIPath
-	if o.Transport == nil || path != "" {
+	if jsCLI(path) {
+		p, err := findJSCLI(path) // options_more.go
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	} else if o.Transport == nil || path != "" {
 		p, err := FindBinary(&FindOptions{Path: o.CLIPath})
 		if err != nil {
 			return nil, err
@@ -109,7 +119,8 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 	case maxLine < 0:
 		maxLine = noLineLimit
 	}
-	cmd := &Command{Path: path, Args: args, Env: o.environ(), Dir: o.Cwd, MaxLineBytes: maxLine}
+	exe, args := o.launch(path, args)
+	cmd := &Command{Path: exe, Args: args, Env: o.environ(), Dir: o.Cwd, MaxLineBytes: maxLine}
 	tr := o.Transport
 	if tr == nil {
 		tr = &ProcessTransport{Stderr: o.Stderr}
@@ -138,6 +149,7 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 		hooks:    newHookRegistry(o.Hooks),
 	}
 	s.q.init()
+	s.mcp.init(o.MCPServers, o.MCPServerSettings)
 	s.startPipeline()
 	s.initialize()
 	return s, nil
@@ -165,9 +177,10 @@ func (s *Session) Send(ctx context.Context, content Content) error {
 	s.mu.Unlock()
 	s.idle.sent.Add(1)
 	return s.write(ctx, wireUser{
-		Type:      "user",
-		SessionID: "",
-		Message:   UserContent{Role: "user", Content: content},
+		Type:           "user",
+		SessionID:      "",
+		Message:        UserContent{Role: "user", Content: content},
+		ClientComposed: s.opts.VerbatimPrompts,
 	})
 }
 

@@ -37,6 +37,9 @@ type wireUser struct {
 	Message         UserContent `json:"message"`
 	ParentToolUseID *string     `json:"parent_tool_use_id"`
 	UUID            string      `json:"uuid,omitempty"`
+	// ClientComposed asks the CLI to take the prompt as written
+	// (Options.VerbatimPrompts).
+	ClientComposed bool `json:"client_composed,omitempty"`
 }
 
 type wireControlRequest struct {

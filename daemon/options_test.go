@@ -41,6 +41,13 @@ func sample(o *SessionOptions, f protoreflect.FieldDescriptor) {
 	}
 }
 
+// sdkFields are the session options whose SDK option has another name:
+// the two prompt flags become one claude.SystemPrompt.
+var sdkFields = map[protoreflect.Name]string{
+	"system_prompt":        "SystemPrompt",
+	"append_system_prompt": "SystemPrompt",
+}
+
 // notCLIOptions are the session options that are not CLI options, with
 // where they take effect instead.
 var notCLIOptions = map[protoreflect.Name]string{
@@ -86,7 +93,11 @@ func TestSessionOptionsEveryField(t *testing.T) {
 			if len(changed) != 1 {
 				t.Fatalf("%s maps to SDK options %v, want exactly one", f.Name(), changed)
 			}
-			if got := ProtoFieldName(changed[0]); got != string(f.Name()) {
+			if want, ok := sdkFields[f.Name()]; ok {
+				if changed[0] != want {
+					t.Errorf("%s maps to claude.Options.%s, want %s", f.Name(), changed[0], want)
+				}
+			} else if got := ProtoFieldName(changed[0]); got != string(f.Name()) {
 				t.Errorf("%s maps to claude.Options.%s, whose errors would name options.%s", f.Name(), changed[0], got)
 			}
 		})
