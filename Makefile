@@ -10,7 +10,7 @@ CLAUDE_WS_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)/node_modules/.bi
 # sdk.d.ts (npm view @anthropic-ai/claude-agent-sdk versions).
 CLAUDE_AGENT_SDK_VERSION := 0.3.330
 AGENT_SDK_DTS := $(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION)/node_modules/@anthropic-ai/claude-agent-sdk/sdk.d.ts
-# grpcurl, a gRPC client that is not ours, drives the daemon's API in daemon/api's tests.
+# grpcurl, a gRPC client that is not ours, drives the daemon's API in apiserver's tests.
 GRPCURL_VERSION := v1.9.3
 GO ?= go
 
