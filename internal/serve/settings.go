@@ -663,8 +663,8 @@ const Usage = `Settings file:
   sessions.allowed_extra_args    CLI flags sessions may pass in extra_args, such as
                                  ["--verbose"] (default none: a flag such as
                                  --settings can run any command)
-  sessions.allow_bypass_permissions
-                                 true: sessions may use bypassPermissions (default false)
+  sessions.allow_bypass_permissions true: sessions may use bypassPermissions
+                                 (default false)
   sessions.allowed_roots         directories sessions' cwd and add_dirs must be
                                  inside (default anywhere)
   workers.token_file             file holding the token remote workers present
