@@ -286,7 +286,10 @@ func TestNonLoopbackNeedsToken(t *testing.T) {
 	if !errors.Is(err, apiserver.ErrTokenRequired) {
 		t.Errorf("NewServer(0.0.0.0) without a token: %v", err)
 	}
-	hs, err := apiserver.NewServer("0.0.0.0:7777", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }), &apiserver.ServerOptions{Token: "s3cret"})
+	if _, err := apiserver.NewServer("0.0.0.0:7777", http.NotFoundHandler(), &apiserver.ServerOptions{Token: "s3cret"}); !errors.Is(err, apiserver.ErrCleartext) {
+		t.Errorf("NewServer(0.0.0.0) with a token but no TLS: %v", err)
+	}
+	hs, err := apiserver.NewServer("0.0.0.0:7777", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }), &apiserver.ServerOptions{Token: "s3cret", InsecureCleartext: true})
 	if err != nil {
 		t.Fatal(err)
 	}

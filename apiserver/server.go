@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,7 +33,17 @@ type ServerOptions struct {
 	AllowedOrigins []string
 	// Logger receives why requests were refused; nil means slog.Default().
 	Logger *slog.Logger
+	// TLS, when set, makes the server speak HTTPS (HTTP/1.1 and HTTP/2
+	// negotiated by ALPN): serve it with ServeTLS(ln, "", "").
+	TLS *tls.Config
+	// InsecureCleartext allows a token over plain HTTP on an address that
+	// is not loopback (behind a TLS-terminating proxy, say).
+	InsecureCleartext bool
 }
+
+// ErrCleartext is returned by NewServer for a non-loopback address without
+// TLS: the token and every transcript would cross the network in clear.
+var ErrCleartext = errors.New("api: listening beyond loopback requires TLS (tls_cert_file and tls_key_file), or insecure_cleartext: true behind a proxy that provides it")
 
 // NewServer returns an http.Server for h on addr that speaks HTTP/1.1 and
 // unencrypted HTTP/2 (h2c, for gRPC) through the standard library's
@@ -49,14 +60,21 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 	if opts.Token == "" && !IsLoopback(addr) {
 		return nil, fmt.Errorf("%w: %s is not a loopback address", ErrTokenRequired, addr)
 	}
+	if opts.TLS == nil && !opts.InsecureCleartext && !IsLoopback(addr) {
+		return nil, fmt.Errorf("%w: %s is not a loopback address", ErrCleartext, addr)
+	}
 	if opts.Token != "" {
 		h = requireToken(h, opts.Token)
 	}
 	h = checkOrigin(h, addr, &opts)
 	var p http.Protocols
 	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Server{Addr: addr, Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second,
+	if opts.TLS != nil {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	return &http.Server{Addr: addr, Handler: h, Protocols: &p, TLSConfig: opts.TLS, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}, nil
 }
 

@@ -103,7 +103,8 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		if errors.As(err, &se) {
 			return exitWith(se.Code, "%v", se.Err)
 		}
-		if errors.Is(err, apiserver.ErrTokenRequired) {
+		var se2 *serve.SettingsError
+		if errors.Is(err, apiserver.ErrTokenRequired) || errors.Is(err, apiserver.ErrCleartext) || errors.As(err, &se2) {
 			return usagef("%v", err)
 		}
 		return err

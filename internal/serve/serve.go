@@ -7,6 +7,7 @@ package serve
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -125,7 +126,15 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 
 	// Refuse a bad listen address before touching the store.
 	serverOpts := &apiserver.ServerOptions{Token: s.Token, AllowedHosts: s.AllowedHosts,
-		AllowedOrigins: s.AllowedOrigins, Logger: log}
+		AllowedOrigins: s.AllowedOrigins, Logger: log, InsecureCleartext: s.InsecureCleartext}
+	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
+		if err != nil {
+			return nil, &SettingsError{file: cmp.Or(s.File, "settings"), msg: fmt.Sprintf(
+				"tls_cert_file %q and tls_key_file %q: %v", s.TLSCertFile, s.TLSKeyFile, err)}
+		}
+		serverOpts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	if _, err := apiserver.NewServer(listen, http.NotFoundHandler(), serverOpts); err != nil {
 		return nil, err
 	}
@@ -173,8 +182,14 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	srv.lock.record(srv.Addr)
 	srv.srv = hs
 	srv.served = make(chan error, 1)
-	go func() { srv.served <- hs.Serve(ln) }()
-	log.Info("serving", "addr", srv.Addr, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
+	go func() {
+		if hs.TLSConfig != nil {
+			srv.served <- hs.ServeTLS(ln, "", "")
+		} else {
+			srv.served <- hs.Serve(ln)
+		}
+	}()
+	log.Info("serving", "addr", srv.Addr, "tls", hs.TLSConfig != nil, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
 		"settings", cmp.Or(s.File, "none"))
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
 		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,

@@ -31,6 +31,11 @@ type Settings struct {
 	// Token is the bearer token every client must send, read from
 	// TokenFile by the command. Never logged.
 	Token string
+	// TLSCertFile and TLSKeyFile, both set, make the API speak HTTPS;
+	// InsecureCleartext allows plain HTTP beyond loopback.
+	TLSCertFile       string
+	TLSKeyFile        string
+	InsecureCleartext bool
 	// AllowedHosts and AllowedOrigins widen what a request's Host and a
 	// browser's Origin may name (apiserver.ServerOptions).
 	AllowedHosts   []string
@@ -136,6 +141,22 @@ var configKeys = []configKey{
 	{"token_file", "the path of a file holding the bearer token (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.TokenFile, err = p.path(raw)
 		return err
+	}},
+	{"tls_cert_file", "the path of a PEM certificate (chain) file (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
+		c.TLSCertFile, err = p.path(raw)
+		return err
+	}},
+	{"tls_key_file", "the path of the PEM private key file of tls_cert_file (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
+		c.TLSKeyFile, err = p.path(raw)
+		return err
+	}},
+	{"insecure_cleartext", "true or false (default false)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		var b *bool
+		if json.Unmarshal(raw, &b) != nil || b == nil {
+			return errBadValue
+		}
+		c.InsecureCleartext = *b
+		return nil
 	}},
 	{"allowed_hosts", `an array of host names, such as ["claude.example.com"]`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		var hosts []string
@@ -644,6 +665,11 @@ const Usage = `Settings file:
   data_dir                       directory of claudectl.db
   cli                            path of the claude executable
   token_file                     file holding the bearer token clients must send
+  tls_cert_file                  PEM certificate (chain): the API speaks HTTPS
+                                 (required beyond loopback)
+  tls_key_file                   its PEM private key
+  insecure_cleartext             true: plain HTTP beyond loopback, behind a proxy
+                                 that provides TLS (default false)
   allowed_hosts                  host names requests may be addressed to besides
                                  loopback and IP addresses (against DNS rebinding)
   allowed_origins                browser origins allowed to call the API besides
