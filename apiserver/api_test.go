@@ -27,6 +27,7 @@ type client struct {
 	perms    claudectlv1connect.PermissionServiceClient
 	health   claudectlv1connect.HealthServiceClient
 	url      string
+	token    string
 	ctx      context.Context
 }
 
@@ -40,7 +41,7 @@ func start(t *testing.T, turns ...claudetest.Turn) *client {
 		sessions: claudectlv1connect.NewSessionServiceClient(httpc, url),
 		perms:    claudectlv1connect.NewPermissionServiceClient(httpc, url),
 		health:   claudectlv1connect.NewHealthServiceClient(httpc, url),
-		url:      url, ctx: d.Ctx,
+		url:      url, token: d.Token(), ctx: d.Ctx,
 	}
 }
 
@@ -270,7 +271,9 @@ func TestHealthDetails(t *testing.T) {
 	defer h2c.CloseIdleConnections()
 	grpc := claudectlv1connect.NewHealthServiceClient(&http.Client{Transport: h2c}, c.url, connect.WithGRPC())
 	for name, hc := range map[string]claudectlv1connect.HealthServiceClient{"connect": c.health, "grpc": grpc} {
-		res, err := hc.HealthDetails(c.ctx, connect.NewRequest(&v1.HealthDetailsRequest{}))
+		req := connect.NewRequest(&v1.HealthDetailsRequest{})
+		req.Header().Set("Authorization", "Bearer "+c.token)
+		res, err := hc.HealthDetails(c.ctx, req)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

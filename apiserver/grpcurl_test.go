@@ -26,10 +26,11 @@ import (
 // is not ours and knows the schema only through server reflection, against a
 // test daemon.
 type grpcurl struct {
-	t    *testing.T
-	bin  string
-	addr string // host:port
-	ctx  context.Context
+	t     *testing.T
+	bin   string
+	addr  string // host:port
+	token string // the daemon's bearer token
+	ctx   context.Context
 }
 
 // findGrpcurl returns grpcurl from $CLAUDECTL_TEST_GRPCURL (set by make),
@@ -69,13 +70,13 @@ func startGrpcurl(t *testing.T, turns ...claudetest.Turn) *grpcurl {
 	}
 	ctx, cancel := context.WithTimeout(d.Ctx, 60*time.Second)
 	t.Cleanup(cancel)
-	return &grpcurl{t: t, bin: bin, addr: u.Host, ctx: ctx}
+	return &grpcurl{t: t, bin: bin, addr: u.Host, token: d.Token(), ctx: ctx}
 }
 
 // command returns grpcurl's command line for args; the process is killed
 // when the test's context ends.
 func (g *grpcurl) command(args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(g.ctx, g.bin, append([]string{"-plaintext"}, args...)...)
+	cmd := exec.CommandContext(g.ctx, g.bin, append([]string{"-plaintext", "-H", "authorization: Bearer " + g.token}, args...)...)
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }

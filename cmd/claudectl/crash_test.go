@@ -357,7 +357,8 @@ func startServe(ctx context.Context, t *testing.T, bin, wrapper, dataDir string,
 		}
 	})
 	url := "http://" + addr
-	p.sessions = claudectlv1connect.NewSessionServiceClient(httpc, url)
+	// The daemon generates its token in the data dir at its first start.
+	p.sessions = claudectlv1connect.NewSessionServiceClient(httpc, url, connect.WithInterceptors(tokenFrom(dataDir)))
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
 		_, err := p.sessions.ListSessions(rctx, connect.NewRequest(&v1.ListSessionsRequest{}))
@@ -520,4 +521,37 @@ func describe(pids []int) string {
 		fmt.Fprintf(&b, "\n  %d %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 	}
 	return b.String()
+}
+
+// tokenFrom sends the token a daemon generated in dataDir, read when a
+// request is made (the file appears as the daemon starts).
+func tokenFrom(dataDir string) connect.Interceptor {
+	return &tokenInterceptor{path: filepath.Join(dataDir, "token")}
+}
+
+type tokenInterceptor struct{ path string }
+
+func (ti *tokenInterceptor) header(h http.Header) {
+	if b, err := os.ReadFile(ti.path); err == nil {
+		h.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+	}
+}
+
+func (ti *tokenInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		ti.header(req.Header())
+		return next(ctx, req)
+	}
+}
+
+func (ti *tokenInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		ti.header(conn.RequestHeader())
+		return conn
+	}
+}
+
+func (ti *tokenInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }

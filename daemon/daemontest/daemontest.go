@@ -123,10 +123,29 @@ func (d *Daemon) Restart() {
 func (d *Daemon) DB() *sqlite.DB { return d.srv.DB() }
 
 // Serve returns the base URL of the daemon's API (on 127.0.0.1) and an HTTP
-// client for it.
+// client for it that sends the daemon's token.
 func (d *Daemon) Serve() (url string, client *http.Client) {
 	if d.httpc == nil {
-		d.httpc = &http.Client{Transport: &http.Transport{}}
+		d.httpc = &http.Client{Transport: &bearer{token: d.srv.Token, next: &http.Transport{}}}
 	}
 	return "http://" + d.srv.Addr, d.httpc
 }
+
+// Token is the bearer token the daemon requires: Options.Token, or the one
+// it generated.
+func (d *Daemon) Token() string { return d.srv.Token }
+
+type bearer struct {
+	token string
+	next  *http.Transport
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.next.RoundTrip(r)
+}
+
+func (b *bearer) CloseIdleConnections() { b.next.CloseIdleConnections() }

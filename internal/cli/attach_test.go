@@ -25,7 +25,7 @@ func startDaemonModel(t *testing.T, opts *daemontest.Options, turns ...claudetes
 	t.Helper()
 	dd := daemontest.Start(t, opts, turns...)
 	url, httpc := dd.Serve()
-	return &testDaemon{url: url, ctx: dd.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}, dd.Model
+	return &testDaemon{url: url, token: dd.Token(), ctx: dd.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}, dd.Model
 }
 
 // create starts a session in dir (streaming text deltas) with a prompt.

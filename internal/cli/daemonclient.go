@@ -18,6 +18,8 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/apiserver"
+	"github.com/claudectl/claudectl/internal/serve"
 )
 
 // defaultServer is where the client commands find the daemon by default
@@ -83,6 +85,13 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 		}
 	} else {
 		token = strings.TrimSpace(env.Getenv("CLAUDECTL_TOKEN"))
+	}
+	if token == "" && apiserver.IsLoopback(net.JoinHostPort(u.Hostname(), "0")) {
+		// A daemon of this user on this machine: the token it generated.
+		// Never sent to a daemon elsewhere.
+		if b, err := readPrivateFile(serve.TokenPath(serve.DefaultDataDir(env.Getenv))); err == nil {
+			token = strings.TrimSpace(string(b))
+		}
 	}
 	var rt http.RoundTripper = &http.Transport{Proxy: http.ProxyFromEnvironment}
 	if token != "" {

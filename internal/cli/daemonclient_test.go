@@ -20,6 +20,7 @@ import (
 // real CLI against a scripted fake API (as in daemon/api's tests).
 type testDaemon struct {
 	url      string
+	token    string // the generated token, for the client commands
 	ctx      context.Context
 	sessions claudectlv1connect.SessionServiceClient
 }
@@ -34,12 +35,21 @@ func startDaemonToken(t *testing.T, token string, turns ...claudetest.Turn) *tes
 	t.Helper()
 	d := daemontest.Start(t, &daemontest.Options{Token: token}, turns...)
 	url, httpc := d.Serve()
-	return &testDaemon{url: url, ctx: d.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}
+	td := &testDaemon{url: url, ctx: d.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}
+	if token == "" {
+		td.token = d.Token() // generated: the client finds it as it would in the data dir
+	}
+	return td
 }
 
-// inv points the client commands at the daemon through CLAUDECTL_SERVER.
+// inv points the client commands at the daemon through CLAUDECTL_SERVER
+// (and the token it generated through CLAUDECTL_TOKEN).
 func (d *testDaemon) inv() invocation {
-	return invocation{getenv: map[string]string{"CLAUDECTL_SERVER": d.url}}
+	env := map[string]string{"CLAUDECTL_SERVER": d.url}
+	if d.token != "" {
+		env["CLAUDECTL_TOKEN"] = d.token
+	}
+	return invocation{getenv: env}
 }
 
 func TestClientToken(t *testing.T) {

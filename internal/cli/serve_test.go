@@ -193,8 +193,44 @@ func TestServeConfigFlag(t *testing.T) {
 	if db := filepath.Join(filepath.Dir(own), "..", "state", "claudectl.db"); !fileExists(db) {
 		t.Errorf("no %s", db)
 	}
-	if err := health(t, s.addr, ""); err != nil {
+	// No token_file: the daemon generates a token, private to its user.
+	tokenFile := filepath.Join(filepath.Dir(own), "..", "state", "token")
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file: %v, %v", fi.Mode(), err)
+	}
+	if !strings.Contains(s.stderr.String(), "the token is in "+filepath.Clean(tokenFile)) {
+		t.Errorf("serve does not say where the token is:\n%s", s.stderr.String())
+	}
+	if err := health(t, s.addr, ""); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("Health without the token on loopback: %v, want Unauthenticated", err)
+	}
+	if err := health(t, s.addr, strings.TrimSpace(string(b))); err != nil {
 		t.Errorf("Health: %v", err)
+	}
+	if code := s.stop(); code != 0 {
+		t.Errorf("serve exited with %d", code)
+	}
+}
+
+// TestClientsFindTheToken: the daemon makes a token at its first start;
+// the client commands of the same user on the same machine find it without
+// a flag, and never send it to a daemon elsewhere.
+func TestClientsFindTheToken(t *testing.T) {
+	data := t.TempDir()
+	getenv := map[string]string{"XDG_DATA_HOME": data, "XDG_CONFIG_HOME": t.TempDir()}
+	addr := freeAddr(t)
+	s := startServe(t, getenv, "--listen", addr, "--cli", claudetest.CLIPath(t))
+	inv := invocation{getenv: map[string]string{"XDG_DATA_HOME": data, "CLAUDECTL_SERVER": "http://" + addr}}
+	if o := claudectl(t, inv, "sessions"); o.code != 0 || !strings.Contains(o.stdout, "No sessions.") {
+		t.Errorf("sessions with the token found: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
+	inv.getenv["XDG_DATA_HOME"] = t.TempDir() // another user's view: no token
+	if o := claudectl(t, inv, "sessions"); o.code == 0 || !strings.Contains(o.stderr, "bearer token") {
+		t.Errorf("sessions without the token: exit %d, stderr %q", o.code, o.stderr)
 	}
 	if code := s.stop(); code != 0 {
 		t.Errorf("serve exited with %d", code)

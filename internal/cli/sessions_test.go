@@ -54,7 +54,7 @@ func TestSessionsShowsError(t *testing.T) {
 	broken := script(t, `[ "$1" = --version ] && { echo "2.1.329 (Claude Code)"; exit 0; }; echo "boom: the CLI broke" >&2; exit 3`)
 	dd := daemontest.Start(t, &daemontest.Options{CLIPath: broken})
 	url, _ := dd.Serve()
-	d := &testDaemon{url: url, ctx: dd.Ctx}
+	d := &testDaemon{url: url, token: dd.Token(), ctx: dd.Ctx}
 	inv := d.inv()
 	o := claudectl(t, inv, "run", "--cwd", t.TempDir(), "hi") // run --server through CLAUDECTL_SERVER
 	if o.code == 0 {

@@ -70,6 +70,11 @@ type Server struct {
 	Daemon *daemon.Daemon
 	// Log is the daemon's logger.
 	Log *slog.Logger
+	// Token is the bearer token clients must send: the configured one, or
+	// the one generated in TokenFile. Never logged.
+	Token string
+	// TokenFile is the generated token's file, "" when one was configured.
+	TokenFile string
 
 	workers *claude.WorkerListener
 	db      *sqlite.DB
@@ -147,6 +152,13 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if srv.lock, err = lockDataDir(dataDir, log); err != nil {
 		return nil, err
 	}
+	if serverOpts.Token == "" { // a token always, loopback included
+		if serverOpts.Token, err = loadOrCreateToken(dataDir); err != nil {
+			return nil, err
+		}
+		srv.TokenFile = TokenPath(dataDir)
+	}
+	srv.Token = serverOpts.Token
 	dbPath := filepath.Join(dataDir, "claudectl.db")
 	if err := privateFile(dbPath); err != nil {
 		return nil, fmt.Errorf("database %s: %w", dbPath, err)
@@ -191,6 +203,10 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}()
 	log.Info("serving", "addr", srv.Addr, "tls", hs.TLSConfig != nil, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
 		"settings", cmp.Or(s.File, "none"))
+	if srv.TokenFile != "" {
+		fmt.Fprintf(stderr, "\nClients: claudectl --server %s (the token is in %s; claudectl commands of this user on this machine read it by themselves)\n\n",
+			scheme(hs)+"://"+srv.Addr, srv.TokenFile)
+	}
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
 		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
 		"unwatched_timeout", s.UnwatchedTimeout, "token", s.Token != "")
@@ -261,4 +277,11 @@ func CompatibilityNotice(path string, rep claude.CompatibilityReport) string {
 		fmt.Fprintf(&b, "Starting daemon in %s mode...\n", mode)
 	}
 	return b.String()
+}
+
+func scheme(hs *http.Server) string {
+	if hs.TLSConfig != nil {
+		return "https"
+	}
+	return "http"
 }

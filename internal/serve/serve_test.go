@@ -41,7 +41,12 @@ func TestMainServesAndCloses(t *testing.T) {
 	httpc := &http.Client{Transport: &http.Transport{}}
 	defer httpc.CloseIdleConnections()
 	hc := claudectlv1connect.NewHealthServiceClient(httpc, "http://"+m.Addr)
-	res, err := hc.Health(context.Background(), connect.NewRequest(&v1.HealthRequest{}))
+	req := connect.NewRequest(&v1.HealthRequest{})
+	if _, err := hc.Health(context.Background(), req); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("Health without the token: %v, want Unauthenticated (a token always, loopback too)", err)
+	}
+	req.Header().Set("Authorization", "Bearer "+m.Token)
+	res, err := hc.Health(context.Background(), req)
 	if err != nil || !res.Msg.Ok {
 		t.Fatalf("Health: %v, %v", res, err)
 	}
