@@ -2,11 +2,19 @@ package claude
 
 import "encoding/json"
 
-// sniffKind returns the top-level "type" and, for system messages, "subtype"
-// string members of a JSON object without decoding or validating the rest.
-// It is the first step of decoding every line, so it is written for speed:
-// one pass, no allocation for the known type names. On malformed input it
-// returns what it found so far; full decoding reports the error.
+// sniffKind returns the top-level "type" and "subtype" string members of a
+// JSON object without decoding or validating the rest. It is the first step
+// of decoding every line, so it is written for speed: one pass, no
+// allocation for the known type names. On malformed input it returns what it
+// found so far; full decoding reports the error.
+//
+// Duplicate keys follow the rule of encoding/json (and of the decoders that
+// fill the message structs): the last member named exactly "type" (after
+// unescaping the key) wins, and a last one whose value is not a string
+// gives "". So the kind sniffed here is the kind the message decodes as;
+// [Decoder.Decode] then sets the struct's Type (and a system message's
+// Subtype) to it, so that a key differing only in case, which the struct
+// decoder also matches, cannot change it either.
 func sniffKind(b []byte) (typ, subtype string) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -22,21 +30,12 @@ func sniffKind(b []byte) (typ, subtype string) {
 		if end < 0 {
 			return
 		}
-		key := b[i+1 : end-1]
+		which := kindKey(b[i:end], esc)
 		i = skipWS(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return
 		}
 		i = skipWS(b, i+1)
-		which := 0
-		if !esc {
-			switch string(key) {
-			case "type":
-				which = 1
-			case "subtype":
-				which = 2
-			}
-		}
 		if which != 0 && i < len(b) && b[i] == '"' {
 			vend, vesc := scanString(b, i)
 			if vend < 0 {
@@ -50,13 +49,15 @@ func sniffKind(b []byte) (typ, subtype string) {
 			}
 			i = vend
 		} else {
+			if which == 1 {
+				typ = ""
+			} else if which == 2 {
+				subtype = ""
+			}
 			i = skipValue(b, i)
 			if i < 0 {
 				return
 			}
-		}
-		if typ != "" && (typ != "system" || subtype != "") {
-			return
 		}
 		i = skipWS(b, i)
 		if i >= len(b) || b[i] != ',' {
@@ -64,6 +65,26 @@ func sniffKind(b []byte) (typ, subtype string) {
 		}
 		i++
 	}
+}
+
+// kindKey reports whether the quoted key q is "type" (1) or "subtype" (2),
+// unescaping it first if it has escapes (as encoding/json does).
+func kindKey(q []byte, escaped bool) int {
+	k := q[1 : len(q)-1]
+	if escaped {
+		var s string
+		if json.Unmarshal(q, &s) != nil {
+			return 0
+		}
+		k = []byte(s)
+	}
+	switch string(k) {
+	case "type":
+		return 1
+	case "subtype":
+		return 2
+	}
+	return 0
 }
 
 // internKind returns the string value of the quoted JSON string q, without
