@@ -1,5 +1,5 @@
 # claudectl — see README.md. The pinned Claude Code CLI version lives here and nowhere else.
-CLAUDE_CODE_VERSION ?= 2.1.329
+CLAUDE_CODE_VERSION ?= 2.1.330
 # The newest CLIs refuse --sdk-url to a local server (since 2.1.121); the WebSocket
 # transport is tested with this older one, a cli.js run by node.
 CLAUDE_CODE_WS_VERSION := 2.1.37

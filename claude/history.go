@@ -416,7 +416,7 @@ func readSessionInfo(path, id string) (*SessionInfo, error) {
 }
 
 var (
-	skipPromptPattern = regexp.MustCompile(`^(?:<local-command-stdout>|<session-start-hook>|<tick>|<goal>|\[Request interrupted by user[^\]]*\]|\s*<ide_opened_file>[\s\S]*</ide_opened_file>\s*$|\s*<ide_selection>[\s\S]*</ide_selection>\s*$)`)
+	skipPromptPattern  = regexp.MustCompile(`^(?:<local-command-stdout>|<session-start-hook>|<tick>|<goal>|\[Request interrupted by user[^\]]*\]|\s*<ide_opened_file>[\s\S]*</ide_opened_file>\s*$|\s*<ide_selection>[\s\S]*</ide_selection>\s*$)`)
 	commandNamePattern = regexp.MustCompile(`<command-name>(.*?)</command-name>`)
 )
 
