@@ -14,7 +14,7 @@ export CLAUDECTL_TEST_CLI := $(CLAUDE_BIN)
 export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 
-.PHONY: all build run test vet fmt cli bench generate clean
+.PHONY: all build run test vet fmt cli bench generate clean fixtures
 
 all: build
 
@@ -35,6 +35,16 @@ $(CLAUDE_WS_BIN):
 	./scripts/install-cli.sh $(CLAUDE_CODE_WS_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)
 $(TOOLS)/bin/grpcurl:
 	GO=$(GO) ./scripts/install-grpcurl.sh $(GRPCURL_VERSION) $(TOOLS)/bin
+
+# Records the scripted scenarios from a real CLI into claude/testdata/real/<version>/ for
+# the contract tests (claude/contract_test.go), installing that CLI into .tools/ if needed:
+# make fixtures CLI=2.1.330. Add the version to RecordedVersions in claude/version.go.
+CLI ?= $(CLAUDE_CODE_VERSION)
+fixtures:
+	@[ -x "$(TOOLS)/claude-code-$(CLI)/node_modules/.bin/claude" ] || ./scripts/install-cli.sh $(CLI) $(TOOLS)/claude-code-$(CLI)
+	CLAUDECTL_TEST_CLI=$(TOOLS)/claude-code-$(CLI)/node_modules/.bin/claude \
+	CLAUDETEST_RECORD=$(CURDIR)/claude/testdata/real/$(CLI) \
+		$(GO) test -count=1 -run '^TestRecordTranscripts$$' ./claudetest/
 
 vet:
 	$(GO) vet ./...
