@@ -53,6 +53,46 @@ func TestE2EControlSettings(t *testing.T) {
 	// The CLI lets only some keys be written this way, and says which not.
 	err = s.UpdateSettings(e.ctx, claude.SettingsLocal, map[string]any{"env": map[string]string{"X": "1"}})
 	wantControlError(t, err, "update_settings", "not allowed: env")
+	if err := s.UpdateSettings(e.ctx, claude.SettingsLocal, map[string]any{"outputStyle": "Concise"}); err != nil {
+		t.Fatalf("UpdateSettings: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(e.opts.Cwd, ".claude", "settings.local.json"))
+	var local struct{ OutputStyle string }
+	if err != nil || json.Unmarshal(b, &local) != nil || local.OutputStyle != "Concise" {
+		t.Errorf("settings.local.json after UpdateSettings: %s, %v", b, err)
+	}
+}
+
+// A background Bash command: its output through TaskOutput, then StopTask.
+func TestE2EControlTaskOutput(t *testing.T) {
+	e := newE2E(t,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "echo bg-output; sleep 30", "run_in_background": true, "description": "bg"})),
+		claudetest.Reply(claudetest.Text("started")))
+	e.opts.AllowedTools = []string{"Bash"}
+	s := e.start()
+	msgs, _ := e.turn(s, "run it in the background")
+	var taskID string
+	for _, m := range msgs {
+		if ts, ok := m.(*claude.TaskStarted); ok {
+			taskID = ts.TaskID
+		}
+	}
+	if taskID == "" {
+		t.Fatal("no task_started")
+	}
+	var out *claude.TaskOutput
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if out, err = s.TaskOutput(e.ctx, taskID); err != nil || strings.Contains(out.Output, "bg-output") {
+			break
+		}
+	}
+	if err != nil || out.Output != "bg-output\n" || out.TotalBytes != int64(len("bg-output\n")) || out.Truncated {
+		t.Errorf("TaskOutput = %+v, %v", out, err)
+	}
+	if err := s.StopTask(e.ctx, taskID); err != nil {
+		t.Errorf("StopTask: %v", err)
+	}
 }
 
 func TestE2EControlReloads(t *testing.T) {
