@@ -1,6 +1,9 @@
 package claude
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // sniffKind returns the top-level "type" and "subtype" string members of a
 // JSON object without decoding or validating the rest. It is the first step
@@ -145,21 +148,31 @@ func skipWS(b []byte, i int) int {
 }
 
 // scanString returns the index just past the closing quote of the string
-// starting at b[i] == '"', and whether it contains escapes; -1 if unterminated.
+// starting at b[i] == '"', and whether it contains escapes; -1 if
+// unterminated. It jumps from quote to quote (bytes.IndexByte is
+// vectorised): long strings, the bulk of a line, cost little.
 func scanString(b []byte, i int) (end int, escaped bool) {
-	i++
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			return i + 1, escaped
-		case '\\':
-			escaped = true
-			i += 2
-			continue
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1, escaped
 		}
-		i++
+		q := j + k
+		if !escaped && bytes.IndexByte(b[j:q], '\\') >= 0 {
+			escaped = true
+		}
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, escaped
+		}
+		j = q + 1
 	}
-	return -1, escaped
 }
 
 // skipValue returns the index just past the JSON value starting at b[i], or -1.
