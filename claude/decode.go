@@ -104,10 +104,11 @@ func DecodeMessage(line []byte) (Message, error) {
 // becomes an *UnknownMessage. The only error is for a line that is not a
 // JSON object at all (*DecodeError).
 func (d *Decoder) Decode(line []byte) (Message, error) {
-	// The CLI prints a stream_event with "type" first: try the fast path
-	// before sniffing the whole line. It accepts a line only if every "type"
+	// A stream_event line has "type" first: try the fast path before
+	// sniffing the whole line. It accepts a line only if every "type"
 	// member in it is "stream_event", so it agrees with sniffKind.
-	if bytes.HasPrefix(line, streamEventPrefix) {
+	firstType := sniffFirstType(line)
+	if firstType == "stream_event" {
 		if ev, ok := decodeStreamEvent(line, &d.sessionIDs); ok {
 			ev.raw = line
 			return ev, nil
@@ -120,7 +121,7 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 			return nil, &DecodeError{Line: clip(line), Err: errNotJSONObject}
 		}
 	}
-	if typ == "stream_event" && !bytes.HasPrefix(line, streamEventPrefix) {
+	if typ == "stream_event" && firstType != "stream_event" {
 		if ev, ok := decodeStreamEvent(line, &d.sessionIDs); ok {
 			ev.raw = line
 			return ev, nil
@@ -172,8 +173,6 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 }
 
 var errNotJSONObject = fmt.Errorf("not a JSON object")
-
-var streamEventPrefix = []byte(`{"type":"stream_event"`)
 
 func clip(b []byte) []byte {
 	if len(b) > 200 {

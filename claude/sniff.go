@@ -18,7 +18,17 @@ import (
 // [Decoder.Decode] then sets the struct's Type (and a system message's
 // Subtype) to it, so that a key differing only in case, which the struct
 // decoder also matches, cannot change it either.
-func sniffKind(b []byte) (typ, subtype string) {
+func sniffKind(b []byte) (typ, subtype string) { return sniff(b, false) }
+
+// sniffFirstType returns the value of the first "type" member only, which
+// is the cheap way to pick the stream_event fast path: that path itself
+// accepts a line only if every "type" member is "stream_event".
+func sniffFirstType(b []byte) string {
+	typ, _ := sniff(b, true)
+	return typ
+}
+
+func sniff(b []byte, firstType bool) (typ, subtype string) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return "", ""
@@ -47,6 +57,9 @@ func sniffKind(b []byte) (typ, subtype string) {
 			v := internKind(b[i:vend], vesc)
 			if which == 1 {
 				typ = v
+				if firstType {
+					return
+				}
 			} else {
 				subtype = v
 			}
