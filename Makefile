@@ -1,5 +1,5 @@
 # claudectl — see README.md. The pinned Claude Code CLI version lives here and nowhere else.
-CLAUDE_CODE_VERSION ?= 2.1.329
+CLAUDE_CODE_VERSION ?= 2.1.330
 # The newest CLIs refuse --sdk-url to a local server (since 2.1.121); the WebSocket
 # transport is tested with this older one, a cli.js run by node.
 CLAUDE_CODE_WS_VERSION := 2.1.37
@@ -19,7 +19,7 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build run test vet fmt cli bench generate clean
+.PHONY: all build run test vet fmt cli bench generate clean fixtures
 
 all: build
 
@@ -42,6 +42,16 @@ $(AGENT_SDK_DTS):
 	./scripts/install-agent-sdk.sh $(CLAUDE_AGENT_SDK_VERSION) $(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION)
 $(TOOLS)/bin/grpcurl:
 	GO=$(GO) ./scripts/install-grpcurl.sh $(GRPCURL_VERSION) $(TOOLS)/bin
+
+# Records the scripted scenarios from a real CLI into claude/testdata/real/<version>/ for
+# the contract tests (claude/contract_test.go), installing that CLI into .tools/ if needed:
+# make fixtures CLI=2.1.330. Add the version to RecordedVersions in claude/version.go.
+CLI ?= $(CLAUDE_CODE_VERSION)
+fixtures:
+	@[ -x "$(TOOLS)/claude-code-$(CLI)/node_modules/.bin/claude" ] || ./scripts/install-cli.sh $(CLI) $(TOOLS)/claude-code-$(CLI)
+	CLAUDECTL_TEST_CLI=$(TOOLS)/claude-code-$(CLI)/node_modules/.bin/claude \
+	CLAUDETEST_RECORD=$(CURDIR)/claude/testdata/real/$(CLI) \
+		$(GO) test -count=1 -run '^TestRecordTranscripts$$' ./claudetest/
 
 vet:
 	$(GO) vet ./...

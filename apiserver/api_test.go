@@ -278,8 +278,8 @@ func TestHealthDetails(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		cc := res.Msg.ClaudeCode
-		if cc.Version != "2.1.329" || cc.Level != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE {
-			t.Errorf("%s: claude_code = %v, want 2.1.329 fully compatible", name, cc)
+		if want := claudetest.CLIVersion(t); cc.Version != want || cc.Level != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE {
+			t.Errorf("%s: claude_code = %v, want %s fully compatible", name, cc, want)
 		}
 	}
 }

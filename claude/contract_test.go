@@ -6,20 +6,48 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/claudectl/claudectl/claude"
 )
 
-// Contract tests: transcripts the real CLI printed (claude/testdata/real,
-// recorded by claudetest's TestRecordTranscripts) must decode fully typed.
-// When a new CLI version changes its output, re-record and these tests say
+// Contract tests: transcripts the real CLI printed
+// (claude/testdata/real/<version>/, recorded by `make fixtures
+// CLI=<version>`) must decode fully typed, for every recorded version.
+// When a new CLI version changes its output, record it and these tests say
 // what moved.
 
-func readTranscript(t *testing.T, name string) []claude.Message {
+// recordedDirs returns the version folders of testdata/real.
+func recordedDirs(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "real", name+".ndjson"))
+	entries, err := os.ReadDir(filepath.Join("testdata", "real"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no recorded CLI versions in testdata/real")
+	}
+	return out
+}
+
+// forEachVersion runs f as a subtest for each recorded CLI version.
+func forEachVersion(t *testing.T, f func(t *testing.T, version string)) {
+	for _, v := range recordedDirs(t) {
+		t.Run(v, func(t *testing.T) { f(t, v) })
+	}
+}
+
+func readTranscript(t *testing.T, version, name string) []claude.Message {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "real", version, name+".ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,17 +87,45 @@ func kinds(msgs []claude.Message) string {
 }
 
 func TestContractTranscriptsDecodeTyped(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "real", "*.ndjson"))
-	if len(files) < 10 {
-		t.Fatalf("only %d transcripts", len(files))
+	forEachVersion(t, func(t *testing.T, version string) {
+		files, _ := filepath.Glob(filepath.Join("testdata", "real", version, "*.ndjson"))
+		if len(files) < 10 {
+			t.Fatalf("only %d transcripts", len(files))
+		}
+		for _, f := range files {
+			readTranscript(t, version, strings.TrimSuffix(filepath.Base(f), ".ndjson"))
+		}
+	})
+}
+
+// Every recorded version is in the compatibility matrix as recorded and
+// fully compatible, and the matrix names no version that was not recorded.
+func TestContractMatrixMatchesFixtures(t *testing.T) {
+	dirs := recordedDirs(t)
+	if got := claude.RecordedVersions(); !slices.Equal(got, dirs) {
+		t.Errorf("RecordedVersions() = %v, but testdata/real holds %v", got, dirs)
 	}
-	for _, f := range files {
-		readTranscript(t, strings.TrimSuffix(filepath.Base(f), ".ndjson"))
+	for _, d := range dirs {
+		v, err := claude.ParseVersion(d)
+		if err != nil || v.String() != d {
+			t.Errorf("testdata/real/%s is not named after a version: %v", d, err)
+			continue
+		}
+		if r := claude.CheckCompatibility(v); r.Level != claude.FullyCompatible || !r.Recorded || !strings.Contains(r.Message, "recorded") {
+			t.Errorf("CheckCompatibility(%s) = %v, recorded %v: %s", d, r.Level, r.Recorded, r.Message)
+		}
+	}
+	if last := dirs[len(dirs)-1]; claude.TestedMaxVersion != last {
+		t.Errorf("TestedMaxVersion = %s, the newest recorded version is %s", claude.TestedMaxVersion, last)
 	}
 }
 
 func TestContractText(t *testing.T) {
-	msgs := readTranscript(t, "text")
+	forEachVersion(t, testContractText)
+}
+
+func testContractText(t *testing.T, version string) {
+	msgs := readTranscript(t, version, "text")
 	var init *claude.SystemInit
 	var res *claude.ResultMessage
 	var text string
@@ -83,7 +139,7 @@ func TestContractText(t *testing.T) {
 			res = m
 		}
 	}
-	if init == nil || init.SessionID == "" || init.Model == "" || len(init.Tools) == 0 || init.ClaudeCodeVersion != "2.1.329" {
+	if init == nil || init.SessionID == "" || init.Model == "" || len(init.Tools) == 0 || init.ClaudeCodeVersion != version {
 		t.Errorf("system/init: %s", kinds(msgs))
 	}
 	if text != "hello" || res == nil || res.Result != "hello" || res.Subtype != "success" || res.Usage == nil || len(res.ModelUsage) == 0 {
@@ -92,34 +148,42 @@ func TestContractText(t *testing.T) {
 }
 
 func TestContractPermissionRequest(t *testing.T) {
-	for _, m := range readTranscript(t, "permission-allow") {
-		if cr, ok := m.(*claude.ControlRequest); ok {
-			if cr.Subtype != "can_use_tool" || cr.RequestID == "" {
-				t.Errorf("control_request: %s %s", cr.Subtype, cr.RequestID)
+	forEachVersion(t, func(t *testing.T, version string) {
+		for _, m := range readTranscript(t, version, "permission-allow") {
+			if cr, ok := m.(*claude.ControlRequest); ok {
+				if cr.Subtype != "can_use_tool" || cr.RequestID == "" {
+					t.Errorf("control_request: %s %s", cr.Subtype, cr.RequestID)
+				}
+				return
 			}
-			return
 		}
-	}
-	t.Error("no can_use_tool request")
+		t.Error("no can_use_tool request")
+	})
 }
 
 func TestContractErrorResult(t *testing.T) {
 	// The CLI reports an API failure as subtype "success" with is_error set.
-	for _, m := range readTranscript(t, "http-error-400") {
-		if r, ok := m.(*claude.ResultMessage); ok {
-			if !r.IsError || r.Err() == nil || !strings.Contains(r.Err().Error(), "error") {
-				t.Errorf("result: is_error=%v err=%v", r.IsError, r.Err())
+	forEachVersion(t, func(t *testing.T, version string) {
+		for _, m := range readTranscript(t, version, "http-error-400") {
+			if r, ok := m.(*claude.ResultMessage); ok {
+				if !r.IsError || r.Err() == nil || !strings.Contains(r.Err().Error(), "error") {
+					t.Errorf("result: is_error=%v err=%v", r.IsError, r.Err())
+				}
+				return
 			}
-			return
 		}
-	}
-	t.Error("no result")
+		t.Error("no result")
+	})
 }
 
 func TestContractInterrupt(t *testing.T) {
+	forEachVersion(t, testContractInterrupt)
+}
+
+func testContractInterrupt(t *testing.T, version string) {
 	var last *claude.ResultMessage
 	var interrupted bool
-	for _, m := range readTranscript(t, "interrupt") {
+	for _, m := range readTranscript(t, version, "interrupt") {
 		if u, ok := m.(*claude.UserMessage); ok && strings.Contains(u.Message.Content.String(), "[Request interrupted by user]") {
 			interrupted = true
 		}

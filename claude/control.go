@@ -85,7 +85,13 @@ func (s *Session) awaitResponse(ctx context.Context, subtype, id string, p *pend
 		delete(s.pending, id)
 		s.mu.Unlock()
 	}
+	timeout, stop := s.controlTimer(subtype)
+	defer stop()
 	select {
+	case <-timeout:
+		forget()
+		s.withdraw(id)
+		return nil, &ControlTimeoutError{SessionID: s.SessionID(), Subtype: subtype, RequestID: id, Timeout: s.controlTimeout()}
 	case r := <-p.ch:
 		if r.err != nil {
 			return nil, fmt.Errorf("claude: control request %s: %w", subtype, r.err)
@@ -96,13 +102,19 @@ func (s *Session) awaitResponse(ctx context.Context, subtype, id string, p *pend
 		return r.body.Response, nil
 	case <-ctx.Done():
 		forget()
-		if s.acceptsCancel() {
-			// Withdraw it; the CLI may already be past caring, so don't wait long.
-			wctx, cancel := context.WithTimeout(s.ctx, time.Second)
-			_ = s.write(wctx, wireCancel{Type: "control_cancel_request", RequestID: id})
-			cancel()
-		}
+		s.withdraw(id)
 		return nil, ctx.Err()
+	}
+}
+
+// withdraw tells the CLI that the request id is no longer awaited, if the
+// CLI is known to accept that.
+func (s *Session) withdraw(id string) {
+	if s.acceptsCancel() {
+		// The CLI may already be past caring, so don't wait long.
+		wctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		_ = s.write(wctx, wireCancel{Type: "control_cancel_request", RequestID: id})
+		cancel()
 	}
 }
 
@@ -292,12 +304,24 @@ func (s *Session) initialize() {
 			s.cliVersion = r.ClaudeCodeVersion
 		}
 		s.mu.Unlock()
+		var ce *ControlError
+		if errors.As(err, &ce) {
+			// The CLI refused the configuration: the session cannot go on
+			// as asked. The reader gets the CLI's message at once, and the
+			// CLI is stopped.
+			s.logger.Warn("claude: the CLI refused the initialize request; ending the session", "err", err)
+			s.q.close(err)
+			s.cancel(err)
+		}
 	}()
 }
 
 // Initialize waits for the CLI's answer to the initialize request that Start
 // sent, and returns it: the slash commands, models and account. The CLI
-// answers within a few seconds of starting.
+// answers within a few seconds of starting. If it answers with an error
+// (it refused what Options put in the request), that is a *ControlError
+// with the CLI's message; the session then ends, and Next returns the same
+// error as soon as the answer arrives.
 func (s *Session) Initialize(ctx context.Context) (*InitializeResponse, error) {
 	select {
 	case <-s.initDone:
@@ -311,9 +335,11 @@ func (s *Session) Initialize(ctx context.Context) (*InitializeResponse, error) {
 
 // Interrupt asks the CLI to stop the current turn, and returns once it has
 // confirmed. The turn then ends with a result (subtype
-// error_during_execution); the session stays usable.
+// error_during_execution); the session stays usable. Prompts queued
+// behind the turn still run; see [Session.InterruptWith] to drop them or
+// to learn which they are.
 func (s *Session) Interrupt(ctx context.Context) error {
-	_, err := s.Control(ctx, "interrupt", nil)
+	_, err := s.InterruptWith(ctx, nil)
 	return err
 }
 

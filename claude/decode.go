@@ -104,6 +104,16 @@ func DecodeMessage(line []byte) (Message, error) {
 // becomes an *UnknownMessage. The only error is for a line that is not a
 // JSON object at all (*DecodeError).
 func (d *Decoder) Decode(line []byte) (Message, error) {
+	// A stream_event line has "type" first: try the fast path before
+	// sniffing the whole line. It accepts a line only if every "type"
+	// member in it is "stream_event", so it agrees with sniffKind.
+	firstType := sniffFirstType(line)
+	if firstType == "stream_event" {
+		if ev, ok := decodeStreamEvent(line, &d.sessionIDs); ok {
+			ev.raw = line
+			return ev, nil
+		}
+	}
 	typ, sub := sniffKind(line)
 	if typ == "" {
 		if t := bytes.TrimSpace(line); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
@@ -111,7 +121,7 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 			return nil, &DecodeError{Line: clip(line), Err: errNotJSONObject}
 		}
 	}
-	if typ == "stream_event" {
+	if typ == "stream_event" && firstType != "stream_event" {
 		if ev, ok := decodeStreamEvent(line, &d.sessionIDs); ok {
 			ev.raw = line
 			return ev, nil
@@ -148,10 +158,13 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 		}
 		d.count(func(s *DecodeStats) { s.Tolerated++ })
 	}
+	// The sniffed kind chose the struct; keep it, whatever other members
+	// the case-insensitive struct decoder matched (e.g. "Type").
 	b := m.base()
 	b.raw = line
-	if b.Type == "" {
-		b.Type = typ
+	b.Type = typ
+	if sb, ok := m.(interface{ systemBase() *SystemBase }); ok {
+		sb.systemBase().Subtype = sub
 	}
 	if cr, ok := m.(*ControlRequest); ok {
 		_, cr.Subtype = sniffKind(cr.Request)

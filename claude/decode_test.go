@@ -285,6 +285,19 @@ func FuzzDecode(f *testing.F) {
 			if typ, ok := v["type"].(string); ok && m.Kind() != typ {
 				t.Fatalf("Kind() = %q, the line's type is %q", m.Kind(), typ)
 			}
+			// The Go type is the one the line's (last) type and subtype
+			// name: the same as for a line with only those two members.
+			typ, _ := v["type"].(string)
+			sub, _ := v["subtype"].(string)
+			canon, _ := json.Marshal(map[string]string{"type": typ, "subtype": sub})
+			if want, err := claude.DecodeMessage(canon); err == nil && fmt.Sprintf("%T", want) != fmt.Sprintf("%T", m) {
+				if _, failed := m.(*claude.UnknownMessage); !failed {
+					t.Fatalf("decoded as %T, but type %q subtype %q is %T", m, typ, sub, want)
+				}
+			}
+			if got, ok := claude.SystemSubtypeOf(m); ok && got != sub {
+				t.Fatalf("Subtype %q, the line's subtype is %q", got, sub)
+			}
 		}
 	})
 }
@@ -323,3 +336,33 @@ func FuzzStreamEventFastPath(f *testing.F) {
 
 // cmpRawJSON compares json.RawMessage by content, treating nil and empty alike.
 var cmpRawJSON = cmp.Comparer(func(a, b json.RawMessage) bool { return bytes.Equal(a, b) })
+
+// A line with two "type" (or "subtype") members is sniffed and decoded by
+// the same rule, the last exact key wins, as encoding/json does.
+func TestDecodeDuplicateKindKeys(t *testing.T) {
+	for line, want := range map[string]string{
+		`{"type":"0","type":""}`:                                         "*claude.UnknownMessage /",
+		`{"type":"system","subtype":"init","type":"result"}`:             "*claude.ResultMessage result/",
+		`{"type":"result","type":"system","subtype":"status"}`:           "*claude.SystemStatus system/status",
+		`{"type":"system","subtype":"init","subtype":"status"}`:          "*claude.SystemStatus system/status",
+		`{"type":"system","subtype":"status","Subtype":"init"}`:          "*claude.SystemStatus system/status",
+		`{"type":"user","Type":"assistant"}`:                             "*claude.UserMessage user/",
+		`{"typ\u0065":"result"}`:                                         "*claude.ResultMessage result/",
+		`{"type":"result","type":1}`:                                     "*claude.UnknownMessage /",
+		`{"type":"stream_event","event":{},"type":"assistant"}`:          "*claude.AssistantMessage assistant/",
+		`{"type":"assistant","type":"stream_event","event":{"index":1}}`: "*claude.StreamEvent stream_event/",
+	} {
+		m, err := claude.DecodeMessage([]byte(line))
+		if err != nil {
+			t.Errorf("%s: %v", line, err)
+			continue
+		}
+		sub := ""
+		if got, ok := claude.SystemSubtypeOf(m); ok {
+			sub = got
+		}
+		if got := fmt.Sprintf("%T %s/%s", m, m.Kind(), sub); got != want {
+			t.Errorf("%s: got %s, want %s", line, got, want)
+		}
+	}
+}

@@ -27,3 +27,11 @@ func DecodeStreamEventFast(line []byte) (*StreamEvent, bool) { return decodeStre
 
 // UnmarshalGeneral exposes the general decoder's first, strict pass.
 var UnmarshalGeneral = unmarshal
+
+// SystemSubtypeOf returns a system message's Subtype field.
+func SystemSubtypeOf(m Message) (string, bool) {
+	if sb, ok := m.(interface{ systemBase() *SystemBase }); ok {
+		return sb.systemBase().Subtype, true
+	}
+	return "", false
+}

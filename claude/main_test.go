@@ -12,5 +12,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeCLIEnv); mode != "" {
 		os.Exit(runFakeCLI(mode))
 	}
+	// When started as a stdio MCP server (see e2e_control_test.go), be that.
+	if os.Getenv(resourceServerEnv) != "" {
+		os.Exit(runResourceServer())
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -286,6 +287,17 @@ type Options struct {
 	Stderr func(line string)
 	// Logger receives the SDK's warnings; nil means slog.Default().
 	Logger *slog.Logger
+
+	// (control request waiting: keep this block at the end)
+
+	// ControlTimeout bounds the wait for the CLI's answer to each control
+	// request the session sends (Initialize, SetModel, Control, ...): when
+	// it passes, the request is withdrawn and fails with a
+	// *ControlTimeoutError, rather than waiting for ctx to end. Requests
+	// that legitimately take long (those that run the model or wait for a
+	// person, e.g. side_question or generate_session_title) are not bounded.
+	// Zero means DefaultControlTimeout; a negative value turns it off.
+	ControlTimeout time.Duration
 }
 
 // Validate reports the first option that cannot be used, as an

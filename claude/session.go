@@ -10,6 +10,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A Session is one running Claude Code CLI. Start one with [Start], write
@@ -293,13 +294,17 @@ func (s *Session) Turn(ctx context.Context) iter.Seq2[Message, error] {
 	}
 }
 
-// Close ends the session: it closes the CLI's input, gives it a grace
-// period to finish, then terminates it, and waits for every goroutine of the
-// session. It returns nil when the CLI exited cleanly (or was already gone
+// Close ends the session: it interrupts the turn still running, if any,
+// closes the CLI's input, gives it a grace period to exit, then terminates
+// it, and waits for every goroutine of the session. It returns nil when the CLI exited cleanly (or was already gone
 // after a clean exit), else the *ExitError. Close is idempotent; unread
 // messages are discarded.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
+		// Unread messages are discarded: let the reader drain the CLI's
+		// output freely so that the CLI is never stuck writing it.
+		s.q.close(ErrClosed)
+		s.stopAbandonedTurn()
 		err := s.conn.Close()
 		s.cancel(ErrClosed)
 		<-s.done
@@ -318,6 +323,33 @@ func (s *Session) Close() error {
 		s.closeErr = err
 	})
 	return s.closeErr
+}
+
+// closeInterruptWait bounds the wait for the CLI to confirm the interrupt
+// that Close sends when a turn is still running.
+const closeInterruptWait = time.Second
+
+// stopAbandonedTurn interrupts the turn still running when the session is
+// closed (the caller broke out of a Query or Turn loop), dropping queued
+// prompts: the CLI then ends the turn at once and exits as soon as its input
+// closes, instead of finishing the turn during Close's grace period.
+func (s *Session) stopAbandonedTurn() {
+	s.mu.Lock()
+	inTurn := s.inTurn
+	s.mu.Unlock()
+	if !inTurn || s.ctx.Err() != nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, closeInterruptWait)
+	defer cancel()
+	if _, err := s.InterruptWith(ctx, &InterruptOptions{CancelQueued: true}); err != nil {
+		s.logger.Debug("claude: interrupt before close failed", "session", s.SessionID(), "err", err)
+	}
 }
 
 // Done returns a channel closed when the CLI's output has ended and every

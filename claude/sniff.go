@@ -1,15 +1,34 @@
 package claude
 
 import (
+	"bytes"
 	"encoding/json"
 )
 
-// sniffKind returns the top-level "type" and, for system messages, "subtype"
-// string members of a JSON object without decoding or validating the rest.
-// It is the first step of decoding every line, so it is written for speed:
-// one pass, no allocation for the known type names. On malformed input it
-// returns what it found so far; full decoding reports the error.
-func sniffKind(b []byte) (typ, subtype string) {
+// sniffKind returns the top-level "type" and "subtype" string members of a
+// JSON object without decoding or validating the rest. It is the first step
+// of decoding every line, so it is written for speed: one pass, no
+// allocation for the known type names. On malformed input it returns what it
+// found so far; full decoding reports the error.
+//
+// Duplicate keys follow the rule of encoding/json (and of the decoders that
+// fill the message structs): the last member named exactly "type" (after
+// unescaping the key) wins, and a last one whose value is not a string
+// gives "". So the kind sniffed here is the kind the message decodes as;
+// [Decoder.Decode] then sets the struct's Type (and a system message's
+// Subtype) to it, so that a key differing only in case, which the struct
+// decoder also matches, cannot change it either.
+func sniffKind(b []byte) (typ, subtype string) { return sniff(b, false) }
+
+// sniffFirstType returns the value of the first "type" member only, which
+// is the cheap way to pick the stream_event fast path: that path itself
+// accepts a line only if every "type" member is "stream_event".
+func sniffFirstType(b []byte) string {
+	typ, _ := sniff(b, true)
+	return typ
+}
+
+func sniff(b []byte, firstType bool) (typ, subtype string) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return "", ""
@@ -24,21 +43,12 @@ func sniffKind(b []byte) (typ, subtype string) {
 		if end < 0 {
 			return
 		}
-		key := b[i+1 : end-1]
+		which := kindKey(b[i:end], esc)
 		i = skipWS(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return
 		}
 		i = skipWS(b, i+1)
-		which := 0
-		if !esc {
-			switch string(key) {
-			case "type":
-				which = 1
-			case "subtype":
-				which = 2
-			}
-		}
 		if which != 0 && i < len(b) && b[i] == '"' {
 			vend, vesc := scanString(b, i)
 			if vend < 0 {
@@ -47,18 +57,23 @@ func sniffKind(b []byte) (typ, subtype string) {
 			v := internKind(b[i:vend], vesc)
 			if which == 1 {
 				typ = v
+				if firstType {
+					return
+				}
 			} else {
 				subtype = v
 			}
 			i = vend
 		} else {
+			if which == 1 {
+				typ = ""
+			} else if which == 2 {
+				subtype = ""
+			}
 			i = skipValue(b, i)
 			if i < 0 {
 				return
 			}
-		}
-		if typ != "" && (typ != "system" || subtype != "") {
-			return
 		}
 		i = skipWS(b, i)
 		if i >= len(b) || b[i] != ',' {
@@ -66,6 +81,26 @@ func sniffKind(b []byte) (typ, subtype string) {
 		}
 		i++
 	}
+}
+
+// kindKey reports whether the quoted key q is "type" (1) or "subtype" (2),
+// unescaping it first if it has escapes (as encoding/json does).
+func kindKey(q []byte, escaped bool) int {
+	k := q[1 : len(q)-1]
+	if escaped {
+		var s string
+		if json.Unmarshal(q, &s) != nil {
+			return 0
+		}
+		k = []byte(s)
+	}
+	switch string(k) {
+	case "type":
+		return 1
+	case "subtype":
+		return 2
+	}
+	return 0
 }
 
 // internKind returns the string value of the quoted JSON string q, without
@@ -126,21 +161,31 @@ func skipWS(b []byte, i int) int {
 }
 
 // scanString returns the index just past the closing quote of the string
-// starting at b[i] == '"', and whether it contains escapes; -1 if unterminated.
+// starting at b[i] == '"', and whether it contains escapes; -1 if
+// unterminated. It jumps from quote to quote (bytes.IndexByte is
+// vectorised): long strings, the bulk of a line, cost little.
 func scanString(b []byte, i int) (end int, escaped bool) {
-	i++
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			return i + 1, escaped
-		case '\\':
-			escaped = true
-			i += 2
-			continue
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1, escaped
 		}
-		i++
+		q := j + k
+		if !escaped && bytes.IndexByte(b[j:q], '\\') >= 0 {
+			escaped = true
+		}
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, escaped
+		}
+		j = q + 1
 	}
-	return -1, escaped
 }
 
 // skipValue returns the index just past the JSON value starting at b[i], or -1.

@@ -11,6 +11,8 @@ type SystemBase struct {
 	Subtype string `json:"subtype"`
 }
 
+func (b *SystemBase) systemBase() *SystemBase { return b }
+
 // SystemInit starts every turn: the session id, model, tools and settings in
 // force. The CLI prints it after the first user message and again at the
 // start of each later turn.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,11 +24,22 @@ const (
 	// TestedMinVersion and TestedMaxVersion are the oldest and newest CLI
 	// versions the SDK was tested against end to end.
 	TestedMinVersion = "2.1.37"
-	TestedMaxVersion = "2.1.329"
+	TestedMaxVersion = "2.1.330"
 	// SDKURLMaxVersion is the newest CLI that accepts --sdk-url pointing at a
 	// non-Anthropic host; see Version.SupportsSDKURLHost.
 	SDKURLMaxVersion = "2.1.120"
 )
+
+// recordedVersions are the CLI versions whose output is recorded in
+// claude/testdata/real/<version>/ (make fixtures CLI=<version>) and checked
+// by the contract tests, oldest first; TestContractMatrixMatchesFixtures
+// keeps this list and the folders the same.
+var recordedVersions = []string{"2.1.329", "2.1.330"}
+
+// RecordedVersions returns the CLI versions whose output was recorded and
+// is checked by this package's contract tests, oldest first. They are
+// FullyCompatible, with CompatibilityReport.Recorded set.
+func RecordedVersions() []string { return slices.Clone(recordedVersions) }
 
 // versionTimeout caps VersionOf when its context has no deadline.
 const versionTimeout = 10 * time.Second
@@ -354,6 +366,9 @@ type CompatibilityReport struct {
 	Level   Compatibility
 	// Message is human readable: what the level means and what to do.
 	Message string
+	// Recorded is set for a version whose output is recorded and checked
+	// by the contract tests (see RecordedVersions).
+	Recorded bool
 }
 
 // compatRow is one row of the compatibility matrix: versions v with
@@ -363,6 +378,12 @@ type compatRow struct {
 	level    Compatibility
 	note     string // a format with one %s for the version
 }
+
+// afterTestedMax is the first version newer than TestedMaxVersion.
+var afterTestedMax = func() Version {
+	v := mustParseVersion(TestedMaxVersion)
+	return Version{Major: v.Major, Minor: v.Minor, Patch: v.Patch + 1}
+}()
 
 var compatMatrix = []compatRow{
 	{
@@ -381,12 +402,12 @@ var compatMatrix = []compatRow{
 	},
 	{
 		min:   mustParseVersion(FullVersion),
-		max:   Version{Major: 2, Minor: 1, Patch: 330},
+		max:   afterTestedMax,
 		level: FullyCompatible,
 		note:  "Claude Code %s is fully compatible (tested: " + TestedMinVersion + " and " + TestedMaxVersion + ")",
 	},
 	{
-		min:   Version{Major: 2, Minor: 1, Patch: 330},
+		min:   afterTestedMax,
 		max:   Version{Major: 3},
 		level: LikelyCompatible,
 		note: "Claude Code %s is newer than the versions this SDK was tested with (up to " + TestedMaxVersion +
@@ -405,8 +426,9 @@ var compatMatrix = []compatRow{
 //
 //	        v < 2.0.0    Incompatible
 //	2.0.0 ≤ v < 2.1.0    Degraded (older control protocol)
-//	2.1.0 ≤ v < 2.1.330  FullyCompatible (tested: 2.1.37, 2.1.329)
-//	2.1.330 ≤ v          LikelyCompatible (from 3.0.0 with a warning
+//	2.1.0 ≤ v ≤ 2.1.330  FullyCompatible (tested: 2.1.37 to 2.1.330;
+//	                     recorded: 2.1.329, 2.1.330, see RecordedVersions)
+//	2.1.330 < v          LikelyCompatible (from 3.0.0 with a warning
 //	                     that a major version may break things)
 //
 // Versions are ordered as by Version.Compare, so a pre-release sorts before
@@ -422,7 +444,12 @@ func CheckCompatibility(v Version) CompatibilityReport {
 		aboveMin := row.min == (Version{}) || v.Compare(row.min) >= 0
 		belowMax := row.max == (Version{}) || v.Compare(row.max) < 0
 		if aboveMin && belowMax {
-			return CompatibilityReport{Version: v, Level: row.level, Message: fmt.Sprintf(row.note, v)}
+			r := CompatibilityReport{Version: v, Level: row.level, Message: fmt.Sprintf(row.note, v)}
+			if v.Pre == "" && slices.Contains(recordedVersions, v.String()) {
+				r.Recorded = true
+				r.Message += "; its output is recorded and checked by the SDK's contract tests"
+			}
+			return r
 		}
 	}
 	// Unreachable: the matrix covers every version.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -151,10 +152,11 @@ func TestCheckCompatibility(t *testing.T) {
 		{"2.0.77", Degraded, "mcp_set_servers"},
 		{"2.1.0-beta.1", Degraded, "older control protocol"},
 		{"2.1.0", FullyCompatible, "fully compatible"},
-		{"2.1.37", FullyCompatible, "tested: 2.1.37 and 2.1.329"},
+		{"2.1.37", FullyCompatible, "tested: 2.1.37 and 2.1.330"},
 		{"2.1.120", FullyCompatible, "2.1.120 is fully compatible"},
-		{"2.1.329 (Claude Code)", FullyCompatible, "fully compatible"},
-		{"2.1.330", LikelyCompatible, "newer than the versions this SDK was tested with"},
+		{"2.1.329 (Claude Code)", FullyCompatible, "its output is recorded"},
+		{"2.1.330", FullyCompatible, "its output is recorded"},
+		{"2.1.331", LikelyCompatible, "newer than the versions this SDK was tested with"},
 		{"2.9.0", LikelyCompatible, "unknown message types are passed through"},
 		{"2.999.999", LikelyCompatible, "likely compatible"},
 		{"3.0.0-alpha", LikelyCompatible, "likely compatible"},
@@ -378,10 +380,26 @@ echo 'some noise' >&2
 	})
 }
 
+// pinnedVersion returns the CLI version the Makefile pins (its
+// CLAUDE_CODE_VERSION, the one place the pin lives).
+func pinnedVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^CLAUDE_CODE_VERSION \?= (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("no CLAUDE_CODE_VERSION in the Makefile")
+	}
+	return string(m[1])
+}
+
 // realCLI returns the pinned Claude Code CLI installed by `make cli`, if any,
-// and whether it is the pinned 2.1.329.
-func realCLI() (path string, pinned bool) {
-	const rel = ".tools/claude-code-2.1.329/node_modules/.bin/claude"
+// and whether it is the pinned version.
+func realCLI(t *testing.T) (path string, pinned bool) {
+	dir := "claude-code-" + pinnedVersion(t)
+	rel := filepath.Join(".tools", dir, "node_modules", ".bin", "claude")
 	for _, p := range []string{filepath.Join("..", rel), filepath.Join("/work/main", rel)} {
 		if _, reason := checkExecutable(p); reason == "" {
 			return p, true
@@ -389,14 +407,15 @@ func realCLI() (path string, pinned bool) {
 	}
 	if p := os.Getenv("CLAUDECTL_TEST_CLI"); p != "" {
 		if _, reason := checkExecutable(p); reason == "" {
-			return p, strings.Contains(p, "claude-code-2.1.329")
+			return p, strings.Contains(p, dir)
 		}
 	}
 	return "", false
 }
 
 func TestVersionOfRealCLI(t *testing.T) {
-	path, pinned := realCLI()
+	path, pinned := realCLI(t)
+	pin := pinnedVersion(t)
 	if path == "" {
 		t.Skip("real Claude Code CLI not installed (make cli)")
 	}
@@ -407,14 +426,15 @@ func TestVersionOfRealCLI(t *testing.T) {
 		t.Fatalf("VersionOf(%s): %v", path, err)
 	}
 	t.Logf("%s: %#v", path, v)
-	if pinned && (v.String() != "2.1.329" || v.Raw != "2.1.329 (Claude Code)") {
-		t.Errorf("VersionOf(%s) = %#v, want 2.1.329", path, v)
+	if pinned && (v.String() != pin || v.Raw != pin+" (Claude Code)") {
+		t.Errorf("VersionOf(%s) = %#v, want %s", path, v, pin)
 	}
-	if r := CheckCompatibility(v); r.Level == Incompatible || (pinned && r.Level != FullyCompatible) {
-		t.Errorf("CheckCompatibility(%s) = %v: %s", v, r.Level, r.Message)
+	// The pinned CLI's output is recorded for the contract tests.
+	if r := CheckCompatibility(v); r.Level == Incompatible || (pinned && (r.Level != FullyCompatible || !r.Recorded)) {
+		t.Errorf("CheckCompatibility(%s) = %v, recorded %v: %s", v, r.Level, r.Recorded, r.Message)
 	}
 	if pinned && v.SupportsSDKURLHost() {
-		t.Errorf("2.1.329 must not support --sdk-url to local hosts")
+		t.Errorf("%s must not support --sdk-url to local hosts", pin)
 	}
 
 	// FindBinary accepts it too, through a symlink in CLAUDE_BIN.

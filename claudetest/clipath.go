@@ -149,3 +149,18 @@ func compareVersions(a, b []int) int {
 	}
 	return 0
 }
+
+// CLIVersion returns the version the CLI under test (CLIPath) reports, such
+// as "2.1.330", for tests that check what is shown of it.
+func CLIVersion(tb testing.TB) string {
+	tb.Helper()
+	out, err := exec.Command(CLIPath(tb), "--version").Output()
+	if err != nil {
+		tb.Fatalf("claude --version: %v", err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		tb.Fatalf("claude --version printed nothing")
+	}
+	return f[0]
+}

@@ -14,9 +14,10 @@ import (
 
 // TestRecordTranscripts records what the real CLI prints in a few scenarios,
 // for contract tests of code that parses it. It runs only when
-// CLAUDETEST_RECORD names the output directory, e.g.
+// CLAUDETEST_RECORD names the output directory, which must be named after
+// the CLI's version; `make fixtures CLI=<version>` runs it as
 //
-//	CLAUDETEST_RECORD=$PWD/claude/testdata/real go test -run TestRecordTranscripts ./claudetest/
+//	CLAUDETEST_RECORD=$PWD/claude/testdata/real/<version> CLAUDECTL_TEST_CLI=<that CLI> go test -run TestRecordTranscripts ./claudetest/
 //
 // Each scenario NAME gets NAME.ndjson, the CLI's stdout byte for byte, and
 // README.md describes the scenarios: flags, script, and the lines written to
@@ -33,9 +34,13 @@ func TestRecordTranscripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The contract tests take the folder's name for the version recorded.
+	if v, _, _ := strings.Cut(strings.TrimSpace(string(version)), " "); v != filepath.Base(dir) {
+		t.Fatalf("CLAUDETEST_RECORD=%s: the folder must be named after the CLI's version, %s", dir, v)
+	}
 	var readme bytes.Buffer
 	fmt.Fprintf(&readme, "# Recorded transcripts of the real claude CLI\n\n"+
-		"Recorded with `%s` by `CLAUDETEST_RECORD=$PWD/claude/testdata/real go test -run TestRecordTranscripts ./claudetest/`,\n"+
+		"Recorded with `%s` by `make fixtures CLI=<version>` (claudetest's TestRecordTranscripts),\n"+
 		"the CLI running offline against the `claudetest` fake with `Server.Env` (fresh HOME) and the flags\n"+
 		"`%s` plus the extra flags listed per scenario.\n\n"+
 		"Each `NAME.ndjson` is the CLI's stdout, byte for byte. Session ids, uuids, timestamps, temp paths and\n"+

@@ -16,7 +16,7 @@ func TestDoctorRealCLI(t *testing.T) {
 	if o.code != 0 {
 		t.Errorf("exit %d, want 0", o.code)
 	}
-	for _, want := range []string{cli + " (from --cli)", "Version:        2.1.329", "Compatibility:  fully compatible", "What to do:"} {
+	for _, want := range []string{cli + " (from --cli)", "Version:        " + claudetest.CLIVersion(t), "Compatibility:  fully compatible", "What to do:"} {
 		if !strings.Contains(o.stdout, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
@@ -35,7 +35,7 @@ func TestDoctorJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(o.stdout), &rep); err != nil {
 		t.Fatalf("stdout is not JSON: %v", err)
 	}
-	if !rep.Found || rep.CLIPath != cli || rep.CLISource != claude.SourceEnv || rep.Version != "2.1.329" ||
+	if !rep.Found || rep.CLIPath != cli || rep.CLISource != claude.SourceEnv || rep.Version != claudetest.CLIVersion(t) ||
 		rep.Compatibility != "fully compatible" || !rep.OK || rep.ExitCode != 0 || rep.Advice == "" || rep.Message == "" {
 		t.Errorf("report: %+v", rep)
 	}
