@@ -42,6 +42,12 @@ func startDaemonToken(t *testing.T, token string, turns ...claudetest.Turn) *tes
 	return td
 }
 
+// tokenEnv is the environment that gives client commands the daemon's
+// generated token.
+func (d *testDaemon) tokenEnv() map[string]string {
+	return map[string]string{"CLAUDECTL_TOKEN": d.token}
+}
+
 // inv points the client commands at the daemon through CLAUDECTL_SERVER
 // (and the token it generated through CLAUDECTL_TOKEN).
 func (d *testDaemon) inv() invocation {

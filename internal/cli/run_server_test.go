@@ -19,7 +19,7 @@ func TestRunServer(t *testing.T) {
 		claudetest.Reply(claudetest.Text("I will make it."), claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
 		claudetest.Reply(claudetest.Text("Done.")))
 	dir := t.TempDir()
-	o := claudectl(t, invocation{tty: true, stdin: "y\n"}, "run", "--server", d.url, "--cwd", dir, "--model", "claude-sonnet-4-5", "make the file")
+	o := claudectl(t, invocation{tty: true, stdin: "y\n", getenv: d.tokenEnv()}, "run", "--server", d.url, "--cwd", dir, "--model", "claude-sonnet-4-5", "make the file")
 	if o.code != 0 {
 		t.Fatalf("exit %d, want 0", o.code)
 	}
@@ -67,7 +67,7 @@ func TestRunServerNoTerminal(t *testing.T) {
 func TestRunServerErrorResult(t *testing.T) {
 	t.Parallel()
 	d, _ := startDaemonModel(t, nil, claudetest.Error(400, "invalid_request_error", "bad"))
-	o := claudectl(t, invocation{}, "run", "--server", d.url, "--cwd", t.TempDir(), "hi")
+	o := claudectl(t, invocation{getenv: d.tokenEnv()}, "run", "--server", d.url, "--cwd", t.TempDir(), "hi")
 	if o.code != 1 {
 		t.Errorf("exit %d, want 1", o.code)
 	}
@@ -87,7 +87,7 @@ func TestRunServerInterrupt(t *testing.T) {
 		ints <- os.Interrupt
 	}()
 	start := time.Now()
-	o := claudectl(t, invocation{interrupts: ints, stdout: &firstWrite{ch: started}}, "run", "--server", d.url, "--cwd", t.TempDir(), "go slowly")
+	o := claudectl(t, invocation{interrupts: ints, stdout: &firstWrite{ch: started}, getenv: d.tokenEnv()}, "run", "--server", d.url, "--cwd", t.TempDir(), "go slowly")
 	if o.code != ExitInterrupted {
 		t.Errorf("exit %d, want %d", o.code, ExitInterrupted)
 	}

@@ -151,14 +151,14 @@ func TestDaemonRemoteWorker(t *testing.T) {
 	if s := gres.Msg.Session; s.Worker != "remote" || s.ClaudeSessionId == "" {
 		t.Errorf("session: worker %q, CLI session %q", s.Worker, s.ClaudeSessionId)
 	}
-	o = claudectl(t, invocation{getenv: map[string]string{"CLAUDECTL_SERVER": url}}, "sessions", "--json")
+	o = claudectl(t, invocation{getenv: map[string]string{"CLAUDECTL_SERVER": url, "CLAUDECTL_TOKEN": dd.Token()}}, "sessions", "--json")
 	var list []sessionJSON
 	if err := json.Unmarshal([]byte(o.stdout), &list); err != nil || len(list) != 1 || list[0].Worker != "remote" {
 		t.Errorf("sessions --json: %+v (%v)", list, err)
 	}
 
 	// Closing the session ends the remote CLI, and the worker with it.
-	if o := claudectl(t, invocation{getenv: map[string]string{"CLAUDECTL_SERVER": url}}, "close", id); o.code != 0 {
+	if o := claudectl(t, invocation{getenv: map[string]string{"CLAUDECTL_SERVER": url, "CLAUDECTL_TOKEN": dd.Token()}}, "close", id); o.code != 0 {
 		t.Fatalf("close: exit %d, stderr %q", o.code, o.stderr)
 	}
 	select {
