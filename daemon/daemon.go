@@ -226,6 +226,9 @@ func (d *Daemon) Resume(ctx context.Context, id, prompt string) (*store.Session,
 	if err != nil {
 		return nil, err
 	}
+	if err := d.checkPolicy(o); err != nil { // the settings may have tightened since
+		return nil, err
+	}
 	return d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID}, prompt)
 }
 
@@ -240,6 +243,9 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 	}
 	o, err := resumable(src, "fork")
 	if err != nil {
+		return nil, err
+	}
+	if err := d.checkPolicy(o); err != nil { // the settings may have tightened since
 		return nil, err
 	}
 	if d.isClosed() {
