@@ -194,18 +194,19 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	srv.lock.record(srv.Addr)
 	srv.srv = hs
 	srv.served = make(chan error, 1)
+	useTLS := serverOpts.TLS != nil // read before Serve: it configures hs
 	go func() {
-		if hs.TLSConfig != nil {
+		if useTLS {
 			srv.served <- hs.ServeTLS(ln, "", "")
 		} else {
 			srv.served <- hs.Serve(ln)
 		}
 	}()
-	log.Info("serving", "addr", srv.Addr, "tls", hs.TLSConfig != nil, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
+	log.Info("serving", "addr", srv.Addr, "tls", useTLS, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
 		"settings", cmp.Or(s.File, "none"))
 	if srv.TokenFile != "" {
 		fmt.Fprintf(stderr, "\nClients: claudectl --server %s (the token is in %s; claudectl commands of this user on this machine read it by themselves)\n\n",
-			scheme(hs)+"://"+srv.Addr, srv.TokenFile)
+			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile)
 	}
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
 		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
@@ -279,8 +280,8 @@ func CompatibilityNotice(path string, rep claude.CompatibilityReport) string {
 	return b.String()
 }
 
-func scheme(hs *http.Server) string {
-	if hs.TLSConfig != nil {
+func scheme(useTLS bool) string {
+	if useTLS {
 		return "https"
 	}
 	return "http"
