@@ -147,6 +147,7 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 			return u, nil
 		}
 		d.count(func(s *DecodeStats) { s.Tolerated++ })
+		m.base().strictErr = &DecodeError{Type: typ, Line: clip(line), Err: err} // DecodeErrorOf
 	}
 	b := m.base()
 	b.raw = line
