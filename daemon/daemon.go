@@ -109,6 +109,7 @@ type Daemon struct {
 	transport  claude.Transport
 	workers    *claude.WorkerListener
 	started    time.Time
+	compat     *compatTracker
 
 	ctx    context.Context // the life of every session's CLI
 	cancel context.CancelFunc
@@ -128,7 +129,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
 		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, maxPayload: opts.MaxPayloadBytes,
-		transport: opts.Transport, workers: opts.Workers, started: time.Now(),
+		transport: opts.Transport, workers: opts.Workers, started: time.Now(), compat: newCompatTracker(),
 		actors: map[string]*actor{},
 	}
 	if d.log == nil {
