@@ -318,7 +318,7 @@ func (w *compatWatch) observe(m claude.Message) {
 			how = "the tolerant reader recovered it, dropping what did not fit"
 		}
 		o = observation{kind: ReasonParseFailure, subject: subject, level: claude.LikelyCompatible,
-			example: string(de.Line)}
+			example: strings.ToValidUTF8(string(de.Line), "")} // cut at 200 bytes, maybe mid-rune: proto strings must be UTF-8
 		if uses, ok := usedTypes[subject]; ok {
 			o.level = claude.Degraded
 			o.message = fmt.Sprintf("%s lines failed to decode (%v); %s, so %s may be wrong", subject, de.Err, how, uses)

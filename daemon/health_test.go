@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
@@ -148,6 +149,18 @@ func TestContractDegradation(t *testing.T) {
 		}),
 		level: claude.Degraded, kind: daemon.ReasonParseFailure, subject: "result",
 	}, {
+		name: "result usage of the wrong shape, the example cut inside a rune",
+		lines: perturb("tool-bash.ndjson", func(_ int, l []byte) [][]byte {
+			if bytes.Contains(l, []byte(`"type":"result"`)) {
+				l = regexp.MustCompile(`"usage":\{[^{}]*(\{[^{}]*\}[^{}]*)*\}`).ReplaceAllLiteral(l, []byte(`"usage":["input_tokens",12]`))
+				// "é" (2 bytes) across the 200th byte of the line.
+				pad := 199 - len(`{"x":"`)
+				l = append([]byte(`{"x":"`+strings.Repeat("a", pad)+`é",`), l[1:]...)
+			}
+			return [][]byte{l}
+		}),
+		level: claude.Degraded, kind: daemon.ReasonParseFailure, subject: "result",
+	}, {
 		name: "system/init without Bash",
 		lines: perturb("tool-bash.ndjson", func(_ int, l []byte) [][]byte {
 			return [][]byte{bytes.Replace(l, []byte(`"Bash",`), nil, 1)}
@@ -191,7 +204,11 @@ func TestContractDegradation(t *testing.T) {
 				r.SessionID != id || r.LastSeen.IsZero() || r.Message == "" {
 				t.Errorf("reason %+v; want %s %q at %v, once, in session %s", r, c.kind, c.subject, c.level, id)
 			}
-			if c.kind == daemon.ReasonParseFailure {
+			if c.kind == daemon.ReasonParseFailure && strings.Contains(c.name, "rune") {
+				if !utf8.ValidString(r.Example) || len(r.Example) != 199 || !strings.HasPrefix(r.Example, `{"x":"aaa`) {
+					t.Errorf("example %q (%d bytes): want the line's first 199 bytes, valid UTF-8", r.Example, len(r.Example))
+				}
+			} else if c.kind == daemon.ReasonParseFailure {
 				if !strings.HasPrefix(r.Example, `{"duration_api_ms":66,`) || !strings.Contains(r.Example, `"usage":["input_tokens",12]`) || len(r.Example) > 200 {
 					t.Errorf("example %q: want the start of the result line, at most 200 bytes", r.Example)
 				}
