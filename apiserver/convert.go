@@ -146,6 +146,13 @@ func questionsOf(toolName string, input json.RawMessage) []*v1.Question {
 	return out
 }
 
+// reasonToProto is one cause of a CLI version's level.
+func reasonToProto(version string, r daemon.CompatReason) *v1.CompatibilityReason {
+	return &v1.CompatibilityReason{Kind: r.Kind, Subject: r.Subject, Level: levelToProto[r.Level], Message: r.Message,
+		Count: r.Count, FirstSeen: timestamppb.New(r.FirstSeen), LastSeen: timestamppb.New(r.LastSeen),
+		Example: r.Example, SessionId: r.SessionID, ClaudeCodeVersion: version}
+}
+
 // eventToProto turns an event into its API form: the daemon's own events
 // become typed kinds (from their Body, decoded once), the CLI's lines are
 // passed raw.
@@ -170,6 +177,9 @@ func eventToProto(ev *daemon.Event) *v1.Event {
 			Turn: turnUsageToProto(&b.Turn), SessionTotals: totalsToProto(b.Totals)}}
 	case *daemon.ErrorReport:
 		out.Kind = &v1.Event_Error{Error: &v1.Error{Message: b.Message, StderrTail: b.StderrTail}}
+	case *daemon.Warning:
+		out.Kind = &v1.Event_Warning{Warning: &v1.Warning{Kind: b.Kind, Level: levelToProto[b.Level],
+			Message: b.Message, Items: b.Items, ClaudeCodeVersion: b.ClaudeCodeVersion}}
 	case *daemon.PermissionResolved:
 		d := &store.Decision{RequestID: b.RequestID, Behavior: b.Behavior, By: b.By, RuleID: b.RuleID,
 			Message: b.Message, DecidedAt: ev.Time, ToolName: b.ToolName, SessionID: ev.SessionID}

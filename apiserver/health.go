@@ -1,14 +1,19 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -18,11 +23,20 @@ func (s *Service) Health(context.Context, *connect.Request[v1.HealthRequest]) (*
 }
 
 var levelToProto = map[claude.Compatibility]v1.CompatibilityLevel{
-	claude.FullyCompatible:  v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE,
-	claude.LikelyCompatible: v1.CompatibilityLevel_COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE,
-	claude.Degraded:         v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED,
-	claude.Incompatible:     v1.CompatibilityLevel_COMPATIBILITY_LEVEL_INCOMPATIBLE,
+	claude.CompatibilityUnknown: v1.CompatibilityLevel_COMPATIBILITY_LEVEL_UNSPECIFIED,
+	claude.FullyCompatible:      v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE,
+	claude.LikelyCompatible:     v1.CompatibilityLevel_COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE,
+	claude.Degraded:             v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED,
+	claude.Incompatible:         v1.CompatibilityLevel_COMPATIBILITY_LEVEL_INCOMPATIBLE,
 }
+
+var protoToLevel = func() map[v1.CompatibilityLevel]claude.Compatibility {
+	m := make(map[v1.CompatibilityLevel]claude.Compatibility, len(levelToProto))
+	for k, v := range levelToProto {
+		m[v] = k
+	}
+	return m
+}()
 
 // HealthDetails implements HealthService.
 func (s *Service) HealthDetails(ctx context.Context, _ *connect.Request[v1.HealthDetailsRequest]) (*connect.Response[v1.HealthDetailsResponse], error) {
@@ -37,7 +51,72 @@ func (s *Service) HealthDetails(ctx context.Context, _ *connect.Request[v1.Healt
 	return connect.NewResponse(out), nil
 }
 
+// claudeStatus judges the Claude Code the daemon runs: the local CLI's
+// version in the matrix, and every version its sessions ran with what they
+// printed (daemon.Compatibility). The level is the worst of the local
+// version and the versions a live session runs.
 func (s *Service) claudeStatus(ctx context.Context) *v1.ClaudeCodeStatus {
+	out := s.localStatus(ctx)
+	local := out.Version
+	compat := s.D.Compatibility()
+	overall := protoToLevel[out.Level]
+	for _, vc := range compat.Versions {
+		counted := vc.LiveSessions > 0 || (local != "" && vc.Version == local)
+		out.Versions = append(out.Versions, &v1.ClaudeCodeVersion{Version: vc.Version, Level: levelToProto[vc.Level],
+			MatrixLevel: levelToProto[vc.Matrix.Level], Message: vc.Matrix.Message, Local: vc.Local, Worker: vc.Worker,
+			LiveSessions: int32(vc.LiveSessions), Counted: counted})
+		if !counted {
+			continue
+		}
+		overall = daemon.WorstLevel(overall, vc.Level)
+		for _, r := range vc.Reasons {
+			out.Reasons = append(out.Reasons, reasonToProto(vc.Version, r))
+		}
+	}
+	for _, sc := range compat.Sessions {
+		out.DegradedSessions = append(out.DegradedSessions, &v1.DegradedSession{SessionId: sc.SessionID,
+			ClaudeCodeVersion: sc.Version, Level: levelToProto[sc.Level], Missing: sc.Missing})
+	}
+	slices.SortStableFunc(out.Reasons, func(a, b *v1.CompatibilityReason) int {
+		return cmp.Compare(levelRank(b.Level), levelRank(a.Level))
+	})
+	if overall != protoToLevel[out.Level] {
+		out.Level = levelToProto[overall]
+		out.Message = fmt.Sprintf("%s; the sessions' CLIs show it %s: %s", strings.TrimSuffix(out.Message, "."),
+			overall, reasonSummary(out.Reasons))
+	}
+	return out
+}
+
+// reasonSummary is the worst reasons in a few words.
+func reasonSummary(rs []*v1.CompatibilityReason) string {
+	var parts []string
+	for i, r := range rs {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(rs)-3))
+			break
+		}
+		parts = append(parts, r.Message)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func levelRank(l v1.CompatibilityLevel) int {
+	switch l {
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE:
+		return 1
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE:
+		return 2
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_UNSPECIFIED:
+		return 3
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED:
+		return 4
+	}
+	return 5
+}
+
+// localStatus is the local CLI's version in the compatibility matrix.
+func (s *Service) localStatus(ctx context.Context) *v1.ClaudeCodeStatus {
 	path := s.D.CLIPath()
 	if path == "" {
 		p, err := claude.FindBinary(nil)

@@ -157,6 +157,7 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 			return u, nil
 		}
 		d.count(func(s *DecodeStats) { s.Tolerated++ })
+		m.base().strictErr = &DecodeError{Type: typ, Line: clip(line), Err: err} // DecodeErrorOf
 	}
 	// The sniffed kind chose the struct; keep it, whatever other members
 	// the case-insensitive struct decoder matched (e.g. "Type").

@@ -36,7 +36,8 @@ type Base struct {
 	SessionID string `json:"session_id,omitempty"`
 
 	raw          []byte
-	originalSize int64 // > 0 when the line was truncated
+	originalSize int64        // > 0 when the line was truncated
+	strictErr    *DecodeError // set when only the tolerant path decoded the line (DecodeErrorOf)
 }
 
 // Kind returns the message's "type" field.

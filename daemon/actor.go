@@ -35,6 +35,8 @@ type actor struct {
 	ctx    context.Context // done once the session begins to close
 	cancel context.CancelFunc
 
+	compat sessionCompat // its CLI's version and what its init lacked (health.go)
+
 	ops    chan func(*actorState)
 	closeQ chan struct{} // capacity 1: a close was asked
 	done   chan struct{} // closed when run (or a failed start) is over
@@ -188,6 +190,8 @@ func (a *actor) read() error {
 	ctx := context.WithoutCancel(a.d.ctx)
 	recorded := false
 	var acc claude.Accumulator
+	watch := compatWatch{a: a}
+	defer watch.end()
 	for {
 		m, err := a.sess.Next(a.d.ctx)
 		if err != nil {
@@ -217,6 +221,10 @@ func (a *actor) read() error {
 		default:
 			a.record(ctx, Event{Event: *ev}, nil, false)
 		}
+		if init, ok := m.(*claude.SystemInit); ok {
+			watch.init(init)
+		}
+		watch.observe(m)
 		if u, ok := acc.Add(m); ok {
 			a.logStreamUpdate(ctx, u)
 		}
@@ -251,6 +259,13 @@ func (a *actor) read() error {
 		}
 	}
 }
+
+// remote reports whether the session runs on a remote worker.
+func (a *actor) remote() bool { return a.opts.GetWorker() == WorkerRemote }
+
+// ctxNoCancel is the context the reader logs with: events are logged even
+// while the session closes.
+func (a *actor) ctxNoCancel() context.Context { return context.WithoutCancel(a.d.ctx) }
 
 // logStreamUpdate logs what the accumulator made of a stream event.
 func (a *actor) logStreamUpdate(ctx context.Context, u claude.StreamUpdate) {

@@ -114,6 +114,7 @@ type Daemon struct {
 	policy     SessionPolicy
 	workers    *claude.WorkerListener
 	started    time.Time
+	compat     *compatTracker
 
 	ctx    context.Context // the life of every session's CLI
 	cancel context.CancelFunc
@@ -133,7 +134,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
 		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, maxPayload: opts.MaxPayloadBytes,
-		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(),
+		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(), compat: newCompatTracker(),
 		actors: map[string]*actor{},
 	}
 	if d.log == nil {

@@ -26,7 +26,7 @@ type Event struct {
 
 // A Body is the content of one of the daemon's own events: *StatusChange,
 // *TextDelta, *ToolUse, *UsageReport, *PermissionRequest,
-// *PermissionResolved or *ErrorReport.
+// *PermissionResolved, *ErrorReport or *Warning.
 type Body interface {
 	// EventType is the event's type as stored ("status", "text_delta", …).
 	EventType() string
@@ -93,6 +93,21 @@ type ErrorReport struct {
 	StderrTail string `json:"stderr_tail,omitempty"`
 }
 
+// Warning says the CLI has drifted from what the daemon was tested with
+// (type "warning"), on the session where it is first seen: a message type
+// the daemon does not know, a known one that failed to decode (the first of
+// each per CLI version), or a system/init that lacks what the daemon relies
+// on (each time a session's init lacks something new). Health lists them
+// all (Daemon.Compatibility).
+type Warning struct {
+	Kind    string               `json:"kind"`  // unknown_type, parse_failure, missing_feature
+	Level   claude.Compatibility `json:"level"` // the level it holds the CLI's version to
+	Message string               `json:"message"`
+	// Items are the type names or the missing features.
+	Items             []string `json:"items,omitempty"`
+	ClaudeCodeVersion string   `json:"claude_code_version,omitempty"`
+}
+
 // EventType implements Body.
 func (*StatusChange) EventType() string       { return "status" }
 func (*TextDelta) EventType() string          { return "text_delta" }
@@ -101,6 +116,7 @@ func (*UsageReport) EventType() string        { return "usage_report" }
 func (*PermissionRequest) EventType() string  { return "permission_request" }
 func (*PermissionResolved) EventType() string { return "permission_resolved" }
 func (*ErrorReport) EventType() string        { return "error" }
+func (*Warning) EventType() string            { return "warning" }
 
 // bodies makes an empty Body of each stored type name, for decoding.
 var bodies = map[string]func() Body{
@@ -111,6 +127,7 @@ var bodies = map[string]func() Body{
 	"permission_request":  func() Body { return new(PermissionRequest) },
 	"permission_resolved": func() Body { return new(PermissionResolved) },
 	"error":               func() Body { return new(ErrorReport) },
+	"warning":             func() Body { return new(Warning) },
 }
 
 // encodeBody returns the stored line of b: its JSON object with "type"

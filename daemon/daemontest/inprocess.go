@@ -1,6 +1,7 @@
 package daemontest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,12 +15,21 @@ import (
 
 // InProcessCLI is a claude.Transport whose "CLI" is a few lines of Go in
 // this process: it answers control requests with success and each prompt
-// with a system/init and a successful result, and ends when its input is
-// closed. It costs no process, so tests can run thousands of sessions.
+// with a system/init (shaped like the real CLI's, version
+// claude.TestedMaxVersion) and a successful result, and ends when its
+// input is closed. It costs no process, so tests can run thousands of
+// sessions.
 type InProcessCLI struct {
 	// Ignore lists control request subtypes it never answers ("interrupt"),
 	// as a stuck CLI would not.
 	Ignore []string
+	// Init, if set, shapes each system/init before it is printed: the
+	// fields of the JSON object, which it may change or delete.
+	Init func(fields map[string]any)
+	// Script, if set, gives the lines printed for the nth prompt (from 1)
+	// instead of an init and a result; "$SESSION_ID" in them is replaced
+	// by the session's id. It lets tests replay recorded CLI lines.
+	Script func(n int) [][]byte
 
 	started atomic.Int64
 }
@@ -31,7 +41,7 @@ func (t *InProcessCLI) Started() int64 { return t.started.Load() }
 func (t *InProcessCLI) Start(ctx context.Context, _ *claude.Command) (claude.Conn, error) {
 	n := t.started.Add(1)
 	c := &inProcessConn{sessionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), wake: make(chan struct{}, 1),
-		ignore: t.Ignore}
+		ignore: t.Ignore, shapeInit: t.Init, script: t.Script}
 	context.AfterFunc(ctx, func() { c.Close() })
 	return c, nil
 }
@@ -39,6 +49,9 @@ func (t *InProcessCLI) Start(ctx context.Context, _ *claude.Command) (claude.Con
 type inProcessConn struct {
 	sessionID string
 	ignore    []string
+	shapeInit func(map[string]any)
+	script    func(int) [][]byte
+	prompts   int           // written by WriteLine only (the SDK writes one line at a time)
 	wake      chan struct{} // capacity 1: lines or the end are waiting
 
 	mu     sync.Mutex
@@ -92,11 +105,36 @@ func (c *inProcessConn) WriteLine(_ context.Context, line []byte) error {
 		}
 		c.push(fmt.Appendf(nil, `{"type":"control_response","response":{"subtype":"success","request_id":%q,"response":{}}}`, msg.RequestID))
 	case "user":
-		c.push(
-			fmt.Appendf(nil, `{"type":"system","subtype":"init","session_id":%q,"model":"stand-in","tools":[],"cwd":"/"}`, c.sessionID),
+		c.prompts++
+		if c.script != nil {
+			lines := c.script(c.prompts)
+			for i, l := range lines {
+				lines[i] = bytes.ReplaceAll(l, []byte("$SESSION_ID"), []byte(c.sessionID))
+			}
+			c.push(lines...)
+			return nil
+		}
+		c.push(c.init(),
 			fmt.Appendf(nil, `{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":%q,"total_cost_usd":0.001,"duration_ms":1,"num_turns":1}`, c.sessionID))
 	}
 	return nil
+}
+
+// DefaultTools are the tools of the in-process CLI's system/init.
+var DefaultTools = []string{"Task", "AskUserQuestion", "Bash", "Edit", "Glob", "Grep", "Read", "WebFetch", "WebSearch", "Write"}
+
+func (c *inProcessConn) init() []byte {
+	fields := map[string]any{"type": "system", "subtype": "init", "session_id": c.sessionID, "model": "stand-in",
+		"tools": slices.Clone(DefaultTools), "cwd": "/", "permissionMode": "default",
+		"claude_code_version": claude.TestedMaxVersion}
+	if c.shapeInit != nil {
+		c.shapeInit(fields)
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		panic("in-process CLI: an init that is not JSON: " + err.Error())
+	}
+	return b
 }
 
 func (c *inProcessConn) CloseWrite() error {

@@ -51,6 +51,7 @@ type daemonClient struct {
 	httpc    *http.Client
 	sessions claudectlv1connect.SessionServiceClient
 	perms    claudectlv1connect.PermissionServiceClient
+	health   claudectlv1connect.HealthServiceClient
 }
 
 // dial resolves the address and token and returns the clients. Close it.
@@ -103,6 +104,7 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 		httpc:    httpc,
 		sessions: claudectlv1connect.NewSessionServiceClient(httpc, server),
 		perms:    claudectlv1connect.NewPermissionServiceClient(httpc, server),
+		health:   claudectlv1connect.NewHealthServiceClient(httpc, server),
 	}, nil
 }
 

@@ -30,7 +30,11 @@ func (*DoctorCommand) Summary() string {
 const doctorUsage = `Usage: claudectl doctor [flags]
 
 Finds the Claude Code CLI, asks its version and checks that claudectl can
-work with it.
+work with it. With --server, asks a running daemon instead: its Claude
+Code's level, lowered by what its sessions' CLIs printed (unknown message
+types, lines that failed to decode, a system/init without what the daemon
+relies on), the reasons with when each was last seen, each CLI version
+(remote workers' too) and the sessions that are degraded.
 
 Exit status: 0 compatible (also when it works degraded, with a warning),
 69 the CLI does not run or its version is unknown, 72 the CLI is not
@@ -71,6 +75,8 @@ func (c *DoctorCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("doctor")
 	fs.StringVar(&cliPath, "cli", "", "check the claude executable at `PATH` instead of searching for one")
 	fs.BoolVar(&asJSON, "json", false, "print the report as a JSON object")
+	var cf clientFlags
+	cf.register(fs)
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(env.Stdout, doctorUsage, fs)
@@ -83,12 +89,42 @@ func (c *DoctorCommand) Run(ctx context.Context, args []string) error {
 		return usagef("unexpected argument %q: doctor takes no arguments", pos[0])
 	}
 
+	if cf.server != "" {
+		if cliPath != "" {
+			return usagef("--cli and --server do not go together: --server asks the daemon about its own CLI")
+		}
+		return doctorDaemon(ctx, env, &cf, asJSON)
+	}
 	rep := diagnose(ctx, env, cliPath)
 	if asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.print(env.Stdout)
+	}
+	if rep.ExitCode != ExitOK {
+		return exitSilently(rep.ExitCode)
+	}
+	return nil
+}
+
+// doctorDaemon is doctor --server.
+func doctorDaemon(ctx context.Context, env *Env, cf *clientFlags, asJSON bool) error {
+	dc, err := cf.dial(env)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	rep, err := diagnoseDaemon(ctx, dc)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := writeJSON(env.Stdout, rep); err != nil {
 			return err
 		}
 	} else {

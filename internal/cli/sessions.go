@@ -25,7 +25,9 @@ const sessionsUsage = `Usage: claudectl sessions [flags]
 Lists the sessions the daemon hosts: id, status, model, working directory
 and cost so far; the session a fork was made from (PARENT) and why a failed
 or closed session ended (ERROR, its first line: --json has all of it) when
-any session has one.
+any session has one. When the daemon judges its Claude Code less than
+likely compatible (degraded: see claudectl doctor --server), a line above
+the table says why.
 ` + clientFlagsHelp
 
 // sessionJSON is one session in sessions --json.
@@ -93,6 +95,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	}
 	if asJSON {
 		return writeJSON(env.Stdout, list)
+	}
+	if h := dc.healthHeader(ctx); h != "" {
+		fmt.Fprintln(env.Stdout, h)
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(env.Stdout, "No sessions.")

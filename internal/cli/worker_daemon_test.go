@@ -157,6 +157,23 @@ func TestDaemonRemoteWorker(t *testing.T) {
 		t.Errorf("sessions --json: %+v (%v)", list, err)
 	}
 
+	// The daemon judges the worker's CLI by the version its system/init
+	// gives, as a worker's.
+	hres, err := claudectlv1connect.NewHealthServiceClient(httpc, url).HealthDetails(ctx, connect.NewRequest(&v1.HealthDetailsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workerVersion *v1.ClaudeCodeVersion
+	for _, v := range hres.Msg.ClaudeCode.GetVersions() {
+		if v.Worker {
+			workerVersion = v
+		}
+	}
+	if workerVersion == nil || workerVersion.Version != "2.1.329" || workerVersion.LiveSessions != 1 || !workerVersion.Counted ||
+		workerVersion.Level != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE {
+		t.Errorf("health: versions %v; want the worker's 2.1.329, fully compatible, with its live session", hres.Msg.ClaudeCode.GetVersions())
+	}
+
 	// Closing the session ends the remote CLI, and the worker with it.
 	if o := claudectl(t, invocation{getenv: map[string]string{"CLAUDECTL_SERVER": url, "CLAUDECTL_TOKEN": dd.Token()}}, "close", id); o.code != 0 {
 		t.Fatalf("close: exit %d, stderr %q", o.code, o.stderr)

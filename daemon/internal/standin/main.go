@@ -20,6 +20,9 @@
 //	STANDIN_DELTAS    text deltas per turn (default 200)
 //	STANDIN_INTERVAL  pause between two lines of a turn, a Go duration
 //	                  (default 0: as fast as the pipe takes them)
+//	STANDIN_DROP_TOOLS  tools, comma-separated, left out of the system/init
+//	                  (as a CLI that lost them would; the daemon's health
+//	                  tests use it)
 //
 // Every line is written with its own write call, as the CLI does.
 package main
@@ -31,7 +34,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -69,7 +74,11 @@ func main() {
 		}
 		interval = d
 	}
-	s := &standin{deltas: deltas, interval: interval, sessionID: newUUID(), turns: make(chan struct{}, 64)}
+	tools := []string{"Bash", "Edit", "Read", "Write"}
+	for t := range strings.SplitSeq(os.Getenv("STANDIN_DROP_TOOLS"), ",") {
+		tools = slices.DeleteFunc(tools, func(x string) bool { return x == strings.TrimSpace(t) })
+	}
+	s := &standin{deltas: deltas, interval: interval, sessionID: newUUID(), turns: make(chan struct{}, 64), tools: tools}
 	done := make(chan struct{})
 	go func() { defer close(done); s.runTurns() }()
 	err := s.readInput(os.Stdin)
@@ -85,6 +94,7 @@ type standin struct {
 	deltas    int
 	interval  time.Duration
 	sessionID string
+	tools     []string      // the system/init's
 	turns     chan struct{} // one per user message, run in order
 
 	mu  sync.Mutex // serialises writes to stdout
@@ -155,7 +165,7 @@ func (s *standin) turn() {
 	s.msgSeq++
 	msgID := fmt.Sprintf("msg_standin_%06d", s.msgSeq)
 	s.writeJSON(map[string]any{"type": "system", "subtype": "init", "cwd": cwd(), "session_id": s.sessionID,
-		"tools": []string{"Bash", "Read", "Write"}, "mcp_servers": []any{}, "model": model,
+		"tools": s.tools, "mcp_servers": []any{}, "model": model,
 		"permissionMode": "default", "apiKeySource": "ANTHROPIC_API_KEY", "claude_code_version": "2.1.329",
 		"output_style": "default", "uuid": newUUID()})
 	const in = 211

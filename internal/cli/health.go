@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/claude"
+)
+
+// levelName is a compatibility level in words, as claude.Compatibility
+// says it.
+func levelName(l v1.CompatibilityLevel) string {
+	switch l {
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE:
+		return claude.FullyCompatible.String()
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE:
+		return claude.LikelyCompatible.String()
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED:
+		return claude.Degraded.String()
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_INCOMPATIBLE:
+		return claude.Incompatible.String()
+	}
+	return claude.CompatibilityUnknown.String()
+}
+
+// compatible reports whether l needs no header: fully or likely compatible.
+func compatible(l v1.CompatibilityLevel) bool {
+	return l == v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE ||
+		l == v1.CompatibilityLevel_COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE
+}
+
+// healthHeader is the line client commands print above their output when
+// the daemon's Claude Code is not fully or likely compatible; "" when it
+// is, or when the daemon cannot say (an older daemon).
+func (c *daemonClient) healthHeader(ctx context.Context) string {
+	res, err := c.health.HealthDetails(ctx, connect.NewRequest(&v1.HealthDetailsRequest{}))
+	if err != nil {
+		return ""
+	}
+	cc := res.Msg.GetClaudeCode()
+	if cc == nil || compatible(cc.Level) {
+		return ""
+	}
+	why := cc.Message
+	if len(cc.Reasons) > 0 {
+		why = cc.Reasons[0].Message
+		if n := len(cc.Reasons) - 1; n > 0 {
+			why += fmt.Sprintf(" (and %d more)", n)
+		}
+	}
+	why = strings.ReplaceAll(why, "\n", " ")
+	return fmt.Sprintf("Claude Code %s: %s: %s; see claudectl doctor --server %s", cc.Version, levelName(cc.Level), why, c.addr)
+}
+
+// daemonDoctorReport is what doctor --server prints with --json.
+type daemonDoctorReport struct {
+	Server           string          `json:"server"`
+	CLIPath          string          `json:"cli_path,omitempty"`
+	Version          string          `json:"version,omitempty"`
+	Compatibility    string          `json:"compatibility"`
+	Message          string          `json:"message,omitempty"`
+	Reasons          []doctorReason  `json:"reasons,omitempty"`
+	Versions         []doctorVersion `json:"versions,omitempty"`
+	DegradedSessions []doctorSession `json:"degraded_sessions,omitempty"`
+	OK               bool            `json:"ok"`
+	ExitCode         int             `json:"exit_code"`
+}
+
+// doctorReason is one cause of the daemon's level.
+type doctorReason struct {
+	Kind      string `json:"kind"`
+	Subject   string `json:"subject"`
+	Level     string `json:"level"`
+	Message   string `json:"message"`
+	Count     int64  `json:"count"`
+	LastSeen  string `json:"last_seen,omitempty"`
+	Example   string `json:"example,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+	Version   string `json:"claude_code_version,omitempty"`
+}
+
+// doctorVersion is one CLI version the daemon's sessions ran.
+type doctorVersion struct {
+	Version      string `json:"version"`
+	Level        string `json:"level"`
+	Where        string `json:"where"`
+	LiveSessions int32  `json:"live_sessions"`
+	Counted      bool   `json:"counted"`
+}
+
+// doctorSession is a live session whose system/init lacks features.
+type doctorSession struct {
+	SessionID string   `json:"session_id"`
+	Missing   []string `json:"missing"`
+}
+
+// diagnoseDaemon asks the daemon how it judges the Claude Code it runs.
+func diagnoseDaemon(ctx context.Context, dc *daemonClient) (*daemonDoctorReport, error) {
+	res, err := dc.health.HealthDetails(ctx, connect.NewRequest(&v1.HealthDetailsRequest{}))
+	if err != nil {
+		return nil, dc.explain(err, "asking the daemon's health")
+	}
+	cc := res.Msg.GetClaudeCode()
+	rep := &daemonDoctorReport{Server: dc.addr, CLIPath: cc.GetPath(), Version: cc.GetVersion(),
+		Compatibility: levelName(cc.GetLevel()), Message: cc.GetMessage()}
+	for _, r := range cc.GetReasons() {
+		x := doctorReason{Kind: r.Kind, Subject: r.Subject, Level: levelName(r.Level), Message: r.Message, Count: r.Count,
+			Example: r.Example, SessionID: r.SessionId, Version: r.ClaudeCodeVersion}
+		if r.LastSeen != nil {
+			x.LastSeen = r.LastSeen.AsTime().UTC().Format("2006-01-02 15:04:05Z")
+		}
+		rep.Reasons = append(rep.Reasons, x)
+	}
+	for _, v := range cc.GetVersions() {
+		where := "local"
+		switch {
+		case v.Worker && v.Local:
+			where = "local, worker"
+		case v.Worker:
+			where = "worker"
+		}
+		rep.Versions = append(rep.Versions, doctorVersion{v.Version, levelName(v.Level), where, v.LiveSessions, v.Counted})
+	}
+	for _, s := range cc.GetDegradedSessions() {
+		rep.DegradedSessions = append(rep.DegradedSessions, doctorSession{s.SessionId, s.Missing})
+	}
+	switch cc.GetLevel() {
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE, v1.CompatibilityLevel_COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE,
+		v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED:
+		rep.OK = true
+	case v1.CompatibilityLevel_COMPATIBILITY_LEVEL_INCOMPATIBLE:
+		rep.ExitCode = ExitConfig
+	default:
+		rep.ExitCode = ExitUnavailable
+	}
+	return rep, nil
+}
+
+func (r *daemonDoctorReport) print(w io.Writer) {
+	row := func(k, v string) {
+		if k != "" {
+			k += ":"
+		}
+		fmt.Fprintf(w, "%-15s %s\n", k, v)
+	}
+	row("Daemon", r.Server)
+	if r.CLIPath != "" {
+		row("Claude Code", r.CLIPath)
+	}
+	if r.Version != "" {
+		row("Version", r.Version)
+	}
+	row("Compatibility", r.Compatibility)
+	if r.Message != "" {
+		row("", r.Message)
+	}
+	for i, x := range r.Reasons {
+		k := ""
+		if i == 0 {
+			k = "Reasons"
+		}
+		line := fmt.Sprintf("[%s] %s (%s %s, ×%d", x.Level, x.Message, x.Kind, x.Subject, x.Count)
+		if x.Version != "" {
+			line += ", Claude Code " + x.Version
+		}
+		if x.LastSeen != "" {
+			line += ", last " + x.LastSeen
+		}
+		if x.SessionID != "" {
+			line += ", session " + x.SessionID
+		}
+		row(k, line+")")
+		if x.Example != "" {
+			row("", "  e.g. "+x.Example)
+		}
+	}
+	for i, v := range r.Versions {
+		k := ""
+		if i == 0 {
+			k = "CLI versions"
+		}
+		name := v.Version
+		if name == "" {
+			name = "(unknown)"
+		}
+		line := fmt.Sprintf("%s: %s (%s, %d live)", name, v.Level, v.Where, v.LiveSessions)
+		if !v.Counted {
+			line += ", no longer in use"
+		}
+		row(k, line)
+	}
+	for i, s := range r.DegradedSessions {
+		k := ""
+		if i == 0 {
+			k = "Degraded"
+		}
+		row(k, s.SessionID+" lacks "+strings.Join(s.Missing, ", "))
+	}
+}
