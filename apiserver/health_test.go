@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
@@ -46,8 +47,8 @@ func TestHealthDetailsDegraded(t *testing.T) {
 		}
 	})
 	if len(warns) != 1 || warns[0].Kind != "missing_feature" || !slices.Equal(warns[0].Items, []string{"Bash tool"}) ||
-		warns[0].Level != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED || warns[0].ClaudeCodeVersion != "2.1.329" {
-		t.Fatalf("warning events %v; want one: Bash tool missing, degraded, 2.1.329", warns)
+		warns[0].Level != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_DEGRADED || warns[0].ClaudeCodeVersion != claude.TestedMaxVersion {
+		t.Fatalf("warning events %v; want one: Bash tool missing, degraded, %s (the in-process CLI's)", warns, claude.TestedMaxVersion)
 	}
 
 	check := func(when string, live bool) {
@@ -61,10 +62,10 @@ func TestHealthDetailsDegraded(t *testing.T) {
 			t.Errorf("%s: level %v, message %q; want degraded, naming the Bash tool", when, cc.Level, cc.Message)
 		}
 		if len(cc.Reasons) != 1 || cc.Reasons[0].Kind != "missing_feature" || cc.Reasons[0].Subject != "Bash tool" ||
-			cc.Reasons[0].SessionId != id || cc.Reasons[0].LastSeen == nil || cc.Reasons[0].ClaudeCodeVersion != "2.1.329" {
+			cc.Reasons[0].SessionId != id || cc.Reasons[0].LastSeen == nil || cc.Reasons[0].ClaudeCodeVersion != claude.TestedMaxVersion {
 			t.Errorf("%s: reasons %v", when, cc.Reasons)
 		}
-		if len(cc.Versions) != 1 || cc.Versions[0].Version != "2.1.329" || !cc.Versions[0].Counted ||
+		if len(cc.Versions) != 1 || cc.Versions[0].Version != claude.TestedMaxVersion || !cc.Versions[0].Counted ||
 			cc.Versions[0].MatrixLevel != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE {
 			t.Errorf("%s: versions %v", when, cc.Versions)
 		}

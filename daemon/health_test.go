@@ -24,7 +24,7 @@ import (
 // answer to initialize left out (the in-process CLI gives its own).
 func recorded(t *testing.T, name string) [][]byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "claude", "testdata", "real", name))
+	raw, err := os.ReadFile(filepath.Join("..", "claude", "testdata", "real", "2.1.329", name))
 	if err != nil {
 		t.Fatal(err)
 	}

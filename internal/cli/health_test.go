@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
@@ -20,7 +22,7 @@ func startDegradedDaemon(t *testing.T) (*testDaemon, string) {
 	d, _ := startDaemonModel(t, &daemontest.Options{Transport: cli})
 	id := d.create(t, t.TempDir(), "go")
 	waitFor(t, "the daemon to judge the session", func() bool {
-		o := claudectl(t, invocation{}, "doctor", "--server", d.url)
+		o := claudectl(t, invocation{getenv: d.tokenEnv()}, "doctor", "--server", d.url)
 		return strings.Contains(o.stdout, "Bash tool")
 	})
 	return d, id
@@ -28,19 +30,19 @@ func startDegradedDaemon(t *testing.T) (*testDaemon, string) {
 
 func TestDoctorServerShowsDegradation(t *testing.T) {
 	d, id := startDegradedDaemon(t)
-	o := claudectl(t, invocation{}, "doctor", "--server", d.url)
+	o := claudectl(t, invocation{getenv: d.tokenEnv()}, "doctor", "--server", d.url)
 	if o.code != 0 {
 		t.Fatalf("doctor --server: exit %d, stderr %q", o.code, o.stderr)
 	}
-	for _, want := range []string{"Daemon:", d.url, "Version:        2.1.329", "Compatibility:  degraded",
+	for _, want := range []string{"Daemon:", d.url, "Version:        " + claudetest.CLIVersion(t), "Compatibility:  degraded",
 		"Reasons:", "[degraded]", "missing_feature Bash tool", "session " + id, "CLI versions:",
-		"2.1.329: degraded (local, 1 live)", "Degraded:", id + " lacks Bash tool"} {
+		claude.TestedMaxVersion + ": degraded (local, 1 live)", "Degraded:", id + " lacks Bash tool"} {
 		if !strings.Contains(o.stdout, want) {
 			t.Errorf("doctor --server output lacks %q:\n%s", want, o.stdout)
 		}
 	}
 
-	o = claudectl(t, invocation{}, "doctor", "--server", d.url, "--json")
+	o = claudectl(t, invocation{getenv: d.tokenEnv()}, "doctor", "--server", d.url, "--json")
 	var rep daemonDoctorReport
 	if err := json.Unmarshal([]byte(o.stdout), &rep); err != nil || o.code != 0 {
 		t.Fatalf("doctor --server --json: exit %d, %v:\n%s", o.code, err, o.stdout)
@@ -50,7 +52,7 @@ func TestDoctorServerShowsDegradation(t *testing.T) {
 		t.Errorf("doctor --server --json: %+v", rep)
 	}
 
-	if o := claudectl(t, invocation{}, "doctor", "--server", d.url, "--cli", "/bin/true"); o.code != 2 || !strings.Contains(o.stderr, "--server") {
+	if o := claudectl(t, invocation{getenv: d.tokenEnv()}, "doctor", "--server", d.url, "--cli", "/bin/true"); o.code != 2 || !strings.Contains(o.stderr, "--server") {
 		t.Errorf("doctor --server --cli: exit %d, stderr %q; want 2 naming --server", o.code, o.stderr)
 	}
 }
@@ -62,7 +64,7 @@ func TestSessionsHeaderWhenDegraded(t *testing.T) {
 		t.Fatalf("sessions: exit %d, stderr %q", o.code, o.stderr)
 	}
 	lines := strings.Split(o.stdout, "\n")
-	if !strings.HasPrefix(lines[0], "Claude Code 2.1.329: degraded: ") || !strings.Contains(lines[0], "Bash tool") ||
+	if !strings.HasPrefix(lines[0], "Claude Code "+claudetest.CLIVersion(t)+": degraded: ") || !strings.Contains(lines[0], "Bash tool") ||
 		!strings.Contains(lines[0], "claudectl doctor --server "+d.url) {
 		t.Errorf("sessions' first line %q; want the degradation header", lines[0])
 	}

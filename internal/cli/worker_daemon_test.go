@@ -169,9 +169,9 @@ func TestDaemonRemoteWorker(t *testing.T) {
 			workerVersion = v
 		}
 	}
-	if workerVersion == nil || workerVersion.Version != "2.1.329" || workerVersion.LiveSessions != 1 || !workerVersion.Counted ||
+	if workerVersion == nil || workerVersion.Version != claudetest.CLIVersion(t) || workerVersion.LiveSessions != 1 || !workerVersion.Counted ||
 		workerVersion.Level != v1.CompatibilityLevel_COMPATIBILITY_LEVEL_FULLY_COMPATIBLE {
-		t.Errorf("health: versions %v; want the worker's 2.1.329, fully compatible, with its live session", hres.Msg.ClaudeCode.GetVersions())
+		t.Errorf("health: versions %v; want the worker's CLI version, fully compatible, with its live session", hres.Msg.ClaudeCode.GetVersions())
 	}
 
 	// Closing the session ends the remote CLI, and the worker with it.
