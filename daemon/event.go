@@ -131,16 +131,17 @@ var bodies = map[string]func() Body{
 }
 
 // encodeBody returns the stored line of b: its JSON object with "type"
-// first.
+// first. Type names are plain identifiers: they need no escaping.
 func encodeBody(b Body) ([]byte, error) {
 	fields, err := json.Marshal(b)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: encoding a %s event: %w", b.EventType(), err)
 	}
-	typ, _ := json.Marshal(b.EventType())
-	raw := make([]byte, 0, len(fields)+len(typ)+10)
-	raw = append(raw, `{"type":`...)
+	typ := b.EventType()
+	raw := make([]byte, 0, len(fields)+len(typ)+12)
+	raw = append(raw, `{"type":"`...)
 	raw = append(raw, typ...)
+	raw = append(raw, '"')
 	if len(fields) > 2 { // not "{}"
 		raw = append(raw, ',')
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/store"
 )
 
 // sample sets field f of o to a value that is not its zero and that the
@@ -150,6 +151,23 @@ func TestProtoFieldName(t *testing.T) {
 		"IncludePartialMessages": "include_partial_messages", "CLIPath": "cli_path", "MCPServers": "mcp_servers"} {
 		if got := ProtoFieldName(in); got != want {
 			t.Errorf("ProtoFieldName(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestEncodeBody(t *testing.T) {
+	for b, want := range map[Body]string{
+		&TextDelta{Text: "hi \"x\""}:                    `{"type":"text_delta","text":"hi \"x\""}`,
+		&StatusChange{Status: "idle"}:                   `{"type":"status","status":"idle"}`,
+		&ErrorReport{Message: "m", StderrTail: "t"}:     `{"type":"error","message":"m","stderr_tail":"t"}`,
+		&PermissionResolved{RequestID: "r", By: "rule"}: `{"type":"permission_resolved","request_id":"r","tool_name":"","behavior":"","by":"rule"}`,
+	} {
+		raw, err := encodeBody(b)
+		if err != nil || string(raw) != want {
+			t.Errorf("encodeBody(%T) = %s, %v; want %s", b, raw, err, want)
+		}
+		if back := EventFromStore(store.Event{Direction: store.FromDaemon, Type: b.EventType(), Raw: raw}); !reflect.DeepEqual(back.Body, b) {
+			t.Errorf("%T read back as %+v", b, back.Body)
 		}
 	}
 }
