@@ -36,6 +36,10 @@ type ServerOptions struct {
 	// TLS, when set, makes the server speak HTTPS (HTTP/1.1 and HTTP/2
 	// negotiated by ALPN): serve it with ServeTLS(ln, "", "").
 	TLS *tls.Config
+	// WorkerToken is the token remote workers present at WorkerPath (their
+	// listener checks it; here it only tells a worker's connection from a
+	// stranger's, see GuardListener).
+	WorkerToken string
 	// InsecureCleartext allows a token over plain HTTP on an address that
 	// is not loopback (behind a TLS-terminating proxy, say).
 	InsecureCleartext bool
@@ -64,7 +68,7 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 		return nil, fmt.Errorf("%w: %s is not a loopback address", ErrCleartext, addr)
 	}
 	if opts.Token != "" {
-		h = requireToken(h, opts.Token)
+		h = requireToken(h, opts.Token, opts.WorkerToken)
 	}
 	h = checkOrigin(h, addr, &opts)
 	var p http.Protocols
@@ -75,7 +79,7 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 		p.SetUnencryptedHTTP2(true)
 	}
 	return &http.Server{Addr: addr, Handler: h, Protocols: &p, TLSConfig: opts.TLS, ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}, nil
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, ConnContext: withConn}, nil
 }
 
 // IsLoopback reports whether addr (host:port) listens on loopback only.
@@ -92,15 +96,20 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func requireToken(h http.Handler, token string) http.Handler {
+func requireToken(h http.Handler, token, workerToken string) http.Handler {
 	want := []byte("Bearer " + token)
+	wantWorker := []byte("Bearer " + workerToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
 		if r.URL.Path == WorkerPath { // the worker listener checks its own token
+			if workerToken != "" && subtle.ConstantTimeCompare(got, wantWorker) == 1 {
+				markAuthenticated(r.Context())
+			}
 			h.ServeHTTP(w, r)
 			return
 		}
-		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("Connection", "close") // HTTP/1: no idle socket left to whoever lacks the token
 			// Say nothing about the token: neither what came nor what was expected.
 			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 				w.Header().Set("Content-Type", "application/grpc")
@@ -114,6 +123,7 @@ func requireToken(h http.Handler, token string) http.Handler {
 			fmt.Fprint(w, `{"code":"unauthenticated","message":"missing or bad bearer token"}`)
 			return
 		}
+		markAuthenticated(r.Context())
 		h.ServeHTTP(w, r)
 	})
 }

@@ -131,7 +131,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 
 	// Refuse a bad listen address before touching the store.
 	serverOpts := &apiserver.ServerOptions{Token: s.Token, AllowedHosts: s.AllowedHosts,
-		AllowedOrigins: s.AllowedOrigins, Logger: log, InsecureCleartext: s.InsecureCleartext}
+		AllowedOrigins: s.AllowedOrigins, Logger: log, InsecureCleartext: s.InsecureCleartext, WorkerToken: s.WorkerToken}
 	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
 		if err != nil {
@@ -190,6 +190,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
+	ln = apiserver.GuardListener(ln, 0)
 	srv.Addr = ln.Addr().String()
 	srv.lock.record(srv.Addr)
 	srv.srv = hs
