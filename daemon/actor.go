@@ -444,10 +444,12 @@ func (a *actor) call(ctx context.Context, fn func(context.Context, *claude.Sessi
 }
 
 func (a *actor) send(ctx context.Context, text string) error {
-	return a.call(ctx, func(ctx context.Context, s *claude.Session) error {
-		a.status(ctx, store.StatusRunning, "")
-		return s.SendText(ctx, text)
-	})
+	// The status goes through run, so that it can never land after the
+	// session's final one (end, also on run).
+	if !a.do(func(*actorState) { a.status(ctx, store.StatusRunning, "") }) {
+		return fmt.Errorf("%w: session %s ended", ErrNotRunning, a.id)
+	}
+	return a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.SendText(ctx, text) })
 }
 
 // waiting reports whether a permission request of the session waits for a
