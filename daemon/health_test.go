@@ -90,6 +90,15 @@ func versionOf(t *testing.T, c daemon.Compatibility, v string) daemon.VersionCom
 	return daemon.VersionCompat{}
 }
 
+// storedWarnings is warnings of events as the log holds them.
+func storedWarnings(evs []store.Event) []*daemon.Warning {
+	out := make([]daemon.Event, len(evs))
+	for i, ev := range evs {
+		out[i] = daemon.EventFromStore(ev)
+	}
+	return warnings(out)
+}
+
 func warnings(evs []daemon.Event) []*daemon.Warning {
 	var out []*daemon.Warning
 	for _, ev := range evs {
@@ -262,12 +271,7 @@ func TestUnknownTypesWarnOncePerVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		evs := untilIdle(t, td.D, td.Ctx, s.ID, 0)
-		var ws []*daemon.Warning
-		for _, ev := range evs {
-			if w, ok := daemon.EventFromStore(ev).Body.(*daemon.Warning); ok {
-				ws = append(ws, w)
-			}
-		}
+		ws := storedWarnings(evs)
 		perSession = append(perSession, ws)
 	}
 	if len(perSession[0]) != 1 || perSession[0][0].Items[0] != "system/hologram" || len(perSession[1]) != 0 {
@@ -342,12 +346,7 @@ func TestStandinWithoutBashIsDegraded(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := untilIdle(t, td.D, td.Ctx, s.ID, 0)
-	var ws []*daemon.Warning
-	for _, ev := range evs {
-		if w, ok := daemon.EventFromStore(ev).Body.(*daemon.Warning); ok {
-			ws = append(ws, w)
-		}
-	}
+	ws := storedWarnings(evs)
 	if len(ws) != 1 || ws[0].Kind != daemon.ReasonMissingFeature || !slices.Equal(ws[0].Items, []string{"Bash tool"}) {
 		t.Fatalf("warnings %+v; want one saying Bash is missing", ws)
 	}
