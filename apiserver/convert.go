@@ -24,6 +24,8 @@ var statusToProto = map[store.SessionStatus]v1.SessionStatus{
 	store.StatusClosed:      v1.SessionStatus_SESSION_STATUS_CLOSED,
 	store.StatusFailed:      v1.SessionStatus_SESSION_STATUS_FAILED,
 	store.StatusWaiting:     v1.SessionStatus_SESSION_STATUS_WAITING,
+	store.StatusSuspended:   v1.SessionStatus_SESSION_STATUS_SUSPENDED,
+	store.StatusQueued:      v1.SessionStatus_SESSION_STATUS_QUEUED,
 }
 
 func sessionToProto(s *store.Session) *v1.Session {
@@ -93,8 +95,10 @@ func behaviorFromProto(b v1.Behavior) (string, error) {
 }
 
 func ruleToProto(r *store.Rule) *v1.Rule {
-	p := &v1.Rule{Id: strconv.FormatInt(r.ID, 10), Pattern: r.Spec, Behavior: behaviorToProto(r.Behavior),
-		CreatedAt: timestamppb.New(r.CreatedAt)}
+	p := &v1.Rule{Pattern: r.Spec, Behavior: behaviorToProto(r.Behavior)}
+	if r.ID != 0 { // a rule "always" would store has none yet
+		p.Id, p.CreatedAt = strconv.FormatInt(r.ID, 10), timestamppb.New(r.CreatedAt)
+	}
 	switch r.Scope() {
 	case "session":
 		p.Scope, p.ScopeValue = v1.RuleScope_RULE_SCOPE_SESSION, r.SessionID
@@ -115,12 +119,15 @@ func decisionToProto(d *store.Decision) *v1.Decision {
 		Message: d.Message, DecidedAt: timestamppb.New(d.DecidedAt), ToolName: d.ToolName, SessionId: d.SessionID}
 }
 
-func pendingToProto(p permission.Pending) *v1.PermissionRequest {
+func pendingToProto(p permission.Pending, always daemon.Always) *v1.PermissionRequest {
 	r := p.Request
 	sugs, _ := json.Marshal(r.Suggestions)
 	out := &v1.PermissionRequest{RequestId: r.RequestID, SessionId: p.SessionID, ToolName: r.ToolName,
 		Input: r.Input, ToolUseId: r.ToolUseID, Description: r.Description, DecisionReason: r.DecisionReason,
-		Suggestions: sugs, Questions: questionsOf(r.ToolName, r.Input)}
+		Suggestions: sugs, Questions: questionsOf(r.ToolName, r.Input), AlwaysSession: always.SessionText}
+	for _, rule := range always.Rules {
+		out.AlwaysRules = append(out.AlwaysRules, ruleToProto(rule))
+	}
 	return out
 }
 
@@ -163,10 +170,19 @@ func eventToProto(ev *daemon.Event) *v1.Event {
 		out.Kind = &v1.Event_StatusChange{StatusChange: &v1.StatusChange{Status: statusToProto[b.Status], Detail: b.Detail}}
 	case *daemon.PermissionRequest:
 		sugs, _ := json.Marshal(b.Suggestions)
-		out.Kind = &v1.Event_PermissionRequest{PermissionRequest: &v1.PermissionRequest{
+		pr := &v1.PermissionRequest{
 			RequestId: b.RequestID, SessionId: ev.SessionID, ToolName: b.ToolName, Input: b.Input,
 			ToolUseId: b.ToolUseID, Description: b.Description, DecisionReason: b.Reason, Suggestions: sugs,
-			Questions: questionsOf(b.ToolName, b.Input)}}
+			Questions: questionsOf(b.ToolName, b.Input), AlwaysSession: b.AlwaysSession}
+		for _, r := range b.AlwaysRules {
+			pr.AlwaysRules = append(pr.AlwaysRules, ruleToProto(&store.Rule{Spec: r.Pattern, Behavior: r.Behavior,
+				ProjectDir: r.ProjectDir, SessionID: r.SessionID}))
+		}
+		out.Kind = &v1.Event_PermissionRequest{PermissionRequest: pr}
+	case *daemon.Interrupted:
+		out.Kind = &v1.Event_Interrupted{Interrupted: &v1.Interrupted{By: b.By}}
+	case *daemon.Gap:
+		out.Kind = &v1.Event_Gap{Gap: &v1.Gap{Lost: b.Lost, From: timestamppb.New(b.From), To: timestamppb.New(b.To), Reason: b.Reason}}
 	case *daemon.TextDelta:
 		out.Kind = &v1.Event_TextDelta{TextDelta: &v1.TextDelta{Text: b.Text, ParentToolUseId: b.ParentToolUseID}}
 	case *daemon.ToolUse:

@@ -3,6 +3,9 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
@@ -50,6 +53,27 @@ func toConnect(err error) error {
 
 func invalid(field, value, reason string) error {
 	return toConnect(&daemon.InvalidArgumentError{Field: field, Value: value, Reason: reason})
+}
+
+// maxClientName bounds the client names requests carry (for the audit
+// trail and the session's watchers).
+const maxClientName = 128
+
+// clientName checks a request's client name: at most maxClientName bytes
+// of printable UTF-8.
+func clientName(value string) error {
+	if len(value) > maxClientName {
+		return invalid("client", value[:32]+"…", fmt.Sprintf("at most %d bytes", maxClientName))
+	}
+	if !utf8.ValidString(value) {
+		return invalid("client", value, "must be UTF-8")
+	}
+	for _, r := range value {
+		if !unicode.IsPrint(r) {
+			return invalid("client", value, "must be printable (no control characters)")
+		}
+	}
+	return nil
 }
 
 func required(field, value string) error {

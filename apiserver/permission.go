@@ -16,7 +16,7 @@ import (
 func (s *Service) ListPending(ctx context.Context, req *connect.Request[v1.ListPendingRequest]) (*connect.Response[v1.ListPendingResponse], error) {
 	out := &v1.ListPendingResponse{}
 	for _, p := range s.D.Pending(req.Msg.SessionId) {
-		out.Requests = append(out.Requests, pendingToProto(p))
+		out.Requests = append(out.Requests, pendingToProto(p, s.D.AlwaysOf(ctx, p)))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -34,6 +34,9 @@ func (s *Service) Decide(ctx context.Context, req *connect.Request[v1.DecideRequ
 	case v1.Behavior_BEHAVIOR_DENY:
 	default:
 		return nil, invalid("behavior", m.Behavior.String(), "must be allow or deny")
+	}
+	if err := clientName(m.Client); err != nil {
+		return nil, err
 	}
 	if m.Always && !allow {
 		return nil, invalid("always", "true", "only an allow can be always")

@@ -64,7 +64,10 @@ func (s *Service) Interrupt(ctx context.Context, req *connect.Request[v1.Interru
 	if err := required("session_id", req.Msg.SessionId); err != nil {
 		return nil, err
 	}
-	if err := s.D.Interrupt(ctx, req.Msg.SessionId); err != nil {
+	if err := clientName(req.Msg.Client); err != nil {
+		return nil, err
+	}
+	if err := s.D.Interrupt(ctx, req.Msg.SessionId, req.Msg.Client); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&v1.InterruptResponse{}), nil
@@ -97,7 +100,10 @@ func (s *Service) CloseSession(ctx context.Context, req *connect.Request[v1.Clos
 	if err := required("session_id", req.Msg.SessionId); err != nil {
 		return nil, err
 	}
-	if err := s.D.CloseSession(ctx, req.Msg.SessionId); err != nil {
+	if err := clientName(req.Msg.Client); err != nil {
+		return nil, err
+	}
+	if err := s.D.CloseSession(ctx, req.Msg.SessionId, req.Msg.Client); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&v1.CloseSessionResponse{}), nil

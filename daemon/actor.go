@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
@@ -39,15 +42,34 @@ type actor struct {
 
 	ops    chan func(*actorState)
 	closeQ chan struct{} // capacity 1: a close was asked
-	done   chan struct{} // closed when run (or a failed start) is over
+	ready  chan struct{} // closed when the launch is over: the CLI runs, or it never will
+	done   chan struct{} // closed when run (or a failed launch) is over
+
+	// Turn accounting, kept by atomics so that the reader pays no round
+	// trip to run for it. inflight counts the prompts sent whose turn has
+	// not ended; idleSince is when inflight last fell to zero (unix ns),
+	// 0 while a turn runs. The idle timer (idleTimeout) and the eviction
+	// of idle sessions for a queued one read them.
+	inflight  atomic.Int64
+	idleSince atomic.Int64
+	idleTimer *time.Timer // made and reset by the reader only; stopped by end
+
+	hasSlot  bool        // a slot was taken for it (set before start, read after done)
+	evicted  atomic.Bool // suspended to make room for a queued session
+	live     atomic.Bool // its CLI runs
+	released sync.Once
 }
 
 // actorState is what run owns.
 type actorState struct {
-	waiting  int    // permission requests waiting for a person
-	stopMsg  string // why the daemon stopped the session itself (budget)
-	shutdown bool   // the daemon is stopping: the session is interrupted, not closed
-	closing  bool   // the CLI is being closed
+	waiting int    // permission requests waiting for a person
+	stopMsg string // why the daemon stopped the session itself (budget)
+	// suspendMsg says why the daemon closes the CLI of a session that
+	// goes on (idle, room for another, the store failing).
+	suspendMsg string
+	shutdown   bool   // the daemon is stopping: the session is interrupted, not closed
+	closing    bool   // the CLI is being closed
+	closedBy   string // who closed the session ("closed by client:…")
 }
 
 func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
@@ -56,6 +78,7 @@ func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
 		hub:    newHub(d.subBuf),
 		ops:    make(chan func(*actorState)),
 		closeQ: make(chan struct{}, 1),
+		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
 	a.ctx, a.cancel = context.WithCancel(d.ctx)
@@ -94,21 +117,31 @@ func (a *actor) start(ctx context.Context) error {
 		return a.fail(ctx, fmt.Errorf("daemon: starting the CLI: %w", err))
 	}
 	a.sess = s
+	a.live.Store(true)
+	a.d.log.Info("CLI started", "session", a.id, "pid", s.PID(), "resume", a.launch.resume != "", "fork", a.launch.fork)
 	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Error: new(string)}); err != nil {
 		a.d.log.Error("clearing the session's last error", "session", a.id, "err", err)
 	}
 	a.status(ctx, store.StatusIdle, "")
+	a.becameIdle()
 	return nil
 }
 
 func (a *actor) fail(ctx context.Context, err error) error {
+	a.d.log.Error("session failed to start", "session", a.id, "err", err)
 	a.logError(ctx, err.Error(), "")
 	a.status(ctx, store.StatusFailed, err.Error())
+	a.abandon()
+	return err
+}
+
+// abandon ends an actor whose run never started.
+func (a *actor) abandon() {
 	a.hub.close()
 	a.cancel()
+	close(a.ready)
 	close(a.done)
 	a.d.release(a)
-	return err
 }
 
 // run is the actor's goroutine: it owns actorState and ends the session.
@@ -129,6 +162,7 @@ func (a *actor) run() {
 			a.beginClose(&st)
 		case err := <-readerDone:
 			a.sess.Close() // the CLI's output has ended: this returns once it is gone
+			a.live.Store(false)
 			a.end(&st, err)
 			return
 		}
@@ -164,13 +198,21 @@ func (a *actor) do(fn func(*actorState)) bool {
 // end records how the session ended and closes the subscriptions.
 func (a *actor) end(st *actorState, err error) {
 	ctx := context.WithoutCancel(a.d.ctx)
+	if a.idleTimer != nil {
+		a.idleTimer.Stop()
+	}
+	a.logExit(err)
 	switch {
 	case st.stopMsg != "":
 		a.status(ctx, store.StatusClosed, st.stopMsg)
+	case st.suspendMsg != "":
+		a.status(ctx, store.StatusSuspended, st.suspendMsg)
+	case st.shutdown && a.inflight.Load() > 0:
+		a.status(ctx, store.StatusInterrupted, "the daemon stopped during a turn; the next prompt resumes the session")
 	case st.shutdown:
-		a.status(ctx, store.StatusInterrupted, "the daemon stopped; the next prompt resumes the session")
+		a.status(ctx, store.StatusSuspended, "the daemon stopped; the next prompt resumes the session")
 	case st.closing || err == nil:
-		a.status(ctx, store.StatusClosed, "")
+		a.status(ctx, store.StatusClosed, st.closedBy)
 	default:
 		tail := a.sess.StderrTail()
 		a.logError(ctx, err.Error(), tail)
@@ -182,6 +224,24 @@ func (a *actor) end(st *actorState, err error) {
 	}
 	a.d.engine.RemoveSession(a.id)
 	a.hub.close()
+}
+
+// logExit logs the end of the CLI process: its pid, and its exit code or
+// signal.
+func (a *actor) logExit(err error) {
+	args := []any{"session", a.id, "pid", a.sess.PID()}
+	var ee *claude.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.Signal != "":
+		args = append(args, "signal", ee.Signal)
+	case errors.As(err, &ee):
+		args = append(args, "exit_code", ee.Code)
+	case err != nil:
+		args = append(args, "err", err)
+	default:
+		args = append(args, "exit_code", 0)
+	}
+	a.d.log.Info("CLI exited", args...)
 }
 
 // read logs every message until the session ends; it returns nil for a
@@ -255,6 +315,10 @@ func (a *actor) read() error {
 			}
 			if claude.ThreadOf(m).IsMain() {
 				a.status(ctx, store.StatusIdle, "")
+				if a.inflight.Add(-1) <= 0 {
+					a.inflight.Store(0)
+					a.becameIdle()
+				}
 			}
 		}
 	}
@@ -443,13 +507,77 @@ func (a *actor) call(ctx context.Context, fn func(context.Context, *claude.Sessi
 	return err
 }
 
+// errSuspending: the session's CLI is being suspended; the prompt goes to
+// the next one (Daemon.Send waits for the end and resumes).
+var errSuspending = errors.New("daemon: session is being suspended")
+
 func (a *actor) send(ctx context.Context, text string) error {
 	// The status goes through run, so that it can never land after the
-	// session's final one (end, also on run).
-	if !a.do(func(*actorState) { a.status(ctx, store.StatusRunning, "") }) {
+	// session's final one (end, also on run), nor race a suspension.
+	var suspending bool
+	ok := a.do(func(st *actorState) {
+		if st.closing && st.suspendMsg != "" {
+			suspending = true
+			return
+		}
+		a.inflight.Add(1)
+		a.idleSince.Store(0)
+		a.status(ctx, store.StatusRunning, "")
+	})
+	switch {
+	case suspending:
+		return errSuspending
+	case !ok:
 		return fmt.Errorf("%w: session %s ended", ErrNotRunning, a.id)
 	}
-	return a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.SendText(ctx, text) })
+	err := a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.SendText(ctx, text) })
+	if err != nil && a.inflight.Add(-1) <= 0 { // the prompt never reached the CLI
+		a.inflight.Store(0)
+		a.becameIdle()
+	}
+	return err
+}
+
+// becameIdle notes that no turn runs: the idle timer starts, and a session
+// queued for a slot may take this one's.
+func (a *actor) becameIdle() {
+	a.idleSince.Store(time.Now().UnixNano())
+	if t := a.d.idleTimeout; t > 0 {
+		if a.idleTimer == nil {
+			a.idleTimer = time.AfterFunc(t, a.idleFired)
+		} else {
+			a.idleTimer.Reset(t)
+		}
+	}
+	a.d.evictIdle()
+}
+
+// idleFired suspends the session if it has been idle for the idle timeout.
+func (a *actor) idleFired() {
+	since := a.idleSince.Load()
+	if since == 0 {
+		return // a turn runs; its end starts the timer again
+	}
+	if left := a.d.idleTimeout - time.Since(time.Unix(0, since)); left > 0 {
+		a.idleTimer.Reset(left)
+		return
+	}
+	a.suspend(fmt.Sprintf("idle for %s (sessions.idle_timeout); the next prompt resumes it", a.d.idleTimeout))
+}
+
+// suspend closes the CLI of an idle session, which goes on: its next
+// prompt resumes it. It does nothing while a turn runs.
+func (a *actor) suspend(reason string) bool {
+	done := false
+	a.do(func(st *actorState) {
+		if st.closing || a.idleSince.Load() == 0 {
+			return
+		}
+		st.suspendMsg, done = reason, true
+		a.d.log.Info("suspending session", "session", a.id, "reason", reason)
+		a.beginClose(st)
+	})
+	return done
 }
 
 // waiting reports whether a permission request of the session waits for a
@@ -479,11 +607,23 @@ func (a *actor) askClose() {
 }
 
 // close asks the actor to end and waits for it. With shutdown the session
-// is left interrupted (the daemon stops), not closed.
-func (a *actor) close(shutdown bool) {
-	if shutdown {
-		a.do(func(st *actorState) { st.shutdown = true })
+// is left suspended or interrupted (the daemon stops), not closed; by
+// names who closed it otherwise. An actor still queued for a slot gives
+// up its place.
+func (a *actor) close(shutdown bool, by string) {
+	select {
+	case <-a.ready:
+	default:
+		a.cancel() // queued: its launch ends
+		<-a.done
+		return
 	}
+	a.do(func(st *actorState) {
+		st.shutdown = shutdown
+		if by != "" {
+			st.closedBy = "closed by " + by
+		}
+	})
 	a.askClose()
 	<-a.done
 }

@@ -97,24 +97,35 @@ type Options struct {
 	// (claude.ProcessTransport.ReadBufferSize), kept for the session's
 	// life. Zero means 64 KiB: a daemon hosts many mostly idle sessions.
 	ReadBufferSize int
+	// IdleTimeout is how long a session's CLI may wait for a prompt before
+	// the daemon closes it: the session is suspended, and its next prompt
+	// resumes it (claude --resume) as if it had never stopped. Zero means
+	// never.
+	IdleTimeout time.Duration
+	// MaxRunning caps the sessions with a live CLI. A launch beyond it
+	// queues (status queued) while idle sessions are suspended to make
+	// room. Zero means no limit.
+	MaxRunning int
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
 type Daemon struct {
-	db         *sqlite.DB
-	engine     *permission.Engine
-	broker     *permission.Broker
-	cliPath    string
-	env        map[string]string
-	log        *slog.Logger
-	subBuf     int
-	readBuf    int
-	maxPayload int
-	transport  claude.Transport
-	policy     SessionPolicy
-	workers    *claude.WorkerListener
-	started    time.Time
-	compat     *compatTracker
+	db          *sqlite.DB
+	engine      *permission.Engine
+	broker      *permission.Broker
+	cliPath     string
+	env         map[string]string
+	log         *slog.Logger
+	subBuf      int
+	readBuf     int
+	maxPayload  int
+	transport   claude.Transport
+	policy      SessionPolicy
+	workers     *claude.WorkerListener
+	started     time.Time
+	compat      *compatTracker
+	idleTimeout time.Duration
+	slots       *slots
 
 	ctx    context.Context // the life of every session's CLI
 	cancel context.CancelFunc
@@ -135,7 +146,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
 		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, maxPayload: opts.MaxPayloadBytes,
 		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(), compat: newCompatTracker(),
-		actors: map[string]*actor{},
+		actors: map[string]*actor{}, idleTimeout: opts.IdleTimeout, slots: &slots{max: max(opts.MaxRunning, 0)},
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -223,8 +234,17 @@ func (d *Daemon) Resume(ctx context.Context, id, prompt string) (*store.Session,
 	if err != nil {
 		return nil, err
 	}
+	return d.resume(ctx, s, prompt, false)
+}
+
+// resume starts a new CLI for s. quiet is a resume the client did not ask
+// for (a prompt to a suspended session): a session whose CLI never began
+// a conversation then starts a new one, since there is nothing to lose.
+func (d *Daemon) resume(ctx context.Context, s *store.Session, prompt string, quiet bool) (*store.Session, error) {
 	o, err := resumable(s, "resume")
-	if err != nil {
+	var se *StateError
+	fresh := quiet && s.ClaudeSessionID == "" && errors.As(err, &se) && !s.BudgetExceeded()
+	if err != nil && !fresh {
 		return nil, err
 	}
 	if err := d.checkPolicy(o); err != nil { // the settings may have tightened since
@@ -307,6 +327,9 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	}
 	d.actors[s.ID] = a // reserved: a second launch now fails
 	d.mu.Unlock()
+	if err := d.takeSlot(ctx, a, s); err != nil {
+		return nil, err
+	}
 	if l.resume != "" && !l.fork {
 		// The engine forgot the session's rules when its last CLI ended.
 		if err := d.loadRules(ctx, func(r *store.Rule) bool { return r.SessionID == s.ID }); err != nil {
@@ -316,6 +339,7 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	if err := a.start(ctx); err != nil {
 		return nil, err
 	}
+	close(a.ready)
 	go a.run()
 	if prompt != "" {
 		if err := a.send(ctx, prompt); err != nil {
@@ -325,13 +349,90 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	return d.Session(ctx, s.ID)
 }
 
-// release forgets a, whose CLI is gone: the session is then only rows.
-func (d *Daemon) release(a *actor) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.actors[a.id] == a {
-		delete(d.actors, a.id)
+// takeSlot takes one of the MaxRunning slots for a's launch, queueing
+// (status queued, idle sessions suspended to make room) when none is free.
+// When the launch gives up first (ctx, the session closed, the daemon
+// stopping) the actor is over and the session goes back to where it was.
+func (d *Daemon) takeSlot(ctx context.Context, a *actor, s *store.Session) error {
+	if d.slots.take() {
+		a.hasSlot = true
+		return nil
 	}
+	w, ahead := d.slots.enqueue()
+	d.evictIdle()
+	bg := context.WithoutCancel(ctx)
+	a.status(bg, store.StatusQueued, fmt.Sprintf("waiting for one of %d running sessions to become idle (sessions.max_running); %d ahead", d.slots.max, ahead))
+	d.log.Info("session queued", "session", a.id, "ahead", ahead, "max_running", d.slots.max)
+	err := d.slots.wait(ctx, a.ctx.Done(), w)
+	if err == nil {
+		a.hasSlot = true
+		return nil
+	}
+	switch {
+	case s.Status == store.StatusStarting: // a new session: it never ran
+		a.status(bg, store.StatusClosed, "closed while queued: "+err.Error())
+	case s.Status == store.StatusIdle || s.Status == store.StatusRunning:
+		a.status(bg, store.StatusSuspended, "still suspended: "+err.Error())
+	default:
+		a.status(bg, s.Status, "still "+string(s.Status)+": "+err.Error())
+	}
+	a.abandon()
+	return fmt.Errorf("daemon: session %s gave up its place in the queue: %w", a.id, err)
+}
+
+// evictIdle suspends the session idle the longest when a launch waits for
+// a slot and no eviction is already under way for it.
+func (d *Daemon) evictIdle() {
+	if d.slots.max <= 0 {
+		return
+	}
+	for d.slots.wantEviction() {
+		if !d.suspendOldestIdle() {
+			d.slots.evictionDropped()
+			return
+		}
+	}
+}
+
+func (d *Daemon) suspendOldestIdle() bool {
+	for range 3 { // a candidate may start a turn under us: try the next
+		d.mu.Lock()
+		var oldest *actor
+		for _, a := range d.actors {
+			since := a.idleSince.Load()
+			if since == 0 || !a.live.Load() || a.evicted.Load() {
+				continue
+			}
+			if oldest == nil || since < oldest.idleSince.Load() {
+				oldest = a
+			}
+		}
+		d.mu.Unlock()
+		if oldest == nil {
+			return false
+		}
+		oldest.evicted.Store(true)
+		if oldest.suspend(fmt.Sprintf("suspended to make room for a queued session (sessions.max_running %d); the next prompt resumes it", d.slots.max)) {
+			return true
+		}
+		oldest.evicted.Store(false)
+	}
+	return false
+}
+
+// release forgets a, whose CLI is gone: the session is then only rows,
+// and its slot goes to the next launch.
+func (d *Daemon) release(a *actor) {
+	a.released.Do(func() {
+		d.mu.Lock()
+		if d.actors[a.id] == a {
+			delete(d.actors, a.id)
+		}
+		d.mu.Unlock()
+		if a.hasSlot {
+			d.slots.release(a.evicted.Load())
+		}
+	})
 }
 
 func (d *Daemon) isClosed() bool {
@@ -387,7 +488,10 @@ func (d *Daemon) overlay(s *store.Session) {
 	d.mu.Lock()
 	a := d.actors[s.ID]
 	d.mu.Unlock()
-	if a != nil && s.Status == store.StatusRunning && a.waiting() {
+	switch {
+	case a == nil && s.Status == store.StatusIdle:
+		s.Status = store.StatusSuspended // idle when a killed daemon left it: its CLI is gone
+	case a != nil && s.Status == store.StatusRunning && a.live.Load() && a.waiting():
 		s.Status = store.StatusWaiting
 	}
 }
@@ -399,7 +503,14 @@ func (d *Daemon) actor(ctx context.Context, id string) (*actor, error) {
 	a := d.actors[id]
 	d.mu.Unlock()
 	if a != nil {
-		return a, nil
+		select { // a launch may be queued: wait for its CLI
+		case <-a.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !a.ended() {
+			return a, nil
+		}
 	}
 	s, err := d.stored(ctx, id)
 	if err != nil {
@@ -416,37 +527,72 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 	if text == "" {
 		return &InvalidArgumentError{Field: "text", Value: "", Reason: "required"}
 	}
-	a, err := d.actor(ctx, id)
-	if errors.Is(err, ErrNotRunning) {
-		s, serr := d.stored(ctx, id)
-		if serr != nil {
-			return serr
-		}
-		if s.Status == store.StatusIdle || s.Status == store.StatusInterrupted {
-			_, err = d.Resume(ctx, id, text)
+	for {
+		a, err := d.actor(ctx, id)
+		if errors.Is(err, ErrNotRunning) {
+			s, serr := d.stored(ctx, id)
+			if serr != nil {
+				return serr
+			}
+			if !s.Status.Resumable() {
+				return &StateError{SessionID: id, Status: s.Status,
+					Msg: "it has no CLI process; ResumeSession (claudectl resume) starts one"}
+			}
+			_, err = d.resume(ctx, s, text, true)
+			if errors.Is(err, ErrAlreadyRunning) {
+				continue // another prompt resumed it first: join that CLI
+			}
 			return err
 		}
-		return &StateError{SessionID: id, Status: s.Status,
-			Msg: "it has no CLI process; ResumeSession (claudectl resume) starts one"}
+		if err != nil {
+			return err
+		}
+		err = a.send(ctx, text)
+		if !errors.Is(err, errSuspending) {
+			return err
+		}
+		select { // the CLI is going: the prompt resumes the session
+		case <-a.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	if err != nil {
-		return err
-	}
-	return a.send(ctx, text)
 }
 
-// Interrupt stops the session's running turn.
-func (d *Daemon) Interrupt(ctx context.Context, id string) error {
+// Interrupt stops the session's running turn; by names the client, for
+// the session's watchers ("interrupted by client:alice"). A session
+// without a CLI (suspended, say) has no turn to stop: that is no error.
+func (d *Daemon) Interrupt(ctx context.Context, id, by string) error {
 	a, err := d.actor(ctx, id)
+	if errors.Is(err, ErrNotRunning) {
+		if s, serr := d.stored(ctx, id); serr == nil && s.Status.Resumable() {
+			return nil
+		}
+	}
 	if err != nil {
 		return err
 	}
+	by = clientName(by)
+	a.log(context.WithoutCancel(ctx), &Interrupted{By: by})
+	d.log.Info("interrupting session", "session", id, "by", by)
 	return a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.Interrupt(ctx) })
+}
+
+// clientName is how a client is named in the log: "client:<name>".
+func clientName(name string) string {
+	if name == "" {
+		return "client:anonymous"
+	}
+	return "client:" + name
 }
 
 // SetModel switches the session's model ("" for the default).
 func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
 	a, err := d.actor(ctx, id)
+	if d.suspendedSession(ctx, err, id) { // taken by the next resume
+		_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{Model: &model})
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -467,6 +613,10 @@ func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
 		return err
 	}
 	a, err := d.actor(ctx, id)
+	if d.suspendedSession(ctx, err, id) { // taken by the next resume
+		_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{PermissionMode: &mode})
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -480,26 +630,65 @@ func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
 	return err
 }
 
-// CloseSession ends the session's CLI and marks it closed. Closing a
-// session that is not running is not an error.
-func (d *Daemon) CloseSession(ctx context.Context, id string) error {
+// suspendedSession reports whether err, from d.actor, is about a session
+// without a CLI that its next prompt resumes.
+func (d *Daemon) suspendedSession(ctx context.Context, err error, id string) bool {
+	if !errors.Is(err, ErrNotRunning) {
+		return false
+	}
+	s, serr := d.stored(ctx, id)
+	return serr == nil && s.Status.Resumable()
+}
+
+// CloseSession ends the session's CLI and marks it closed; by names the
+// client, for the session's watchers. A session without a CLI (suspended,
+// interrupted) is marked closed too, so that a prompt no longer resumes
+// it; closing a closed or failed one is not an error.
+func (d *Daemon) CloseSession(ctx context.Context, id, by string) error {
 	d.mu.Lock()
 	a := d.actors[id]
 	d.mu.Unlock()
-	if a == nil {
-		_, err := d.stored(ctx, id)
+	if a != nil {
+		d.log.Info("closing session", "session", id, "by", clientName(by))
+		a.close(false, clientName(by))
+		return nil
+	}
+	s, err := d.stored(ctx, id)
+	if err != nil || !s.Status.Resumable() {
 		return err
 	}
-	a.close(false)
-	return nil
+	st := store.StatusClosed
+	raw, err := encodeBody(&StatusChange{Status: st, Detail: "closed by " + clientName(by)})
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	err = d.db.AppendUpdateAsync(ctx, func(err error) { done <- err },
+		&store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw}, store.SessionUpdate{Status: &st})
+	if err != nil {
+		return err
+	}
+	return <-done
 }
 
 // Running returns how many sessions have a live CLI.
 func (d *Daemon) Running() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.actors)
+	n := 0
+	for _, a := range d.actors {
+		if a.live.Load() {
+			n++
+		}
+	}
+	return n
 }
+
+// Queued returns how many sessions wait for a slot (Options.MaxRunning).
+func (d *Daemon) Queued() int { return d.slots.queued() }
+
+// MaxRunning returns the cap on sessions with a live CLI, 0 for none.
+func (d *Daemon) MaxRunning() int { return d.slots.max }
 
 // Close ends every session's CLI and waits for them; the sessions become
 // interrupted (a later prompt or Resume continues them), not closed. It leaves the DB, engine and broker open.
@@ -512,9 +701,10 @@ func (d *Daemon) Close() error {
 		actors = append(actors, a)
 	}
 	d.mu.Unlock()
+	d.slots.close() // queued launches give up
 	var wg sync.WaitGroup
 	for _, a := range actors {
-		wg.Go(func() { a.close(true) })
+		wg.Go(func() { a.close(true, "") })
 	}
 	wg.Wait()
 	d.cancel()

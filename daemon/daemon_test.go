@@ -131,7 +131,7 @@ func TestCreateReplyAndReplay(t *testing.T) {
 	if len(replay) != len(evs)-2 || replay[0].Seq != 3 || string(replay[0].Raw) != string(evs[2].Raw) {
 		t.Errorf("replay after 2: %d events, want %d", len(replay), len(evs)-2)
 	}
-	if err := d.CloseSession(ctx, s.ID); err != nil {
+	if err := d.CloseSession(ctx, s.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = d.Session(ctx, s.ID)
@@ -212,6 +212,6 @@ func TestNoPayloadLimit(t *testing.T) {
 		if !found {
 			t.Errorf("limit %d: no assistant line", tc.limit)
 		}
-		d.CloseSession(ctx, s.ID)
+		d.CloseSession(ctx, s.ID, "test")
 	}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
@@ -26,7 +27,7 @@ type Event struct {
 
 // A Body is the content of one of the daemon's own events: *StatusChange,
 // *TextDelta, *ToolUse, *UsageReport, *PermissionRequest,
-// *PermissionResolved, *ErrorReport or *Warning.
+// *PermissionResolved, *ErrorReport, *Warning, *Interrupted or *Gap.
 type Body interface {
 	// EventType is the event's type as stored ("status", "text_delta", …).
 	EventType() string
@@ -72,6 +73,28 @@ type PermissionRequest struct {
 	Suggestions []claude.PermissionUpdate `json:"suggestions,omitempty"`
 	Description string                    `json:"description,omitempty"`
 	Reason      string                    `json:"decision_reason,omitempty"`
+	// AlwaysRules are the rules "always allow" stores in the daemon, and
+	// AlwaysSession the other changes it makes to this CLI process only,
+	// in words: what the person agrees to.
+	AlwaysRules   []RuleSpec `json:"always_rules,omitempty"`
+	AlwaysSession []string   `json:"always_session,omitempty"`
+}
+
+// RuleSpec is a permission rule as events show it.
+type RuleSpec struct {
+	Pattern    string `json:"pattern"`
+	Behavior   string `json:"behavior"`
+	ProjectDir string `json:"project_dir,omitempty"`
+	SessionID  string `json:"session_id,omitempty"`
+}
+
+// ruleSpecs returns rules as events show them.
+func ruleSpecs(rules []*store.Rule) []RuleSpec {
+	out := make([]RuleSpec, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, RuleSpec{Pattern: r.Spec, Behavior: r.Behavior, ProjectDir: r.ProjectDir, SessionID: r.SessionID})
+	}
+	return out
 }
 
 // PermissionResolved is logged when a request is settled (type
@@ -108,6 +131,22 @@ type Warning struct {
 	ClaudeCodeVersion string   `json:"claude_code_version,omitempty"`
 }
 
+// Interrupted: a client interrupted the running turn (type "interrupted"),
+// logged before the interrupt goes to the CLI.
+type Interrupted struct {
+	By string `json:"by"` // client:<name>
+}
+
+// Gap: events of the session could not be stored (type "gap"): the store
+// failed between From and To, and Lost lines and events are missing before
+// this one. Logged once the store writes again.
+type Gap struct {
+	Lost   int64     `json:"lost"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	Reason string    `json:"reason"`
+}
+
 // EventType implements Body.
 func (*StatusChange) EventType() string       { return "status" }
 func (*TextDelta) EventType() string          { return "text_delta" }
@@ -117,6 +156,8 @@ func (*PermissionRequest) EventType() string  { return "permission_request" }
 func (*PermissionResolved) EventType() string { return "permission_resolved" }
 func (*ErrorReport) EventType() string        { return "error" }
 func (*Warning) EventType() string            { return "warning" }
+func (*Interrupted) EventType() string        { return "interrupted" }
+func (*Gap) EventType() string                { return "gap" }
 
 // bodies makes an empty Body of each stored type name, for decoding.
 var bodies = map[string]func() Body{
@@ -128,6 +169,8 @@ var bodies = map[string]func() Body{
 	"permission_resolved": func() Body { return new(PermissionResolved) },
 	"error":               func() Body { return new(ErrorReport) },
 	"warning":             func() Body { return new(Warning) },
+	"interrupted":         func() Body { return new(Interrupted) },
+	"gap":                 func() Body { return new(Gap) },
 }
 
 // encodeBody returns the stored line of b: its JSON object with "type"

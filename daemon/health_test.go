@@ -73,7 +73,7 @@ func replayOnce(t *testing.T, opts *daemon.SessionOptions, lines [][]byte) (stri
 		}
 	}
 	compat := td.D.Compatibility()
-	if err := td.D.CloseSession(td.Ctx, s.ID); err != nil {
+	if err := td.D.CloseSession(td.Ctx, s.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	return s.ID, evs, compat
@@ -360,7 +360,7 @@ func TestStandinWithoutBashIsDegraded(t *testing.T) {
 	// Once the session ends, its version still carries the reason (the
 	// cause is the CLI, not the session), but the session is no longer
 	// listed.
-	if err := td.D.CloseSession(context.Background(), s.ID); err != nil {
+	if err := td.D.CloseSession(context.Background(), s.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	compat = td.D.Compatibility()

@@ -140,7 +140,7 @@ func TestResumeAndForkExplicitly(t *testing.T) {
 
 	// Closed: a prompt is refused with a message that says what to do; an
 	// explicit resume works.
-	if err := d.CloseSession(ctx, s.ID); err != nil {
+	if err := d.CloseSession(ctx, s.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	err = d.Send(ctx, s.ID, "hello?")
@@ -161,7 +161,7 @@ func TestResumeAndForkExplicitly(t *testing.T) {
 	if _, err := td.DB().UpdateSession(ctx, f.ID, store.SessionUpdate{ClaudeSessionID: new(string)}); err != nil {
 		t.Fatal(err)
 	}
-	d.CloseSession(ctx, f.ID)
+	d.CloseSession(ctx, f.ID, "test")
 	if _, err := d.Resume(ctx, f.ID, ""); !errors.As(err, &se) || !strings.Contains(err.Error(), "create a new session") {
 		t.Errorf("Resume without a CLI session id: %v", err)
 	}
@@ -539,7 +539,7 @@ func TestInterruptWithdrawsPendingRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ev.Type == "permission_request" {
-			if err := d.Interrupt(ctx, s.ID); err != nil {
+			if err := d.Interrupt(ctx, s.ID, "test"); err != nil {
 				t.Fatal(err)
 			}
 		}

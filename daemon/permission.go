@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
@@ -21,9 +24,13 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	if req.ToolName != "AskUserQuestion" {
 		switch dec := a.d.engine.Evaluate(req, at); dec.Behavior {
 		case permission.Allow:
+			a.d.log.Debug("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
+				"allow", true, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)
 			a.audit(bg, req, requested, claude.Allow(), "allow", "rule", dec.Rule)
 			return claude.Allow(), nil
 		case permission.Deny:
+			a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
+				"allow", false, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)
 			res := claude.Deny("Denied by rule " + dec.Rule.String())
 			a.audit(bg, req, requested, res, "deny", "rule", dec.Rule)
 			return res, nil
@@ -37,8 +44,10 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		a.logError(bg, "holding a permission request: "+err.Error(), "")
 		return claude.PermissionResult{}, err
 	}
+	always := a.d.alwaysOf(req, a.opts.Cwd, a.id)
 	a.log(bg, &PermissionRequest{RequestID: req.RequestID, ToolName: req.ToolName, ToolUseID: req.ToolUseID,
-		Input: req.Input, Suggestions: req.Suggestions, Description: req.Description, Reason: req.DecisionReason})
+		Input: req.Input, Suggestions: req.Suggestions, Description: req.Description, Reason: req.DecisionReason,
+		AlwaysRules: ruleSpecs(always.Rules), AlwaysSession: always.SessionText})
 	a.do(func(st *actorState) {
 		if st.waiting++; st.waiting == 1 {
 			a.status(bg, store.StatusWaiting, req.ToolName)
@@ -50,6 +59,8 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 			a.status(bg, store.StatusRunning, "")
 		}
 	})
+	a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
+		"outcome", r.Outcome, "allow", r.Result.Allow, "by", r.By)
 	if r.Outcome == permission.Withdrawn {
 		a.audit(bg, req, requested, claude.PermissionResult{}, "withdrawn", r.By, nil)
 		return claude.PermissionResult{}, fmt.Errorf("daemon: permission request withdrawn by %s", r.By)
@@ -140,30 +151,79 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*permission.Pending,
 	}
 	var stored []*store.Rule
 	if dec.Allow && dec.Always {
-		at := permission.Scope{ProjectDir: d.cwdOf(ctx, p.SessionID), SessionID: p.SessionID}
-		rules, _, rerr := permission.RulesFromSuggestions(p.Request.Suggestions, at)
-		if rerr != nil {
-			d.log.Warn("some suggestions are not rules", "request", dec.RequestID, "err", rerr)
-		}
-		for _, r := range rules {
-			sr := &store.Rule{Spec: r.String(), Behavior: string(r.Behavior), ProjectDir: r.Scope.ProjectDir,
-				SessionID: r.Scope.SessionID, CreatedBy: "suggestion:" + by}
-			if err := d.db.CreateRule(ctx, sr); err != nil {
+		// The daemon keeps the rules, so that "claudectl rules rm" revokes
+		// them, in running sessions too, and its audit sees every use; the
+		// CLI gets only what no rule can say, for this process only.
+		always := d.alwaysOf(p.Request, d.cwdOf(ctx, p.SessionID), p.SessionID)
+		for _, sr := range always.Rules {
+			sr.CreatedBy = "always:" + by
+			if err := d.AddRule(ctx, sr); err != nil {
 				return nil, nil, fmt.Errorf("daemon: storing rule %s: %w", sr.Spec, err)
 			}
-			r.ID = sr.ID
-			d.engine.Remove(sr.ID) // CreateRule dedups: keep one copy in the engine
-			if err := d.engine.Add(r); err != nil {
-				return nil, nil, err
-			}
+			d.log.Info("rule stored for always", "request", dec.RequestID, "rule", sr.Spec, "rule_id", sr.ID, "by", by)
 			stored = append(stored, sr)
 		}
-		res.UpdatedPermissions = p.Request.Suggestions
+		res.UpdatedPermissions = always.Session
 	}
 	if err := d.broker.Resolve(dec.RequestID, res, by); err != nil {
 		return nil, nil, err
 	}
 	return p, stored, nil
+}
+
+// Always is what "always allow" does for a request: the rules the daemon
+// stores, and the changes only a rule cannot make (a permission mode, a
+// directory), which go to the CLI for its process only.
+type Always struct {
+	Rules       []*store.Rule
+	Session     []claude.PermissionUpdate // destination "session"
+	SessionText []string                  // Session, in words
+}
+
+// AlwaysOf returns what "always allow" would do for pending request p.
+func (d *Daemon) AlwaysOf(ctx context.Context, p permission.Pending) Always {
+	return d.alwaysOf(p.Request, d.cwdOf(ctx, p.SessionID), p.SessionID)
+}
+
+// alwaysOf maps a request's suggestions to daemon rules (scoped as the
+// suggestion's destination says: user settings global, project and local
+// settings the project, the rest the session) and session-only updates.
+// An update the session's policy would refuse (bypassPermissions without
+// sessions.allow_bypass_permissions, a directory outside
+// sessions.allowed_roots) is dropped.
+func (d *Daemon) alwaysOf(req *claude.PermissionRequest, cwd, sessionID string) Always {
+	var out Always
+	rules, rest, err := permission.RulesFromSuggestions(req.Suggestions, permission.Scope{ProjectDir: cwd, SessionID: sessionID})
+	if err != nil {
+		d.log.Warn("some suggestions are not rules", "session", sessionID, "request", req.RequestID, "err", err)
+	}
+	for _, r := range rules {
+		out.Rules = append(out.Rules, &store.Rule{Spec: r.String(), Behavior: string(r.Behavior),
+			ProjectDir: r.Scope.ProjectDir, SessionID: r.Scope.SessionID})
+	}
+	for _, u := range rest {
+		switch u.Type {
+		case "setMode":
+			if !slices.Contains(claude.PermissionModes, u.Mode) || d.policy.checkMode("mode", string(u.Mode)) != nil {
+				continue
+			}
+			out.SessionText = append(out.SessionText, fmt.Sprintf("switch this session to permission mode %s", u.Mode))
+		case "addDirectories":
+			ok := len(u.Directories) > 0
+			for _, dir := range u.Directories {
+				ok = ok && filepath.IsAbs(dir) && d.policy.checkDir("directories", dir) == nil
+			}
+			if !ok {
+				continue
+			}
+			out.SessionText = append(out.SessionText, "let this session use "+strings.Join(u.Directories, ", "))
+		default:
+			continue
+		}
+		u.Destination = "session"
+		out.Session = append(out.Session, u)
+	}
+	return out
 }
 
 func (d *Daemon) cwdOf(ctx context.Context, id string) string {

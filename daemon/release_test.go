@@ -51,7 +51,7 @@ func TestEndedSessionsAreReleased(t *testing.T) {
 						t.Error(err)
 						continue
 					}
-					if err := d.CloseSession(ctx, s.ID); err != nil {
+					if err := d.CloseSession(ctx, s.ID, "test"); err != nil {
 						t.Error(err)
 					}
 				}
@@ -100,10 +100,10 @@ func TestCloseDoesNotWaitForBlockedCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	interrupted := make(chan error, 1)
-	go func() { interrupted <- d.Interrupt(ctx, s.ID) }()
+	go func() { interrupted <- d.Interrupt(ctx, s.ID, "test") }()
 	time.Sleep(200 * time.Millisecond) // the interrupt is in flight
 	closed := make(chan error, 1)
-	go func() { closed <- d.CloseSession(ctx, s.ID) }()
+	go func() { closed <- d.CloseSession(ctx, s.ID, "test") }()
 	select {
 	case err := <-closed:
 		if err != nil {

@@ -10,7 +10,10 @@ type SessionStatus string
 
 // The session statuses. A session moves starting → running ⇄ idle and ends
 // closed or failed; interrupted marks one whose CLI process died with the
-// daemon, which a later prompt resumes (claude --resume).
+// daemon, suspended one whose CLI the daemon closed (idle too long, the
+// daemon stopping, the store failing), both of which a later prompt
+// resumes (claude --resume); queued one that waits for a slot to start
+// its CLI.
 const (
 	StatusStarting    SessionStatus = "starting"    // the CLI process is being started
 	StatusRunning     SessionStatus = "running"     // a turn is in progress
@@ -18,6 +21,8 @@ const (
 	StatusInterrupted SessionStatus = "interrupted" // the daemon stopped under it; resumable
 	StatusClosed      SessionStatus = "closed"      // ended on request
 	StatusFailed      SessionStatus = "failed"      // ended by an error
+	StatusSuspended   SessionStatus = "suspended"   // its CLI was closed; resumable
+	StatusQueued      SessionStatus = "queued"      // waits for a slot to start its CLI
 
 	// StatusWaiting is reported, never stored: a running session with a
 	// permission request waiting for a person. The store keeps it as
@@ -28,10 +33,18 @@ const (
 // Valid reports whether s is one of the statuses above.
 func (s SessionStatus) Valid() bool {
 	switch s {
-	case StatusStarting, StatusRunning, StatusIdle, StatusInterrupted, StatusClosed, StatusFailed:
+	case StatusStarting, StatusRunning, StatusIdle, StatusInterrupted, StatusClosed, StatusFailed,
+		StatusSuspended, StatusQueued:
 		return true
 	}
 	return false
+}
+
+// Resumable reports whether a session in status s has no CLI and its next
+// prompt resumes it: idle (left so by a killed daemon), interrupted or
+// suspended.
+func (s SessionStatus) Resumable() bool {
+	return s == StatusIdle || s == StatusInterrupted || s == StatusSuspended
 }
 
 // A Session is one conversation hosted by the daemon, across any number of

@@ -159,6 +159,13 @@ func serveFlags(configPath *string, f *serve.Settings) *flag.FlagSet {
 		f.LogLevel = l
 		return nil
 	})
+	fs.Func("log-format", "write logs as `FORMAT`: text or json, one object per line (default text)", func(s string) error {
+		if s != "text" && s != "json" {
+			return errors.New("must be text or json")
+		}
+		f.LogFormat = s
+		return nil
+	})
 	return fs
 }
 
@@ -198,6 +205,9 @@ func applyServeFlags(cfg, f *serve.Settings, fs *flag.FlagSet) error {
 	}
 	if flagGiven(fs, "log-level") {
 		cfg.LogLevel = f.LogLevel
+	}
+	if flagGiven(fs, "log-format") {
+		cfg.LogFormat = f.LogFormat
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	listen := cmp.Or(s.Listen, DefaultListen)
 	dataDir := cmp.Or(s.DataDir, DefaultDataDir(getenv))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: s.LogLevel}))
+	log := NewLogger(stderr, s.LogFormat, s.LogLevel)
 
 	path, err := claude.FindBinary(&claude.FindOptions{Path: s.CLI, Env: getenv})
 	if err != nil {
@@ -178,7 +178,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		CLIPath: path, Env: s.Env, Logger: log, SubscriberBuffer: s.SubscriberBuffer,
 		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize,
 		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
-			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots}})
+			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots},
+		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning)})
 	if err != nil {
 		return nil, err
 	}
@@ -286,4 +287,26 @@ func scheme(useTLS bool) string {
 		return "https"
 	}
 	return "http"
+}
+
+// NewLogger returns the daemon's logger: text lines, or one JSON object
+// per line when format is "json".
+func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	o := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// orDefault maps a setting's zero to its default and a negative value
+// (none, never) to the daemon's zero.
+func orDefault[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }

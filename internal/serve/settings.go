@@ -43,6 +43,9 @@ type Settings struct {
 	// Env is added to every session's CLI environment.
 	Env      map[string]string
 	LogLevel slog.Level
+	// LogFormat is "text" (the default) or "json": one JSON object per
+	// line, for log collectors.
+	LogFormat string
 
 	MaxPayloadBytes  int // 0: default (10 MiB); -1: no limit
 	FullSync         bool
@@ -55,6 +58,14 @@ type Settings struct {
 	AllowedExtraArgs       []string
 	AllowBypassPermissions bool
 	AllowedRoots           []string
+
+	// IdleTimeout is how long a session's CLI may sit idle before the
+	// daemon closes it (the session is suspended; its next prompt resumes
+	// it). Zero means DefaultIdleTimeout; negative never.
+	IdleTimeout time.Duration
+	// MaxRunning caps the sessions with a live CLI; the rest queue. Zero
+	// means DefaultMaxRunning; negative no limit.
+	MaxRunning int
 
 	// WorkerTokenFile, if set, makes the daemon accept remote workers
 	// presenting the token it holds (WorkerToken, read by the command);
@@ -216,6 +227,14 @@ var configKeys = []configKey{
 		c.LogLevel = l
 		return nil
 	}},
+	{"log_format", `"text" or "json"`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil || (s != "text" && s != "json") {
+			return errBadValue
+		}
+		c.LogFormat = s
+		return nil
+	}},
 	{"daemon.max_payload_bytes", "a whole number of bytes >= 1024, or -1 for no limit (default 10485760, 10 MiB)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		n, err := jsonInt(raw)
 		if err != nil || (n != -1 && n < 1024) {
@@ -284,6 +303,22 @@ var configKeys = []configKey{
 		}
 		return nil
 	}},
+	{"sessions.idle_timeout", `a duration > 0 such as "10m" or "1h", or "never" (default "10m")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		if s, err := jsonString(raw); err == nil && s == "never" {
+			c.IdleTimeout = -1
+			return nil
+		}
+		c.IdleTimeout, err = jsonDuration(raw)
+		return err
+	}},
+	{"sessions.max_running", "a whole number of sessions >= 1, or -1 for no limit (default 32)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || n == 0 || n < -1 {
+			return errBadValue
+		}
+		c.MaxRunning = n
+		return nil
+	}},
 	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.WorkerTokenFile, err = p.path(raw)
 		return err
@@ -293,6 +328,13 @@ var configKeys = []configKey{
 		return err
 	}},
 }
+
+// The defaults of sessions.idle_timeout and sessions.max_running: a CLI
+// holds about 200 MB, so 32 of them fit a workstation.
+const (
+	DefaultIdleTimeout = 10 * time.Minute
+	DefaultMaxRunning  = 32
+)
 
 // MaxSubscriberBuffer bounds daemon.subscriber_buffer: every subscriber
 // gets a channel of that many events.
@@ -677,6 +719,7 @@ const Usage = `Settings file:
   env                            {"NAME": "value", ...} added to every session's
                                  CLI environment ("" removes a variable)
   log_level                      "debug", "info", "warn" or "error" (default "info")
+  log_format                     "text" or "json" (one object per line) (default "text")
   daemon.max_payload_bytes       event lines longer than this are stored truncated;
                                  -1 for no limit (default 10485760, 10 MiB)
   daemon.full_sync               true: fsync every commit, surviving power loss
@@ -693,6 +736,12 @@ const Usage = `Settings file:
                                  (default false)
   sessions.allowed_roots         directories sessions' cwd and add_dirs must be
                                  inside (default anywhere)
+  sessions.idle_timeout          how long an idle session keeps its CLI before it
+                                 is suspended (its next prompt resumes it), or
+                                 "never" (default "10m")
+  sessions.max_running           most sessions with a live CLI at once; the rest
+                                 queue (status queued) and idle ones are suspended
+                                 to make room; -1 for no limit (default 32)
   workers.token_file             file holding the token remote workers present
                                  ("claudectl worker --connect ws://ADDR/v1/worker");
                                  unset: no remote workers

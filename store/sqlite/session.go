@@ -237,8 +237,8 @@ func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
 	return db.app.submit(ctx, &appendRequest{deleteSession: id})
 }
 
-// MarkRunningInterrupted sets every session that is starting or running to
-// interrupted and returns their ids. The daemon calls it once at start,
+// MarkRunningInterrupted sets every session that is starting, running or
+// queued to interrupted and returns their ids. The daemon calls it once at start,
 // before serving: those sessions' CLI processes died with the previous
 // daemon and are resumed (claude --resume) on the next prompt. Idle
 // sessions stay idle: nothing of theirs was lost.
@@ -248,7 +248,7 @@ func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error
 		return nil, err
 	}
 	rows, err := db.w.QueryContext(ctx, `UPDATE sessions SET status = 'interrupted', updated_at = ?
-		WHERE status IN ('starting', 'running') RETURNING id`, time.Now().UnixNano())
+		WHERE status IN ('starting', 'running', 'queued') RETURNING id`, time.Now().UnixNano())
 	if err != nil {
 		return nil, err
 	}

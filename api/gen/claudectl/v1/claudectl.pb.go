@@ -38,6 +38,11 @@ const (
 	SessionStatus_SESSION_STATUS_INTERRUPTED SessionStatus = 5 // the daemon stopped while it ran; resumable
 	SessionStatus_SESSION_STATUS_CLOSED      SessionStatus = 6
 	SessionStatus_SESSION_STATUS_FAILED      SessionStatus = 7
+	// suspended: the daemon closed its CLI (idle for sessions.idle_timeout,
+	// the daemon stopped, or the store failed); the next prompt resumes it.
+	SessionStatus_SESSION_STATUS_SUSPENDED SessionStatus = 8
+	// queued: it waits for one of sessions.max_running slots to start its CLI.
+	SessionStatus_SESSION_STATUS_QUEUED SessionStatus = 9
 )
 
 // Enum value maps for SessionStatus.
@@ -51,6 +56,8 @@ var (
 		5: "SESSION_STATUS_INTERRUPTED",
 		6: "SESSION_STATUS_CLOSED",
 		7: "SESSION_STATUS_FAILED",
+		8: "SESSION_STATUS_SUSPENDED",
+		9: "SESSION_STATUS_QUEUED",
 	}
 	SessionStatus_value = map[string]int32{
 		"SESSION_STATUS_UNSPECIFIED": 0,
@@ -61,6 +68,8 @@ var (
 		"SESSION_STATUS_INTERRUPTED": 5,
 		"SESSION_STATUS_CLOSED":      6,
 		"SESSION_STATUS_FAILED":      7,
+		"SESSION_STATUS_SUSPENDED":   8,
+		"SESSION_STATUS_QUEUED":      9,
 	}
 )
 
@@ -1064,6 +1073,7 @@ func (*SendResponse) Descriptor() ([]byte, []int) {
 type InterruptRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Client        string                 `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"` // who interrupts, shown to the session's watchers
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1101,6 +1111,13 @@ func (*InterruptRequest) Descriptor() ([]byte, []int) {
 func (x *InterruptRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *InterruptRequest) GetClient() string {
+	if x != nil {
+		return x.Client
 	}
 	return ""
 }
@@ -1320,6 +1337,7 @@ func (*SetPermissionModeResponse) Descriptor() ([]byte, []int) {
 type CloseSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Client        string                 `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"` // who closes it, shown to the session's watchers
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1357,6 +1375,13 @@ func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
 func (x *CloseSessionRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CloseSessionRequest) GetClient() string {
+	if x != nil {
+		return x.Client
 	}
 	return ""
 }
@@ -1702,6 +1727,8 @@ type Event struct {
 	//	*Event_StatusChange
 	//	*Event_Error
 	//	*Event_Warning
+	//	*Event_Interrupted
+	//	*Event_Gap
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1846,6 +1873,24 @@ func (x *Event) GetWarning() *Warning {
 	return nil
 }
 
+func (x *Event) GetInterrupted() *Interrupted {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Interrupted); ok {
+			return x.Interrupted
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetGap() *Gap {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Gap); ok {
+			return x.Gap
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -1886,6 +1931,14 @@ type Event_Warning struct {
 	Warning *Warning `protobuf:"bytes,18,opt,name=warning,proto3,oneof"`
 }
 
+type Event_Interrupted struct {
+	Interrupted *Interrupted `protobuf:"bytes,19,opt,name=interrupted,proto3,oneof"`
+}
+
+type Event_Gap struct {
+	Gap *Gap `protobuf:"bytes,20,opt,name=gap,proto3,oneof"`
+}
+
 func (*Event_TextDelta) isEvent_Kind() {}
 
 func (*Event_Message) isEvent_Kind() {}
@@ -1904,6 +1957,125 @@ func (*Event_Error) isEvent_Kind() {}
 
 func (*Event_Warning) isEvent_Kind() {}
 
+func (*Event_Interrupted) isEvent_Kind() {}
+
+func (*Event_Gap) isEvent_Kind() {}
+
+// Interrupted: a client interrupted the running turn.
+type Interrupted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"` // "client:<name>"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Interrupted) Reset() {
+	*x = Interrupted{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Interrupted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Interrupted) ProtoMessage() {}
+
+func (x *Interrupted) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Interrupted.ProtoReflect.Descriptor instead.
+func (*Interrupted) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Interrupted) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+// Gap: events of the session could not be stored (the store failed) and
+// are missing from the log before this one.
+type Gap struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lost          int64                  `protobuf:"varint,1,opt,name=lost,proto3" json:"lost,omitempty"` // lines and events that could not be stored
+	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gap) Reset() {
+	*x = Gap{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gap) ProtoMessage() {}
+
+func (x *Gap) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gap.ProtoReflect.Descriptor instead.
+func (*Gap) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Gap) GetLost() int64 {
+	if x != nil {
+		return x.Lost
+	}
+	return 0
+}
+
+func (x *Gap) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *Gap) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *Gap) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type TextDelta struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Text            string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
@@ -1914,7 +2086,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2098,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2111,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{27}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TextDelta) GetText() string {
@@ -1973,7 +2145,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2157,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2170,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{28}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Message) GetType() string {
@@ -2048,7 +2220,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2232,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2245,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{29}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ToolUse) GetToolUseId() string {
@@ -2115,15 +2287,20 @@ type PermissionRequest struct {
 	DecisionReason string                 `protobuf:"bytes,7,opt,name=decision_reason,json=decisionReason,proto3" json:"decision_reason,omitempty"`
 	Suggestions    []byte                 `protobuf:"bytes,8,opt,name=suggestions,proto3" json:"suggestions,omitempty"` // JSON array of permission updates
 	// questions is set for AskUserQuestion: answers must be given.
-	Questions     []*Question            `protobuf:"bytes,9,rep,name=questions,proto3" json:"questions,omitempty"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Questions []*Question            `protobuf:"bytes,9,rep,name=questions,proto3" json:"questions,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// always_rules are the rules "always allow" stores in the daemon (never
+	// in the project's settings); always_session are the other changes it
+	// makes to this CLI process only (a permission mode, a directory).
+	AlwaysRules   []*Rule  `protobuf:"bytes,11,rep,name=always_rules,json=alwaysRules,proto3" json:"always_rules,omitempty"`
+	AlwaysSession []string `protobuf:"bytes,12,rep,name=always_session,json=alwaysSession,proto3" json:"always_session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2312,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2325,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{30}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PermissionRequest) GetRequestId() string {
@@ -2221,6 +2398,20 @@ func (x *PermissionRequest) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PermissionRequest) GetAlwaysRules() []*Rule {
+	if x != nil {
+		return x.AlwaysRules
+	}
+	return nil
+}
+
+func (x *PermissionRequest) GetAlwaysSession() []string {
+	if x != nil {
+		return x.AlwaysSession
+	}
+	return nil
+}
+
 type Question struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Question      string                 `protobuf:"bytes,1,opt,name=question,proto3" json:"question,omitempty"`
@@ -2233,7 +2424,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2436,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2449,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{31}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Question) GetQuestion() string {
@@ -2299,7 +2490,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2502,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2515,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{32}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -2356,7 +2547,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2559,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2572,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{33}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Decision) GetRequestId() string {
@@ -2443,7 +2634,7 @@ type UsageReport struct {
 
 func (x *UsageReport) Reset() {
 	*x = UsageReport{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2646,7 @@ func (x *UsageReport) String() string {
 func (*UsageReport) ProtoMessage() {}
 
 func (x *UsageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2659,7 @@ func (x *UsageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReport.ProtoReflect.Descriptor instead.
 func (*UsageReport) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{34}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UsageReport) GetTurn() *Usage {
@@ -2495,7 +2686,7 @@ type StatusChange struct {
 
 func (x *StatusChange) Reset() {
 	*x = StatusChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2698,7 @@ func (x *StatusChange) String() string {
 func (*StatusChange) ProtoMessage() {}
 
 func (x *StatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2711,7 @@ func (x *StatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
 func (*StatusChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{35}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusChange) GetStatus() SessionStatus {
@@ -2547,7 +2738,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2750,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2763,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Error) GetMessage() string {
@@ -2608,7 +2799,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2811,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2824,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Warning) GetKind() string {
@@ -2680,7 +2871,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2883,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2896,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListPendingRequest) GetSessionId() string {
@@ -2724,7 +2915,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2927,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2940,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListPendingResponse) GetRequests() []*PermissionRequest {
@@ -2775,7 +2966,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2978,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2991,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DecideRequest) GetRequestId() string {
@@ -2854,7 +3045,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3057,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3070,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DecideResponse) GetDecision() *Decision {
@@ -2903,7 +3094,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3106,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3119,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Rule) GetId() string {
@@ -2981,7 +3172,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3184,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3197,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
 }
 
 type ListRulesResponse struct {
@@ -3018,7 +3209,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +3221,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +3234,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -3062,7 +3253,7 @@ type AddRuleRequest struct {
 
 func (x *AddRuleRequest) Reset() {
 	*x = AddRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3265,7 @@ func (x *AddRuleRequest) String() string {
 func (*AddRuleRequest) ProtoMessage() {}
 
 func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3278,7 @@ func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleRequest.ProtoReflect.Descriptor instead.
 func (*AddRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AddRuleRequest) GetRule() *Rule {
@@ -3106,7 +3297,7 @@ type AddRuleResponse struct {
 
 func (x *AddRuleResponse) Reset() {
 	*x = AddRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3309,7 @@ func (x *AddRuleResponse) String() string {
 func (*AddRuleResponse) ProtoMessage() {}
 
 func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3322,7 @@ func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleResponse.ProtoReflect.Descriptor instead.
 func (*AddRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AddRuleResponse) GetRule() *Rule {
@@ -3150,7 +3341,7 @@ type RemoveRuleRequest struct {
 
 func (x *RemoveRuleRequest) Reset() {
 	*x = RemoveRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3353,7 @@ func (x *RemoveRuleRequest) String() string {
 func (*RemoveRuleRequest) ProtoMessage() {}
 
 func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3366,7 @@ func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RemoveRuleRequest) GetRuleId() string {
@@ -3193,7 +3384,7 @@ type RemoveRuleResponse struct {
 
 func (x *RemoveRuleResponse) Reset() {
 	*x = RemoveRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3396,7 @@ func (x *RemoveRuleResponse) String() string {
 func (*RemoveRuleResponse) ProtoMessage() {}
 
 func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3409,7 @@ func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleResponse.ProtoReflect.Descriptor instead.
 func (*RemoveRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
 }
 
 type ListDecisionsRequest struct {
@@ -3231,7 +3422,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3434,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3447,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListDecisionsRequest) GetSessionId() string {
@@ -3282,7 +3473,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3485,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3498,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*Decision {
@@ -3325,7 +3516,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3337,7 +3528,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3350,7 +3541,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
 }
 
 type HealthResponse struct {
@@ -3362,7 +3553,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3565,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3578,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HealthResponse) GetOk() bool {
@@ -3424,7 +3615,7 @@ type ClaudeCodeStatus struct {
 
 func (x *ClaudeCodeStatus) Reset() {
 	*x = ClaudeCodeStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3436,7 +3627,7 @@ func (x *ClaudeCodeStatus) String() string {
 func (*ClaudeCodeStatus) ProtoMessage() {}
 
 func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3449,7 +3640,7 @@ func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeStatus.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClaudeCodeStatus) GetVersion() string {
@@ -3526,7 +3717,7 @@ type CompatibilityReason struct {
 
 func (x *CompatibilityReason) Reset() {
 	*x = CompatibilityReason{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3729,7 @@ func (x *CompatibilityReason) String() string {
 func (*CompatibilityReason) ProtoMessage() {}
 
 func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3742,7 @@ func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompatibilityReason.ProtoReflect.Descriptor instead.
 func (*CompatibilityReason) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CompatibilityReason) GetKind() string {
@@ -3642,7 +3833,7 @@ type ClaudeCodeVersion struct {
 
 func (x *ClaudeCodeVersion) Reset() {
 	*x = ClaudeCodeVersion{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3654,7 +3845,7 @@ func (x *ClaudeCodeVersion) String() string {
 func (*ClaudeCodeVersion) ProtoMessage() {}
 
 func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3667,7 +3858,7 @@ func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeVersion.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeVersion) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClaudeCodeVersion) GetVersion() string {
@@ -3738,7 +3929,7 @@ type DegradedSession struct {
 
 func (x *DegradedSession) Reset() {
 	*x = DegradedSession{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3750,7 +3941,7 @@ func (x *DegradedSession) String() string {
 func (*DegradedSession) ProtoMessage() {}
 
 func (x *DegradedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3763,7 +3954,7 @@ func (x *DegradedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DegradedSession.ProtoReflect.Descriptor instead.
 func (*DegradedSession) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DegradedSession) GetSessionId() string {
@@ -3802,7 +3993,7 @@ type HealthDetailsRequest struct {
 
 func (x *HealthDetailsRequest) Reset() {
 	*x = HealthDetailsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +4005,7 @@ func (x *HealthDetailsRequest) String() string {
 func (*HealthDetailsRequest) ProtoMessage() {}
 
 func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +4018,7 @@ func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsRequest.ProtoReflect.Descriptor instead.
 func (*HealthDetailsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
 }
 
 type HealthDetailsResponse struct {
@@ -3839,13 +4030,17 @@ type HealthDetailsResponse struct {
 	RunningSessions    int32                  `protobuf:"varint,5,opt,name=running_sessions,json=runningSessions,proto3" json:"running_sessions,omitempty"`
 	PendingPermissions int32                  `protobuf:"varint,6,opt,name=pending_permissions,json=pendingPermissions,proto3" json:"pending_permissions,omitempty"`
 	ClaudeCode         *ClaudeCodeStatus      `protobuf:"bytes,10,opt,name=claude_code,json=claudeCode,proto3" json:"claude_code,omitempty"`
+	Store              *StoreStatus           `protobuf:"bytes,11,opt,name=store,proto3" json:"store,omitempty"`
+	SuspendedSessions  int32                  `protobuf:"varint,12,opt,name=suspended_sessions,json=suspendedSessions,proto3" json:"suspended_sessions,omitempty"`
+	QueuedSessions     int32                  `protobuf:"varint,13,opt,name=queued_sessions,json=queuedSessions,proto3" json:"queued_sessions,omitempty"`
+	MaxRunning         int32                  `protobuf:"varint,14,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"` // 0: no limit
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *HealthDetailsResponse) Reset() {
 	*x = HealthDetailsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3857,7 +4052,7 @@ func (x *HealthDetailsResponse) String() string {
 func (*HealthDetailsResponse) ProtoMessage() {}
 
 func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +4065,7 @@ func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsResponse.ProtoReflect.Descriptor instead.
 func (*HealthDetailsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HealthDetailsResponse) GetOk() bool {
@@ -3918,6 +4113,103 @@ func (x *HealthDetailsResponse) GetPendingPermissions() int32 {
 func (x *HealthDetailsResponse) GetClaudeCode() *ClaudeCodeStatus {
 	if x != nil {
 		return x.ClaudeCode
+	}
+	return nil
+}
+
+func (x *HealthDetailsResponse) GetStore() *StoreStatus {
+	if x != nil {
+		return x.Store
+	}
+	return nil
+}
+
+func (x *HealthDetailsResponse) GetSuspendedSessions() int32 {
+	if x != nil {
+		return x.SuspendedSessions
+	}
+	return 0
+}
+
+func (x *HealthDetailsResponse) GetQueuedSessions() int32 {
+	if x != nil {
+		return x.QueuedSessions
+	}
+	return 0
+}
+
+func (x *HealthDetailsResponse) GetMaxRunning() int32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+// StoreStatus is whether the daemon can write its store.
+type StoreStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"` // the latest write failure, while failing
+	FailingSince  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
+	LastOk        *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_ok,json=lastOk,proto3" json:"last_ok,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreStatus) Reset() {
+	*x = StoreStatus{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreStatus) ProtoMessage() {}
+
+func (x *StoreStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreStatus.ProtoReflect.Descriptor instead.
+func (*StoreStatus) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *StoreStatus) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *StoreStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *StoreStatus) GetFailingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailingSince
+	}
+	return nil
+}
+
+func (x *StoreStatus) GetLastOk() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastOk
 	}
 	return nil
 }
@@ -3997,10 +4289,11 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\x0e\n" +
-	"\fSendResponse\"1\n" +
+	"\fSendResponse\"I\n" +
 	"\x10InterruptRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x13\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\"\x13\n" +
 	"\x11InterruptResponse\"F\n" +
 	"\x0fSetModelRequest\x12\x1d\n" +
 	"\n" +
@@ -4011,10 +4304,11 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\"\x1b\n" +
-	"\x19SetPermissionModeResponse\"4\n" +
+	"\x19SetPermissionModeResponse\"L\n" +
 	"\x13CloseSessionRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x16\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\"\x16\n" +
 	"\x14CloseSessionResponse\"M\n" +
 	"\x14ResumeSessionRequest\x12\x1d\n" +
 	"\n" +
@@ -4033,7 +4327,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\">\n" +
 	"\x11SubscribeResponse\x12)\n" +
-	"\x05event\x18\x01 \x01(\v2\x13.claudectl.v1.EventR\x05event\"\x9b\x05\n" +
+	"\x05event\x18\x01 \x01(\v2\x13.claudectl.v1.EventR\x05event\"\x81\x06\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
@@ -4049,8 +4343,17 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\fusage_report\x18\x0f \x01(\v2\x19.claudectl.v1.UsageReportH\x00R\vusageReport\x12A\n" +
 	"\rstatus_change\x18\x10 \x01(\v2\x1a.claudectl.v1.StatusChangeH\x00R\fstatusChange\x12+\n" +
 	"\x05error\x18\x11 \x01(\v2\x13.claudectl.v1.ErrorH\x00R\x05error\x121\n" +
-	"\awarning\x18\x12 \x01(\v2\x15.claudectl.v1.WarningH\x00R\awarningB\x06\n" +
-	"\x04kind\"L\n" +
+	"\awarning\x18\x12 \x01(\v2\x15.claudectl.v1.WarningH\x00R\awarning\x12=\n" +
+	"\vinterrupted\x18\x13 \x01(\v2\x19.claudectl.v1.InterruptedH\x00R\vinterrupted\x12%\n" +
+	"\x03gap\x18\x14 \x01(\v2\x11.claudectl.v1.GapH\x00R\x03gapB\x06\n" +
+	"\x04kind\"\x1d\n" +
+	"\vInterrupted\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\"\x8d\x01\n" +
+	"\x03Gap\x12\x12\n" +
+	"\x04lost\x18\x01 \x01(\x03R\x04lost\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"L\n" +
 	"\tTextDelta\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12+\n" +
 	"\x12parent_tool_use_id\x18\x02 \x01(\tR\x0fparentToolUseId\"\x85\x01\n" +
@@ -4064,7 +4367,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\fR\x05input\x12+\n" +
-	"\x12parent_tool_use_id\x18\x04 \x01(\tR\x0fparentToolUseId\"\x82\x03\n" +
+	"\x12parent_tool_use_id\x18\x04 \x01(\tR\x0fparentToolUseId\"\xe0\x03\n" +
 	"\x11PermissionRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -4079,7 +4382,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\tquestions\x18\t \x03(\v2\x16.claudectl.v1.QuestionR\tquestions\x129\n" +
 	"\n" +
 	"expires_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"{\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x125\n" +
+	"\falways_rules\x18\v \x03(\v2\x12.claudectl.v1.RuleR\valwaysRules\x12%\n" +
+	"\x0ealways_session\x18\f \x03(\tR\ralwaysSession\"{\n" +
 	"\bQuestion\x12\x1a\n" +
 	"\bquestion\x18\x01 \x01(\tR\bquestion\x12\x16\n" +
 	"\x06header\x18\x02 \x01(\tR\x06header\x12\x18\n" +
@@ -4202,7 +4507,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x13claude_code_version\x18\x02 \x01(\tR\x11claudeCodeVersion\x126\n" +
 	"\x05level\x18\x03 \x01(\x0e2 .claudectl.v1.CompatibilityLevelR\x05level\x12\x18\n" +
 	"\amissing\x18\x04 \x03(\tR\amissing\"\x16\n" +
-	"\x14HealthDetailsRequest\"\xb5\x02\n" +
+	"\x14HealthDetailsRequest\"\xdf\x03\n" +
 	"\x15HealthDetailsResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x129\n" +
@@ -4213,7 +4518,17 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x13pending_permissions\x18\x06 \x01(\x05R\x12pendingPermissions\x12?\n" +
 	"\vclaude_code\x18\n" +
 	" \x01(\v2\x1e.claudectl.v1.ClaudeCodeStatusR\n" +
-	"claudeCode*\xf3\x01\n" +
+	"claudeCode\x12/\n" +
+	"\x05store\x18\v \x01(\v2\x19.claudectl.v1.StoreStatusR\x05store\x12-\n" +
+	"\x12suspended_sessions\x18\f \x01(\x05R\x11suspendedSessions\x12'\n" +
+	"\x0fqueued_sessions\x18\r \x01(\x05R\x0equeuedSessions\x12\x1f\n" +
+	"\vmax_running\x18\x0e \x01(\x05R\n" +
+	"maxRunning\"\xa9\x01\n" +
+	"\vStoreStatus\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12?\n" +
+	"\rfailing_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x123\n" +
+	"\alast_ok\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06lastOk*\xac\x02\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x01\x12\x1a\n" +
@@ -4222,7 +4537,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x16SESSION_STATUS_WAITING\x10\x04\x12\x1e\n" +
 	"\x1aSESSION_STATUS_INTERRUPTED\x10\x05\x12\x19\n" +
 	"\x15SESSION_STATUS_CLOSED\x10\x06\x12\x19\n" +
-	"\x15SESSION_STATUS_FAILED\x10\a*]\n" +
+	"\x15SESSION_STATUS_FAILED\x10\a\x12\x1c\n" +
+	"\x18SESSION_STATUS_SUSPENDED\x10\b\x12\x19\n" +
+	"\x15SESSION_STATUS_QUEUED\x10\t*]\n" +
 	"\bBehavior\x12\x18\n" +
 	"\x14BEHAVIOR_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eBEHAVIOR_ALLOW\x10\x01\x12\x11\n" +
@@ -4277,7 +4594,7 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                     // 1: claudectl.v1.Behavior
@@ -4310,48 +4627,51 @@ var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(*SubscribeRequest)(nil),          // 28: claudectl.v1.SubscribeRequest
 	(*SubscribeResponse)(nil),         // 29: claudectl.v1.SubscribeResponse
 	(*Event)(nil),                     // 30: claudectl.v1.Event
-	(*TextDelta)(nil),                 // 31: claudectl.v1.TextDelta
-	(*Message)(nil),                   // 32: claudectl.v1.Message
-	(*ToolUse)(nil),                   // 33: claudectl.v1.ToolUse
-	(*PermissionRequest)(nil),         // 34: claudectl.v1.PermissionRequest
-	(*Question)(nil),                  // 35: claudectl.v1.Question
-	(*PermissionResolved)(nil),        // 36: claudectl.v1.PermissionResolved
-	(*Decision)(nil),                  // 37: claudectl.v1.Decision
-	(*UsageReport)(nil),               // 38: claudectl.v1.UsageReport
-	(*StatusChange)(nil),              // 39: claudectl.v1.StatusChange
-	(*Error)(nil),                     // 40: claudectl.v1.Error
-	(*Warning)(nil),                   // 41: claudectl.v1.Warning
-	(*ListPendingRequest)(nil),        // 42: claudectl.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),       // 43: claudectl.v1.ListPendingResponse
-	(*DecideRequest)(nil),             // 44: claudectl.v1.DecideRequest
-	(*DecideResponse)(nil),            // 45: claudectl.v1.DecideResponse
-	(*Rule)(nil),                      // 46: claudectl.v1.Rule
-	(*ListRulesRequest)(nil),          // 47: claudectl.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),         // 48: claudectl.v1.ListRulesResponse
-	(*AddRuleRequest)(nil),            // 49: claudectl.v1.AddRuleRequest
-	(*AddRuleResponse)(nil),           // 50: claudectl.v1.AddRuleResponse
-	(*RemoveRuleRequest)(nil),         // 51: claudectl.v1.RemoveRuleRequest
-	(*RemoveRuleResponse)(nil),        // 52: claudectl.v1.RemoveRuleResponse
-	(*ListDecisionsRequest)(nil),      // 53: claudectl.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),     // 54: claudectl.v1.ListDecisionsResponse
-	(*HealthRequest)(nil),             // 55: claudectl.v1.HealthRequest
-	(*HealthResponse)(nil),            // 56: claudectl.v1.HealthResponse
-	(*ClaudeCodeStatus)(nil),          // 57: claudectl.v1.ClaudeCodeStatus
-	(*CompatibilityReason)(nil),       // 58: claudectl.v1.CompatibilityReason
-	(*ClaudeCodeVersion)(nil),         // 59: claudectl.v1.ClaudeCodeVersion
-	(*DegradedSession)(nil),           // 60: claudectl.v1.DegradedSession
-	(*HealthDetailsRequest)(nil),      // 61: claudectl.v1.HealthDetailsRequest
-	(*HealthDetailsResponse)(nil),     // 62: claudectl.v1.HealthDetailsResponse
-	nil,                               // 63: claudectl.v1.Usage.ByModelEntry
-	nil,                               // 64: claudectl.v1.DecideRequest.AnswersEntry
-	(*timestamppb.Timestamp)(nil),     // 65: google.protobuf.Timestamp
+	(*Interrupted)(nil),               // 31: claudectl.v1.Interrupted
+	(*Gap)(nil),                       // 32: claudectl.v1.Gap
+	(*TextDelta)(nil),                 // 33: claudectl.v1.TextDelta
+	(*Message)(nil),                   // 34: claudectl.v1.Message
+	(*ToolUse)(nil),                   // 35: claudectl.v1.ToolUse
+	(*PermissionRequest)(nil),         // 36: claudectl.v1.PermissionRequest
+	(*Question)(nil),                  // 37: claudectl.v1.Question
+	(*PermissionResolved)(nil),        // 38: claudectl.v1.PermissionResolved
+	(*Decision)(nil),                  // 39: claudectl.v1.Decision
+	(*UsageReport)(nil),               // 40: claudectl.v1.UsageReport
+	(*StatusChange)(nil),              // 41: claudectl.v1.StatusChange
+	(*Error)(nil),                     // 42: claudectl.v1.Error
+	(*Warning)(nil),                   // 43: claudectl.v1.Warning
+	(*ListPendingRequest)(nil),        // 44: claudectl.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),       // 45: claudectl.v1.ListPendingResponse
+	(*DecideRequest)(nil),             // 46: claudectl.v1.DecideRequest
+	(*DecideResponse)(nil),            // 47: claudectl.v1.DecideResponse
+	(*Rule)(nil),                      // 48: claudectl.v1.Rule
+	(*ListRulesRequest)(nil),          // 49: claudectl.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),         // 50: claudectl.v1.ListRulesResponse
+	(*AddRuleRequest)(nil),            // 51: claudectl.v1.AddRuleRequest
+	(*AddRuleResponse)(nil),           // 52: claudectl.v1.AddRuleResponse
+	(*RemoveRuleRequest)(nil),         // 53: claudectl.v1.RemoveRuleRequest
+	(*RemoveRuleResponse)(nil),        // 54: claudectl.v1.RemoveRuleResponse
+	(*ListDecisionsRequest)(nil),      // 55: claudectl.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),     // 56: claudectl.v1.ListDecisionsResponse
+	(*HealthRequest)(nil),             // 57: claudectl.v1.HealthRequest
+	(*HealthResponse)(nil),            // 58: claudectl.v1.HealthResponse
+	(*ClaudeCodeStatus)(nil),          // 59: claudectl.v1.ClaudeCodeStatus
+	(*CompatibilityReason)(nil),       // 60: claudectl.v1.CompatibilityReason
+	(*ClaudeCodeVersion)(nil),         // 61: claudectl.v1.ClaudeCodeVersion
+	(*DegradedSession)(nil),           // 62: claudectl.v1.DegradedSession
+	(*HealthDetailsRequest)(nil),      // 63: claudectl.v1.HealthDetailsRequest
+	(*HealthDetailsResponse)(nil),     // 64: claudectl.v1.HealthDetailsResponse
+	(*StoreStatus)(nil),               // 65: claudectl.v1.StoreStatus
+	nil,                               // 66: claudectl.v1.Usage.ByModelEntry
+	nil,                               // 67: claudectl.v1.DecideRequest.AnswersEntry
+	(*timestamppb.Timestamp)(nil),     // 68: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,  // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	65, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	65, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	68, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	68, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
-	63, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	66, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
 	7,  // 5: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
 	4,  // 6: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
 	0,  // 7: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
@@ -4360,92 +4680,100 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	4,  // 10: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
 	4,  // 11: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
 	30, // 12: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	65, // 13: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
-	31, // 14: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
-	32, // 15: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
-	33, // 16: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
-	34, // 17: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
-	36, // 18: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
-	38, // 19: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
-	39, // 20: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
-	40, // 21: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
-	41, // 22: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
-	35, // 23: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	65, // 24: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 25: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
-	1,  // 26: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	65, // 27: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	5,  // 28: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
-	5,  // 29: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
-	0,  // 30: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
-	3,  // 31: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
-	34, // 32: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	1,  // 33: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	64, // 34: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	37, // 35: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
-	1,  // 36: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
-	2,  // 37: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	65, // 38: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	46, // 39: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	46, // 40: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	46, // 41: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	37, // 42: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
-	3,  // 43: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	58, // 44: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	59, // 45: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	60, // 46: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
-	3,  // 47: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	65, // 48: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	65, // 49: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
-	3,  // 50: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 51: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 52: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	65, // 53: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	57, // 54: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	6,  // 55: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	8,  // 56: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	10, // 57: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	12, // 58: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	14, // 59: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	16, // 60: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	18, // 61: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	20, // 62: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	22, // 63: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	24, // 64: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	26, // 65: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	28, // 66: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	42, // 67: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	44, // 68: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	47, // 69: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	49, // 70: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	51, // 71: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	53, // 72: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	55, // 73: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	61, // 74: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	9,  // 75: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	11, // 76: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	13, // 77: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	15, // 78: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	17, // 79: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	19, // 80: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	21, // 81: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	23, // 82: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	25, // 83: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	27, // 84: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	29, // 85: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	43, // 86: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	45, // 87: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	48, // 88: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	50, // 89: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	52, // 90: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	54, // 91: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	56, // 92: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	62, // 93: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	75, // [75:94] is the sub-list for method output_type
-	56, // [56:75] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	68, // 13: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	33, // 14: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
+	34, // 15: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
+	35, // 16: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
+	36, // 17: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
+	38, // 18: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
+	40, // 19: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
+	41, // 20: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
+	42, // 21: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
+	43, // 22: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
+	31, // 23: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
+	32, // 24: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
+	68, // 25: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	68, // 26: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	37, // 27: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
+	68, // 28: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 29: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
+	39, // 30: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
+	1,  // 31: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
+	68, // 32: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	5,  // 33: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
+	5,  // 34: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
+	0,  // 35: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
+	3,  // 36: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
+	36, // 37: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	1,  // 38: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
+	67, // 39: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	39, // 40: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	1,  // 41: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
+	2,  // 42: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
+	68, // 43: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	48, // 44: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	48, // 45: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	48, // 46: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	39, // 47: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	3,  // 48: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
+	60, // 49: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	61, // 50: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	62, // 51: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	3,  // 52: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
+	68, // 53: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	68, // 54: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	3,  // 55: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 56: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 57: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
+	68, // 58: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	59, // 59: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	65, // 60: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	68, // 61: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	68, // 62: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	6,  // 63: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	8,  // 64: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	10, // 65: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	12, // 66: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	14, // 67: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	16, // 68: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	18, // 69: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	20, // 70: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	22, // 71: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	24, // 72: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	26, // 73: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	28, // 74: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	44, // 75: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	46, // 76: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	49, // 77: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	51, // 78: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	53, // 79: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	55, // 80: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	57, // 81: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	63, // 82: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	9,  // 83: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	11, // 84: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	13, // 85: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	15, // 86: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	17, // 87: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	19, // 88: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	21, // 89: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	23, // 90: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	25, // 91: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	27, // 92: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	29, // 93: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	45, // 94: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	47, // 95: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	50, // 96: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	52, // 97: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	54, // 98: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	56, // 99: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	58, // 100: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	64, // 101: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	83, // [83:102] is the sub-list for method output_type
+	64, // [64:83] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -4463,6 +4791,8 @@ func file_claudectl_v1_claudectl_proto_init() {
 		(*Event_StatusChange)(nil),
 		(*Event_Error)(nil),
 		(*Event_Warning)(nil),
+		(*Event_Interrupted)(nil),
+		(*Event_Gap)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4470,7 +4800,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   61,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
