@@ -17,6 +17,7 @@ import (
 	"github.com/claudectl/claudectl/daemon/daemontest"
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
+	"github.com/google/go-cmp/cmp"
 )
 
 func waitStatus(t *testing.T, d *daemon.Daemon, ctx context.Context, id string, want store.SessionStatus) *store.Session {
@@ -55,7 +56,7 @@ func TestRestartThenResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Status != store.StatusInterrupted || after.ClaudeSessionID != before.ClaudeSessionID {
+	if after.Status != store.StatusSuspended || after.ClaudeSessionID != before.ClaudeSessionID {
 		t.Fatalf("after restart: status %s, claude id %q (was %q)", after.Status, after.ClaudeSessionID, before.ClaudeSessionID)
 	}
 	// A prompt resumes it (claude --resume): the model sees the first exchange.
@@ -465,62 +466,98 @@ func TestAlwaysAllowBecomesRule(t *testing.T) {
 	bash := func(id string) claudetest.Turn {
 		return claudetest.Reply(claudetest.ToolUseID(id, "Bash", map[string]any{"command": "touch made.txt", "description": "make a file"}))
 	}
-	td := daemontest.Start(t, nil, bash("toolu_a1"), claudetest.Reply(claudetest.Text("Made it.")))
+	td := daemontest.Start(t, nil,
+		bash("toolu_a1"), claudetest.Reply(claudetest.Text("Made it.")),
+		bash("toolu_a2"), claudetest.Reply(claudetest.Text("Again.")),
+		bash("toolu_a3"), claudetest.Reply(claudetest.Text("Third.")),
+		bash("toolu_a4"), claudetest.Reply(claudetest.Text("Other session.")))
 	d, ctx := td.D, td.Ctx
 	cwd := t.TempDir()
-	// run runs one session in cwd to its result and returns how its
-	// permission requests were asked and settled.
-	run := func(always bool) (asked int, resolved []daemon.PermissionResolved) {
-		s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: cwd}, "make a file")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+	// turn sends prompt to session id (creating one when id is "") and
+	// follows it to its result, answering permission requests with allow
+	// (always when asked); it returns the requests and resolutions seen.
+	turn := func(id string, always bool) (string, []daemon.PermissionRequest, []daemon.PermissionResolved) {
+		var after int64
+		if id == "" {
+			s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: cwd}, "make a file")
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch ev.Type {
-			case "permission_request":
-				asked++
-				var pr daemon.PermissionRequest
-				json.Unmarshal(ev.Raw, &pr)
-				_, rules, err := d.Decide(ctx, daemon.Decision{RequestID: pr.RequestID, Allow: true, Always: always, Client: "bob"})
-				if err != nil {
+			id = s.ID
+		} else {
+			s, err := d.Session(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after = s.LastSeq
+			if err := d.Send(ctx, id, "make it again"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var asked []daemon.PermissionRequest
+		var resolved []daemon.PermissionResolved
+		for ev, err := range d.Subscribe(ctx, id, after) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch b := ev.Body.(type) {
+			case *daemon.PermissionRequest:
+				asked = append(asked, *b)
+				if _, _, err := d.Decide(ctx, daemon.Decision{RequestID: b.RequestID, Allow: true, Always: always, Client: "bob"}); err != nil {
 					t.Fatal(err)
 				}
-				if always && (len(rules) == 0 || rules[0].Behavior != "allow" || !strings.HasPrefix(rules[0].Spec, "Bash(")) {
-					t.Fatalf("rules stored from the suggestions %s: %+v", pr.Suggestions, rules)
-				}
-			case "permission_resolved":
-				var pr daemon.PermissionResolved
-				json.Unmarshal(ev.Raw, &pr)
-				resolved = append(resolved, pr)
+			case *daemon.PermissionResolved:
+				resolved = append(resolved, *b)
 			}
 			if ev.Type == "result" {
 				break
 			}
 		}
-		return asked, resolved
+		return id, asked, resolved
 	}
-	if asked, res := run(true); asked != 1 || len(res) != 1 || res[0].By != "client:bob" {
-		t.Fatalf("first session: asked %d, resolutions %+v", asked, res)
+
+	id, asked, res := turn("", true)
+	if len(asked) != 1 || len(res) != 1 || res[0].By != "client:bob" {
+		t.Fatalf("first turn: asked %+v, resolutions %+v", asked, res)
 	}
+	// The person was shown the exact rules "always" stores: the CLI's
+	// suggestions (a localSettings rule, and acceptEdits for the session).
 	rules, err := d.Rules(ctx)
-	if err != nil || len(rules) == 0 {
-		t.Fatalf("stored rules: %+v, %v", rules, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := rules[0]; r.Spec != "Bash(touch made.txt)" || r.Behavior != "allow" || r.ProjectDir != cwd || r.SessionID != "" {
-		t.Fatalf("stored rule %+v: want Bash(touch made.txt) allowed in project %s (the CLI suggests localSettings)", r, cwd)
+	var stored []daemon.RuleSpec
+	var bashRule *store.Rule
+	for _, r := range rules {
+		stored = append(stored, daemon.RuleSpec{Pattern: r.Spec, Behavior: r.Behavior, ProjectDir: r.ProjectDir, SessionID: r.SessionID})
+		if r.Spec == "Bash(touch made.txt)" {
+			bashRule = r
+		}
 	}
-	// The CLI also keeps the allowed permission (updatedPermissions) in the
-	// project's .claude/settings.local.json; without that file, a new
-	// session in the project is settled by the daemon's stored rule.
-	local := filepath.Join(cwd, ".claude", "settings.local.json")
-	if err := os.Remove(local); err != nil {
-		t.Fatalf("the CLI did not keep the permission where expected: %v", err)
+	if diff := cmp.Diff(stored, asked[0].AlwaysRules); diff != "" {
+		t.Errorf("rules shown with the request differ from those stored (-stored +shown):\n%s", diff)
 	}
-	if asked, res := run(false); asked != 0 || len(res) != 1 || res[0].By != "rule" || res[0].Behavior != "allow" {
-		t.Fatalf("second session: asked %d, resolutions %+v", asked, res)
+	if r := bashRule; r == nil || r.Behavior != "allow" || r.ProjectDir != cwd || r.SessionID != "" {
+		t.Fatalf("stored rules %+v: want Bash(touch made.txt) allowed in project %s (the CLI suggests localSettings)", stored, cwd)
+	}
+	// The daemon keeps the rule: the CLI wrote nothing to the project.
+	if b, err := os.ReadFile(filepath.Join(cwd, ".claude", "settings.local.json")); err == nil {
+		t.Fatalf("the CLI kept the permission in the project's settings.local.json: %s", b)
+	}
+	// The same session: the daemon's rule settles it, audited.
+	if _, asked, res := turn(id, false); len(asked) != 0 || len(res) != 1 || res[0].By != "rule" || res[0].RuleID != bashRule.ID {
+		t.Fatalf("second turn: asked %+v, resolutions %+v", asked, res)
+	}
+	// "rules rm" takes effect in the running session: it asks again.
+	if err := d.RemoveRule(ctx, bashRule.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, asked, res := turn(id, false); len(asked) != 1 || len(res) != 1 || res[0].By != "client:bob" {
+		t.Fatalf("after rules rm: asked %+v, resolutions %+v", asked, res)
+	}
+	// A new session in the project asks too: nothing was left behind.
+	if _, asked, _ := turn("", false); len(asked) != 1 {
+		t.Fatalf("a new session after rules rm: asked %+v", asked)
 	}
 }
 

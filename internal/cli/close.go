@@ -27,7 +27,7 @@ Closing a session that has no CLI is not an error.
 // Run implements Command.
 func (c *CloseCommand) Run(ctx context.Context, args []string) error {
 	return runSessionCall(ctx, c.Env, "close", closeUsage, args, func(ctx context.Context, dc *daemonClient, id string) (string, error) {
-		_, err := dc.sessions.CloseSession(ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: id}))
+		_, err := dc.sessions.CloseSession(ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: id, Client: clientName("close")}))
 		return "Closed session " + id + ".", err
 	})
 }

@@ -72,6 +72,9 @@ type follower struct {
 
 	mu     sync.Mutex
 	asking map[string]*asking // requests being put to the user; guarded by mu
+	// interruptedBy names the client that interrupted the turn; guarded by mu
+	// while following, read after.
+	interruptedBy string
 	wg     sync.WaitGroup     // the asking goroutines
 }
 
@@ -190,6 +193,21 @@ func (f *follower) handle(ctx context.Context, ev *v1.Event) bool {
 		f.statusChange(k.StatusChange.GetStatus(), k.StatusChange.GetDetail())
 	case *v1.Event_Error:
 		f.showError(k.Error.GetMessage(), k.Error.GetStderrTail())
+	case *v1.Event_Interrupted:
+		f.mu.Lock()
+		f.interruptedBy = k.Interrupted.GetBy()
+		f.mu.Unlock()
+		if !f.asJSON && (f.attach || f.verbose) {
+			f.endLine()
+			fmt.Fprintf(f.env.Stderr, "claudectl: turn interrupted by %s\n", k.Interrupted.GetBy())
+		}
+	case *v1.Event_Gap:
+		if !f.asJSON {
+			g := k.Gap
+			f.endLine()
+			fmt.Fprintf(f.env.Stderr, "claudectl: warning: %d events of this session were lost between %s and %s: %s\n",
+				g.GetLost(), g.GetFrom().AsTime().Local().Format(time.TimeOnly), g.GetTo().AsTime().Local().Format(time.TimeOnly), g.GetReason())
+		}
 	}
 	return false
 }
@@ -345,6 +363,7 @@ func (f *follower) permissionRequest(ctx context.Context, pr *v1.PermissionReque
 	a := &asking{cancel: cancel}
 	f.asking[pr.RequestId] = a
 	f.mu.Unlock()
+	actx = context.WithValue(actx, alwaysKey{}, describeAlways(pr))
 	f.wg.Go(func() {
 		defer cancel()
 		f.ask(ctx, actx, a, req)
@@ -520,6 +539,7 @@ type eventJSON struct {
 	Detail       string          `json:"detail,omitempty"`
 	Error        string          `json:"error,omitempty"` // error; also permission_resolved's message
 	StderrTail   string          `json:"stderr_tail,omitempty"`
+	Lost         int64           `json:"lost,omitempty"` // gap: events that could not be stored
 }
 
 func (f *follower) printJSON(ev *v1.Event) {
@@ -548,6 +568,10 @@ func (f *follower) printJSON(ev *v1.Event) {
 		j.Type, j.Status, j.Detail = "status", statusName(k.StatusChange.Status), k.StatusChange.Detail
 	case *v1.Event_Error:
 		j.Type, j.Error, j.StderrTail = "error", k.Error.Message, k.Error.StderrTail
+	case *v1.Event_Interrupted:
+		j.Type, j.DecidedBy = "interrupted", k.Interrupted.By
+	case *v1.Event_Gap:
+		j.Type, j.Lost, j.Detail = "gap", k.Gap.Lost, k.Gap.Reason
 	default:
 		j.Type = "unknown"
 	}

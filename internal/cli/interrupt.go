@@ -27,7 +27,7 @@ prompt (claudectl send).
 // Run implements Command.
 func (c *InterruptCommand) Run(ctx context.Context, args []string) error {
 	return runSessionCall(ctx, c.Env, "interrupt", interruptUsage, args, func(ctx context.Context, dc *daemonClient, id string) (string, error) {
-		_, err := dc.sessions.Interrupt(ctx, connect.NewRequest(&v1.InterruptRequest{SessionId: id}))
+		_, err := dc.sessions.Interrupt(ctx, connect.NewRequest(&v1.InterruptRequest{SessionId: id, Client: clientName("interrupt")}))
 		return "Interrupted session " + id + ".", err
 	})
 }

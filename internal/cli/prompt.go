@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claude"
 )
 
@@ -190,8 +191,20 @@ func (a *asker) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	if s := toolSummary(req.ToolName, req.Input); s != "" {
 		what += ": " + s
 	}
+	always, ok := ctx.Value(alwaysKey{}).([]string)
+	if !ok {
+		always = describeSuggestions(req.Suggestions)
+	}
+	choices := "[y/N]"
+	if len(always) > 0 {
+		fmt.Fprintln(a.out, "  a(lways) would also:")
+		for _, s := range always {
+			fmt.Fprintf(a.out, "    - %s\n", s)
+		}
+		choices = "[y/N/a(lways)]"
+	}
 	for {
-		fmt.Fprintf(a.out, "Allow %s? [y/N/a(lways)] ", what)
+		fmt.Fprintf(a.out, "Allow %s? %s ", what, choices)
 		line, err := a.lines.next(ctx)
 		if err != nil {
 			fmt.Fprintln(a.out)
@@ -206,14 +219,79 @@ func (a *asker) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		case "y", "yes":
 			return claude.Allow(), nil
 		case "a", "always":
+			if len(always) == 0 {
+				break
+			}
 			r := claude.Allow()
 			r.UpdatedPermissions = req.Suggestions
 			return r, nil
 		case "", "n", "no":
 			return claude.Deny("The user denied permission to use " + req.ToolName + "."), nil
 		}
-		fmt.Fprintln(a.out, "Please answer y (yes), n (no) or a (always).")
+		if len(always) == 0 {
+			fmt.Fprintln(a.out, "Please answer y (yes) or n (no).")
+		} else {
+			fmt.Fprintln(a.out, "Please answer y (yes), n (no) or a (always).")
+		}
 	}
+}
+
+// alwaysKey is the context key of what "always" does for the request being
+// asked about, in words ([]string), when a daemon said it.
+type alwaysKey struct{}
+
+// describeSuggestions says in words what the CLI does with its suggested
+// permission updates when the user answers always (a local run: the CLI
+// applies them itself).
+func describeSuggestions(sugs []claude.PermissionUpdate) []string {
+	var parts []string
+	for _, u := range sugs {
+		where := map[string]string{
+			"userSettings": "in your user settings (~/.claude/settings.json)", "projectSettings": "in the project's .claude/settings.json",
+			"localSettings": "in the project's .claude/settings.local.json", "session": "for this session",
+		}[u.Destination]
+		if where == "" {
+			where = "(" + u.Destination + ")"
+		}
+		switch u.Type {
+		case "addRules", "replaceRules":
+			var specs []string
+			for _, r := range u.Rules {
+				spec := r.ToolName
+				if r.RuleContent != "" {
+					spec += "(" + r.RuleContent + ")"
+				}
+				specs = append(specs, spec)
+			}
+			b := u.Behavior
+			if b == "" {
+				b = "allow"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s %s", b, strings.Join(specs, ", "), where))
+		case "setMode":
+			parts = append(parts, fmt.Sprintf("switch to permission mode %s %s", u.Mode, where))
+		case "addDirectories":
+			parts = append(parts, fmt.Sprintf("allow the directories %s %s", strings.Join(u.Directories, ", "), where))
+		}
+	}
+	return parts
+}
+
+// describeAlways says in words what the daemon does for "always": the
+// rules it stores and what it changes in this CLI process only.
+func describeAlways(pr *v1.PermissionRequest) []string {
+	var parts []string
+	for _, r := range pr.GetAlwaysRules() {
+		where := "everywhere"
+		switch r.GetScope() {
+		case v1.RuleScope_RULE_SCOPE_PROJECT:
+			where = "in " + r.GetScopeValue()
+		case v1.RuleScope_RULE_SCOPE_SESSION:
+			where = "in this session"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s (a rule of the daemon's: claudectl rules rm revokes it)", behaviorName(r.GetBehavior()), r.GetPattern(), where))
+	}
+	return append(parts, pr.GetAlwaysSession()...)
 }
 
 // answer puts AskUserQuestion's questions to the user: a number picks an

@@ -47,11 +47,15 @@ With --server URL (or CLAUDECTL_SERVER set) the prompt runs in a new
 session of the claudectl daemon instead of a local CLI: in the current
 directory (or --cwd), with --model, --permission-mode, --allow, --deny,
 --add-dir, --max-turns, --max-budget-usd and the system prompt flags.
-The session's id is printed on stderr; the session stays open after the
-reply, for "claudectl attach ID" or "claudectl send ID TEXT". Permissions
+The session's id is printed on stderr; the session is closed when the
+turn ends, unless --keep leaves it open for "claudectl attach ID" or
+"claudectl send ID TEXT" (a kept session costs nothing while idle: the
+daemon suspends its CLI and resumes it on the next prompt). Permissions
 the daemon's rules do not settle are asked on the terminal as above (and
 denied without one); another client of the daemon may answer first.
-Ctrl-C interrupts the turn through the daemon. --resume, --continue,
+Ctrl-C interrupts the turn through the daemon; a second Ctrl-C leaves
+the session to the daemon (kept). An interrupt from another client ends
+the run with "interrupted by <client>" and status 130. --resume, --continue,
 --fork, --cli and --max-payload-bytes do not go with --server.
 
 Exit status: 0 success, 1 the turn ended in an error or the CLI (or the
@@ -84,6 +88,7 @@ type runConfig struct {
 	verbose            bool
 	timeout            time.Duration
 	server             clientFlags // --server, --token-file
+	keep               bool        // --keep: leave the daemon session open
 
 	prompt          string
 	promptFromStdin bool
@@ -126,6 +131,7 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 	fs.Func("timeout", "give up after `DURATION`, e.g. 90s or 10m (0: no limit)", parseNonNegDuration(&cfg.timeout, "0 means no limit"))
 	fs.StringVar(&cfg.server.server, "server", "", "run in a session of the claudectl daemon at `URL` (default $CLAUDECTL_SERVER; none: a local CLI)")
 	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` (default $CLAUDECTL_TOKEN)")
+	fs.BoolVar(&cfg.keep, "keep", false, "with --server: keep the daemon session open after the turn (default: closed)")
 	return fs
 }
 

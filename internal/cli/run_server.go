@@ -77,11 +77,29 @@ func (r *serverRunner) run(ctx context.Context) error {
 		return dc.explain(err, "starting a session in the daemon")
 	}
 	id := res.Msg.Session.Id
-	fmt.Fprintf(stderr, "claudectl: daemon session %s (claudectl attach %s)\n", id, id)
+	if cfg.keep {
+		fmt.Fprintf(stderr, "claudectl: daemon session %s (claudectl attach %s)\n", id, id)
+	} else {
+		fmt.Fprintf(stderr, "claudectl: daemon session %s (closed after the turn; --keep keeps it)\n", id)
+	}
+	client := clientName("run")
+	// closeSession closes the session once the run is over, unless it is
+	// kept (--keep, or left to the daemon by a second Ctrl-C).
+	closeSession := func() {
+		if cfg.keep || r.interrupts.Load() > 1 {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := dc.sessions.CloseSession(cctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: id, Client: client})); err != nil {
+			fmt.Fprintf(stderr, "claudectl: %v\n", dc.explain(err, "closing the daemon session "+id))
+		}
+	}
+	defer closeSession()
 
 	var result *claude.ResultMessage
 	f := &follower{env: env, dc: dc, id: id, raw: cfg.outputFormat == formatStreamJSON,
-		verbose: cfg.verbose, client: clientName("run"),
+		verbose: cfg.verbose, client: client,
 		onMessage: func(m claude.Message) bool {
 			switch m := m.(type) {
 			case *claude.ResultMessage:
@@ -108,7 +126,7 @@ func (r *serverRunner) run(ctx context.Context) error {
 		f.decide = denyNoTerminal(stderr)
 	}
 
-	stopWatching := r.watchInterrupts(fctx, dc, id, detach)
+	stopWatching := r.watchInterrupts(fctx, dc, id, client, detach)
 	err = f.follow(fctx)
 	stopWatching()
 	f.stopAsking()
@@ -117,6 +135,12 @@ func (r *serverRunner) run(ctx context.Context) error {
 	}
 
 	switch {
+	case r.interrupts.Load() == 0 && f.interruptedBy != "" && ctx.Err() == nil:
+		fmt.Fprintf(stderr, "claudectl: the turn was interrupted by %s\n", f.interruptedBy)
+		if result != nil && cfg.verbose {
+			(&runner{env: env, cfg: cfg}).printStats(result)
+		}
+		return exitSilently(ExitInterrupted)
 	case r.interrupts.Load() > 0 || errors.Is(ctx.Err(), context.Canceled):
 		fmt.Fprintln(stderr, "claudectl: interrupted")
 		if result != nil && cfg.verbose {
@@ -127,7 +151,7 @@ func (r *serverRunner) run(ctx context.Context) error {
 		// Stop the turn, as a local run ends its CLI.
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_, _ = dc.sessions.Interrupt(ictx, connect.NewRequest(&v1.InterruptRequest{SessionId: id}))
+		_, _ = dc.sessions.Interrupt(ictx, connect.NewRequest(&v1.InterruptRequest{SessionId: id, Client: client}))
 		return exitWith(ExitFailure, "timed out after %s (--timeout)", cfg.timeout)
 	case result == nil && errors.Is(err, errStreamEnded):
 		st, detail := f.finalStatus(ctx)
@@ -151,7 +175,7 @@ func (r *serverRunner) run(ctx context.Context) error {
 // watchInterrupts handles Ctrl-C while the turn runs: the first asks the
 // daemon to stop the turn (its result then ends the run), the second stops
 // following at once. The returned function stops watching and waits.
-func (r *serverRunner) watchInterrupts(ctx context.Context, dc *daemonClient, id string, detach context.CancelFunc) func() {
+func (r *serverRunner) watchInterrupts(ctx context.Context, dc *daemonClient, id, client string, detach context.CancelFunc) func() {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -170,7 +194,7 @@ func (r *serverRunner) watchInterrupts(ctx context.Context, dc *daemonClient, id
 			wg.Go(func() {
 				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				_, err := dc.sessions.Interrupt(ictx, connect.NewRequest(&v1.InterruptRequest{SessionId: id}))
+				_, err := dc.sessions.Interrupt(ictx, connect.NewRequest(&v1.InterruptRequest{SessionId: id, Client: client}))
 				if err != nil && ctx.Err() == nil {
 					fmt.Fprintf(r.env.Stderr, "claudectl: %v\n", dc.explain(err, "interrupting the turn"))
 					detach()
