@@ -75,7 +75,7 @@ type follower struct {
 	// interruptedBy names the client that interrupted the turn; guarded by mu
 	// while following, read after.
 	interruptedBy string
-	wg     sync.WaitGroup     // the asking goroutines
+	wg            sync.WaitGroup // the asking goroutines
 }
 
 // asking is one request being put to the user.
