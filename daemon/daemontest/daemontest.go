@@ -4,6 +4,7 @@
 package daemontest
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -43,6 +44,12 @@ type Options struct {
 	// WorkerToken, if set, makes the daemon host remote workers (served
 	// by Serve at apiserver.WorkerPath) that present this token.
 	WorkerToken string
+	// IdleTimeout is the sessions.idle_timeout setting (0: never, unlike
+	// the setting's default, so that tests do not race it).
+	IdleTimeout time.Duration
+	// MaxRunning is the sessions.max_running setting (0: no limit, unlike
+	// the setting's default).
+	MaxRunning int
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -84,7 +91,8 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
 		WorkerToken: o.WorkerToken, WorkerWait: 60 * time.Second,
 		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,
-		LogLevel: slog.LevelError + 1, // quiet
+		LogLevel:    slog.LevelError + 1, // quiet
+		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1),
 	}}
 	d.open()
 	t.Cleanup(d.stop)

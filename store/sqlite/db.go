@@ -249,10 +249,29 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	return &DB{w: w, r: r, app: app, cp: cp, maxPayload: o.MaxPayloadBytes}, nil
 }
 
-// migrate applies the migrations the database lacks, in one transaction.
-func migrate(ctx context.Context, w *sql.DB) error {
+// migrate applies the migrations the database lacks, in one transaction,
+// with foreign keys off (a migration may rebuild a table others refer to)
+// and checked before the commit.
+func migrate(ctx context.Context, w *sql.DB) (err error) {
+	conn, err := w.Conn(ctx) // the pragma is the connection's
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+		return err
+	}
+	defer func() {
+		if _, ferr := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`); ferr != nil && err == nil {
+			err = ferr
+		}
+	}()
+	return migrateTx(ctx, conn)
+}
+
+func migrateTx(ctx context.Context, conn *sql.Conn) error {
 	ms := migrations()
-	tx, err := w.BeginTx(ctx, nil)
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -280,6 +299,15 @@ func migrate(ctx context.Context, w *sql.DB) error {
 			m.version, m.name, time.Now().UnixNano()); err != nil {
 			return err
 		}
+	}
+	rows, err := tx.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err != nil {
+		return err
+	}
+	bad := rows.Next()
+	rows.Close()
+	if bad {
+		return errors.New("migrations left rows whose foreign keys point nowhere; the database was not changed")
 	}
 	return tx.Commit()
 }

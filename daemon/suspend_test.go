@@ -1,0 +1,210 @@
+package daemon_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/store"
+)
+
+// waitStored waits until session id is stored with status want and
+// returns it.
+func waitStored(t *testing.T, td *daemontest.Daemon, id string, want store.SessionStatus) *store.Session {
+	t.Helper()
+	for {
+		s, err := td.D.Session(td.Ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Status == want {
+			return s
+		}
+		select {
+		case <-td.Ctx.Done():
+			t.Fatalf("session %s is %s (%s), want %s", id, s.Status, s.Error, want)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// lastStatus returns the detail of the last status event of session id.
+func lastStatus(t *testing.T, td *daemontest.Daemon, id string) *daemon.StatusChange {
+	t.Helper()
+	ctx, cancel := context.WithCancel(td.Ctx)
+	defer cancel()
+	var last *daemon.StatusChange
+	s, err := td.D.Session(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range td.D.Subscribe(ctx, id, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, ok := ev.Body.(*daemon.StatusChange); ok {
+			last = b
+		}
+		if ev.Seq >= s.LastSeq {
+			break
+		}
+	}
+	return last
+}
+
+// An idle session's CLI is closed after the idle timeout; the next prompt
+// resumes it as if it had never stopped, with the model and mode switched
+// while it was suspended.
+func TestIdleSessionSuspendsAndResumes(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{IdleTimeout: 300 * time.Millisecond},
+		claudetest.Reply(claudetest.Text("I will remember 42.")),
+		claudetest.Reply(claudetest.Text("You said 42.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "Remember the number 42.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStored(t, td, s.ID, store.StatusSuspended)
+	if st := lastStatus(t, td, s.ID); st == nil || !strings.Contains(st.Detail, "idle for 300ms") {
+		t.Errorf("suspension's status event: %+v", st)
+	}
+	if n := d.Running(); n != 0 {
+		t.Errorf("%d sessions still have a CLI", n)
+	}
+	if err := d.SetModel(ctx, s.ID, "claude-sonnet-4-5"); err != nil {
+		t.Fatalf("SetModel on a suspended session: %v", err)
+	}
+	if err := d.Interrupt(ctx, s.ID, "test"); err != nil {
+		t.Errorf("Interrupt of a suspended session (nothing runs): %v", err)
+	}
+	if err := d.Send(ctx, s.ID, "Which number?"); err != nil {
+		t.Fatal(err)
+	}
+	got := waitStored(t, td, s.ID, store.StatusSuspended) // the turn, then idle again
+	if got.Process != 2 || got.Totals.Turns != 2 || got.Model != "claude-sonnet-4-5" {
+		t.Errorf("after the resumed turn: process %d, turns %d, model %q", got.Process, got.Totals.Turns, got.Model)
+	}
+	reqs := td.Model.Requests()
+	last := reqs[len(reqs)-1]
+	if conv := last.Transcript(); !strings.Contains(conv, "I will remember 42.") || !strings.Contains(conv, "Which number?") {
+		t.Errorf("the resumed CLI lacks the first exchange:\n%s", conv)
+	}
+	if last.Model != "claude-sonnet-4-5" {
+		t.Errorf("resumed with model %q, want the one set while suspended", last.Model)
+	}
+}
+
+// A session created and never prompted has no conversation to resume: its
+// first prompt after a suspension starts one.
+func TestSuspendedBeforeAnyPrompt(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{IdleTimeout: 200 * time.Millisecond},
+		claudetest.Reply(claudetest.Text("Hello.")))
+	s, err := td.D.Create(td.Ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStored(t, td, s.ID, store.StatusSuspended)
+	if err := td.D.Send(td.Ctx, s.ID, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitStored(t, td, s.ID, store.StatusSuspended); got.Totals.Turns != 1 || got.ClaudeSessionID == "" {
+		t.Errorf("after the first prompt: turns %d, claude id %q", got.Totals.Turns, got.ClaudeSessionID)
+	}
+}
+
+// Beyond max_running a launch queues (status queued) until a session goes
+// idle, which is then suspended to make room.
+func TestMaxRunningQueues(t *testing.T) {
+	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 40))}, ChunkSize: 5, DeltaDelay: 20 * time.Millisecond}
+	td := daemontest.Start(t, &daemontest.Options{MaxRunning: 1},
+		slow, claudetest.Reply(claudetest.Text("B's turn.")), claudetest.Reply(claudetest.Text("A again.")))
+	d, ctx := td.D, td.Ctx
+	a, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "go slowly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type created struct {
+		s   *store.Session
+		err error
+	}
+	bc := make(chan created, 1)
+	go func() {
+		s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "B here")
+		bc <- created{s, err}
+	}()
+	// B waits, visibly, while A's turn runs.
+	var queuedID string
+	for queuedID == "" {
+		all, err := d.Sessions(ctx, store.SessionFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range all {
+			if s.Status == store.StatusQueued {
+				queuedID = s.ID
+			}
+		}
+		select {
+		case b := <-bc:
+			t.Fatalf("B started while A's turn ran (max_running 1): %+v, %v", b.s, b.err)
+		case <-ctx.Done():
+			t.Fatal("B never showed as queued")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if d.Queued() != 1 {
+		t.Errorf("Queued() = %d, want 1", d.Queued())
+	}
+	b := <-bc // A went idle and was suspended for B
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	if b.s.ID != queuedID {
+		t.Errorf("queued %s, started %s", queuedID, b.s.ID)
+	}
+	waitStored(t, td, a.ID, store.StatusSuspended)
+	if st := lastStatus(t, td, a.ID); st == nil || !strings.Contains(st.Detail, "make room") {
+		t.Errorf("A's suspension: %+v", st)
+	}
+	waitStored(t, td, b.s.ID, store.StatusIdle)
+	if n := d.Running(); n != 1 {
+		t.Errorf("%d sessions run, want 1", n)
+	}
+	// A's next prompt takes B's slot in turn.
+	if err := d.Send(ctx, a.ID, "and again"); err != nil {
+		t.Fatal(err)
+	}
+	waitStored(t, td, b.s.ID, store.StatusSuspended)
+	if got := waitStored(t, td, a.ID, store.StatusIdle); got.Totals.Turns != 2 {
+		t.Errorf("A after its second prompt: %d turns", got.Totals.Turns)
+	}
+}
+
+// A launch that gives up while queued leaves no CLI and says why.
+func TestQueuedLaunchGivesUp(t *testing.T) {
+	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 100))}, ChunkSize: 5, DeltaDelay: 20 * time.Millisecond}
+	td := daemontest.Start(t, &daemontest.Options{MaxRunning: 1}, slow)
+	d, ctx := td.D, td.Ctx
+	if _, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "go slowly"); err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := d.Create(qctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "B"); err == nil {
+		t.Fatal("Create returned while the only slot was busy")
+	}
+	all, err := d.Sessions(ctx, store.SessionFilter{Status: store.StatusClosed})
+	if err != nil || len(all) != 1 {
+		t.Fatalf("closed sessions: %+v, %v", all, err)
+	}
+	if st := lastStatus(t, td, all[0].ID); st == nil || !strings.Contains(st.Detail, "closed while queued") {
+		t.Errorf("the given-up session's status: %+v", st)
+	}
+	if d.Queued() != 0 || d.Running() != 1 {
+		t.Errorf("queued %d, running %d; want 0, 1", d.Queued(), d.Running())
+	}
+}
