@@ -23,6 +23,8 @@ func toConnect(err error) error {
 	var ia *daemon.InvalidArgumentError
 	var re *permission.ResolvedError
 	switch {
+	case errors.Is(err, store.ErrWriteFailed): // whatever it stopped: the store is the cause
+		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.As(err, &ia):
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.As(err, &re):

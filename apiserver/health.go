@@ -18,8 +18,24 @@ import (
 )
 
 // Health implements HealthService.
+// Health is not ok while the store cannot write.
 func (s *Service) Health(context.Context, *connect.Request[v1.HealthRequest]) (*connect.Response[v1.HealthResponse], error) {
-	return connect.NewResponse(&v1.HealthResponse{Ok: true}), nil
+	h, _ := s.D.StoreHealth()
+	return connect.NewResponse(&v1.HealthResponse{Ok: h.Err == nil}), nil
+}
+
+// storeStatus says whether the store writes.
+func (s *Service) storeStatus() *v1.StoreStatus {
+	h, _ := s.D.StoreHealth()
+	out := &v1.StoreStatus{Ok: h.Err == nil}
+	if h.Err != nil {
+		out.Error = h.Err.Error()
+		out.FailingSince = timestamppb.New(h.Since)
+	}
+	if !h.LastOK.IsZero() {
+		out.LastOk = timestamppb.New(h.LastOK)
+	}
+	return out
 }
 
 var levelToProto = map[claude.Compatibility]v1.CompatibilityLevel{
@@ -44,9 +60,16 @@ func (s *Service) HealthDetails(ctx context.Context, _ *connect.Request[v1.Healt
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out := &v1.HealthDetailsResponse{Ok: true, Version: Version, StartedAt: timestamppb.New(s.D.Started()),
+	st := s.storeStatus()
+	out := &v1.HealthDetailsResponse{Ok: st.Ok, Store: st, Version: Version, StartedAt: timestamppb.New(s.D.Started()),
 		Sessions: int32(len(all)), RunningSessions: int32(s.D.Running()),
-		PendingPermissions: int32(len(s.D.Pending("")))}
+		PendingPermissions: int32(len(s.D.Pending(""))), QueuedSessions: int32(s.D.Queued()),
+		MaxRunning: int32(s.D.MaxRunning())}
+	for _, sess := range all {
+		if sess.Status == store.StatusSuspended {
+			out.SuspendedSessions++
+		}
+	}
 	out.ClaudeCode = s.claudeStatus(ctx)
 	return connect.NewResponse(out), nil
 }

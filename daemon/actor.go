@@ -58,6 +58,9 @@ type actor struct {
 	evicted  atomic.Bool // suspended to make room for a queued session
 	live     atomic.Bool // its CLI runs
 	released sync.Once
+	// storeFailed is set when an event of the session could not be stored:
+	// the session is being stopped (storefail.go).
+	storeFailed atomic.Bool
 }
 
 // actorState is what run owns.
@@ -358,9 +361,12 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 	}
 	se := &ev.Event
 	committed := func(err error) {
-		if err == nil {
+		switch {
+		case err == nil:
 			a.hub.publish(ev) // se is ev's own: its seq is set
-		} else if !wait {
+		case writeFailed(err):
+			a.lost(err)
+		case !wait:
 			a.d.log.Error("logging an event", "session", a.id, "type", se.Type, "err", err)
 		}
 		if wait {
@@ -376,6 +382,8 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 	switch {
 	case err == nil && wait:
 		return <-done
+	case err != nil && writeFailed(err):
+		a.lost(err)
 	case err != nil && !wait:
 		a.d.log.Error("logging an event", "session", a.id, "type", se.Type, "err", err)
 	}
@@ -426,10 +434,15 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
 		if err == nil {
 			a.hub.publish(Event{Event: *ev})
+		} else if writeFailed(err) {
+			a.lost(err)
 		}
 		done <- usageOutcome{rec, sess, err}
 	}, ev, usageInput(a.id, a.process, m))
 	if err != nil {
+		if writeFailed(err) {
+			a.lost(err)
+		}
 		return usageOutcome{err: err}
 	}
 	return <-done

@@ -9,6 +9,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,6 +107,9 @@ type Options struct {
 	// queues (status queued) while idle sessions are suspended to make
 	// room. Zero means no limit.
 	MaxRunning int
+	// StoreRetryInterval is how often the daemon tries the store again
+	// after it failed to write (to record what was lost); zero means 1s.
+	StoreRetryInterval time.Duration
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
@@ -126,6 +130,8 @@ type Daemon struct {
 	compat      *compatTracker
 	idleTimeout time.Duration
 	slots       *slots
+	failures    storeFailures
+	storeProbe  time.Duration // how often the store is tried again after it failed
 
 	ctx    context.Context // the life of every session's CLI
 	cancel context.CancelFunc
@@ -147,6 +153,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, maxPayload: opts.MaxPayloadBytes,
 		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(), compat: newCompatTracker(),
 		actors: map[string]*actor{}, idleTimeout: opts.IdleTimeout, slots: &slots{max: max(opts.MaxRunning, 0)},
+		storeProbe: cmp.Or(opts.StoreRetryInterval, time.Second),
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -662,13 +669,8 @@ func (d *Daemon) CloseSession(ctx context.Context, id, by string) error {
 	if err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	err = d.db.AppendUpdateAsync(ctx, func(err error) { done <- err },
-		&store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw}, store.SessionUpdate{Status: &st})
-	if err != nil {
-		return err
-	}
-	return <-done
+	return appendUpdate(ctx, d.db, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw},
+		store.SessionUpdate{Status: &st})
 }
 
 // Running returns how many sessions have a live CLI.

@@ -26,13 +26,15 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		case permission.Allow:
 			a.d.log.Debug("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 				"allow", true, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)
-			a.audit(bg, req, requested, claude.Allow(), "allow", "rule", dec.Rule)
+			if err := a.audit(bg, req, requested, claude.Allow(), "allow", "rule", dec.Rule); err != nil {
+				return unaudited(err), nil
+			}
 			return claude.Allow(), nil
 		case permission.Deny:
 			a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 				"allow", false, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)
 			res := claude.Deny("Denied by rule " + dec.Rule.String())
-			a.audit(bg, req, requested, res, "deny", "rule", dec.Rule)
+			_ = a.audit(bg, req, requested, res, "deny", "rule", dec.Rule) // denied either way
 			return res, nil
 		}
 	}
@@ -62,20 +64,24 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 		"outcome", r.Outcome, "allow", r.Result.Allow, "by", r.By)
 	if r.Outcome == permission.Withdrawn {
-		a.audit(bg, req, requested, claude.PermissionResult{}, "withdrawn", r.By, nil)
+		_ = a.audit(bg, req, requested, claude.PermissionResult{}, "withdrawn", r.By, nil)
 		return claude.PermissionResult{}, fmt.Errorf("daemon: permission request withdrawn by %s", r.By)
 	}
 	behavior := "deny"
 	if r.Result.Allow {
 		behavior = "allow"
 	}
-	a.audit(bg, req, requested, r.Result, behavior, r.By, nil)
+	if err := a.audit(bg, req, requested, r.Result, behavior, r.By, nil); err != nil && r.Result.Allow {
+		return unaudited(err), nil
+	}
 	return r.Result, nil
 }
 
 // audit writes the decision to the audit trail and logs it as an event.
+// It returns an error when the trail cannot hold it: the decision must not
+// take effect.
 func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, requested time.Time,
-	res claude.PermissionResult, behavior, by string, rule *permission.Rule) {
+	res claude.PermissionResult, behavior, by string, rule *permission.Rule) error {
 	d := &store.Decision{SessionID: a.id, RequestID: req.RequestID, ToolName: req.ToolName,
 		Input: req.Input, Behavior: behavior, By: by, Message: res.Message,
 		UpdatedInput: res.UpdatedInput, RequestedAt: requested}
@@ -85,9 +91,20 @@ func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, reques
 	}
 	if err := a.d.db.AddDecision(ctx, d); err != nil {
 		a.d.log.Error("auditing a decision", "session", a.id, "request", req.RequestID, "err", err)
+		if writeFailed(err) {
+			a.lost(err)
+		}
+		return err
 	}
 	a.log(ctx, &PermissionResolved{RequestID: req.RequestID, ToolName: req.ToolName, Behavior: behavior, By: by,
 		RuleID: d.RuleID, Message: res.Message})
+	return nil
+}
+
+// unaudited is what the CLI gets for a decision the audit trail could not
+// hold: a denial saying so.
+func unaudited(err error) claude.PermissionResult {
+	return claude.Deny("The daemon could not record the permission decision (" + err.Error() + "), so the tool was not allowed.")
 }
 
 // Decision is a person's answer to a pending request.
@@ -128,6 +145,10 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*permission.Pending,
 			err = permission.ErrNotPending
 		}
 		return nil, nil, err
+	}
+	// A decision the audit trail cannot hold does not reach the CLI.
+	if err := d.storeWrites(ctx, p.SessionID); err != nil {
+		return nil, nil, fmt.Errorf("daemon: the decision was not sent: it cannot be recorded: %w", err)
 	}
 	var res claude.PermissionResult
 	var err error

@@ -26,8 +26,9 @@ type sub struct {
 
 	// guarded by hub.mu
 	backlog []Event
-	ended   bool // no more events will be added
-	dropped bool // ended because the backlog overflowed
+	ended   bool  // no more events will be added
+	dropped bool  // ended because the backlog overflowed
+	err     error // ended because the session failed so (fail)
 }
 
 func newHub(size int) *hub { return &hub{size: size, subs: map[*sub]struct{}{}} }
@@ -84,13 +85,30 @@ func (h *hub) close() {
 	}
 }
 
+// fail ends every subscription with err, after the events already queued.
+func (h *hub) fail(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		delete(h.subs, s)
+		s.ended, s.err = true, err
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// failSubscribers ends the session's subscriptions with err.
+func (a *actor) failSubscribers(err error) { a.hub.fail(err) }
+
 // take returns the events queued for s (nil when none) and whether the
 // subscription has ended, and if so, whether it was dropped.
-func (h *hub) take(s *sub) (evs []Event, ended, dropped bool) {
+func (h *hub) take(s *sub) (evs []Event, ended, dropped bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	evs, s.backlog = s.backlog, nil
-	return evs, s.ended, s.dropped
+	return evs, s.ended, s.dropped, s.err
 }
 
 // Subscribe returns the events of session id after seq after: those stored,
@@ -134,7 +152,7 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			return
 		}
 		for {
-			evs, ended, dropped := a.hub.take(s)
+			evs, ended, dropped, ferr := a.hub.take(s)
 			for _, ev := range evs {
 				if ev.Seq <= last {
 					continue
@@ -145,7 +163,10 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 				}
 			}
 			if ended && len(evs) == 0 {
-				if dropped {
+				switch {
+				case ferr != nil:
+					yield(Event{}, ferr)
+				case dropped:
 					yield(Event{}, ErrSlowSubscriber)
 				}
 				return

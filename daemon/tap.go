@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"fmt"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
@@ -30,16 +31,29 @@ type tapConn struct {
 }
 
 // WriteLine logs line, then writes it. A line that cannot be logged is
-// still written (and the failure logged): the session must go on.
+// not written: nothing reaches the CLI that its log lacks (a prompt is
+// refused, and the session stops when the store fails).
 func (c *tapConn) WriteLine(ctx context.Context, line []byte) error {
 	raw := bytes.TrimRight(line, "\n")
 	typ, sub := claude.LineKind(raw)
 	ev := Event{Event: store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: typ, Subtype: sub,
 		Raw: append([]byte(nil), raw...)}}
 	if err := c.a.record(context.WithoutCancel(ctx), ev, nil, true); err != nil {
-		c.a.d.log.Error("logging a line to the CLI", "session", c.a.id, "type", typ, "err", err)
+		c.a.d.log.Error("not writing a line to the CLI: it could not be logged", "session", c.a.id, "type", typ, "err", err)
+		return fmt.Errorf("daemon: %s not sent to the CLI: it could not be recorded: %w", describeLine(typ, sub), err)
 	}
 	return c.Conn.WriteLine(ctx, line)
+}
+
+// describeLine names a line written to the CLI in a user's words.
+func describeLine(typ, sub string) string {
+	switch {
+	case typ == "user":
+		return "the prompt was"
+	case sub != "":
+		return "the " + sub + " " + typ + " was"
+	}
+	return "the " + typ + " line was"
 }
 
 // Buffered keeps the session's batching of already-buffered lines (an

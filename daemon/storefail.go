@@ -1,0 +1,210 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/claudectl/claudectl/store"
+)
+
+// When the store cannot write (a full disk, say), the daemon stops the
+// sessions whose events it could not store, loudly: each is suspended (its
+// CLI closed; the next prompt resumes it), its subscribers get the error,
+// Health reports the store as failing, and the lines written to a CLI are
+// refused rather than sent unrecorded. The events lost are counted per
+// session; once the store writes again, each such session's log gets a gap
+// record saying how many, between when and why, before its suspended
+// status — never a silent jump in the log.
+
+// lostEvents is what a session lost while the store failed.
+type lostEvents struct {
+	n        int64
+	from, to time.Time
+	reason   string
+}
+
+// storeFailures tracks the sessions that lost events, until their gap
+// records are stored.
+type storeFailures struct {
+	mu      sync.Mutex
+	lost    map[string]*lostEvents // session id → what it lost
+	probing bool                   // a goroutine writes the gap records
+}
+
+// writeFailed reports whether err is the store failing to write.
+func writeFailed(err error) bool { return errors.Is(err, store.ErrWriteFailed) }
+
+// StoreHealth returns whether the store writes, and how many sessions wait
+// for their gap records.
+func (d *Daemon) StoreHealth() (store.WriteHealth, int) {
+	var h store.WriteHealth
+	if wh, ok := any(d.db).(interface{ WriteHealth() store.WriteHealth }); ok {
+		h = wh.WriteHealth()
+	}
+	d.failures.mu.Lock()
+	defer d.failures.mu.Unlock()
+	return h, len(d.failures.lost)
+}
+
+// lost notes that an event of the actor's session could not be stored.
+// It never blocks: it runs on the store's writer goroutine too. The first
+// loss stops the session.
+func (a *actor) lost(err error) {
+	now := time.Now()
+	f := &a.d.failures
+	f.mu.Lock()
+	if f.lost == nil {
+		f.lost = map[string]*lostEvents{}
+	}
+	l := f.lost[a.id]
+	if l == nil {
+		l = &lostEvents{from: now}
+		f.lost[a.id] = l
+	}
+	l.n++
+	l.to, l.reason = now, err.Error()
+	f.mu.Unlock()
+	if a.storeFailed.CompareAndSwap(false, true) {
+		go a.stopForStore(err)
+	}
+}
+
+// stopForStore suspends the session because its events cannot be stored,
+// tells its subscribers, and starts writing gap records once the store
+// recovers.
+func (a *actor) stopForStore(err error) {
+	a.d.log.Error("the store cannot write: suspending the session", "session", a.id, "err", err)
+	reason := fmt.Sprintf("the store cannot write (%v): the session was suspended; the next prompt resumes it once the store writes again", err)
+	a.do(func(st *actorState) {
+		if st.closing {
+			return
+		}
+		st.suspendMsg = reason
+		a.beginClose(st)
+	})
+	a.failSubscribers(fmt.Errorf("%w: session %s stopped: %v", store.ErrWriteFailed, a.id, err))
+	a.d.probeStore()
+}
+
+// probeStore starts the goroutine that writes the gap records, unless it
+// runs.
+func (d *Daemon) probeStore() {
+	f := &d.failures
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.probing {
+		return
+	}
+	f.probing = true
+	go d.writeGaps()
+}
+
+// writeGaps tries, every storeProbeInterval, to store the gap record and
+// suspended status of each session that lost events and whose CLI is
+// gone, until none is left or the daemon closes.
+func (d *Daemon) writeGaps() {
+	t := time.NewTicker(d.storeProbe)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			d.failures.mu.Lock()
+			d.failures.probing = false
+			d.failures.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		f := &d.failures
+		f.mu.Lock()
+		pending := make(map[string]lostEvents, len(f.lost))
+		for id, l := range f.lost {
+			pending[id] = *l
+		}
+		f.mu.Unlock()
+		for id, l := range pending {
+			d.mu.Lock()
+			live := d.actors[id] != nil
+			d.mu.Unlock()
+			if live {
+				continue // its end is still being recorded (or lost)
+			}
+			if err := d.writeGap(id, l); err != nil {
+				d.log.Warn("the store still cannot write", "session", id, "err", err)
+				break
+			}
+			d.log.Info("the store writes again: gap recorded", "session", id, "lost", l.n, "from", l.from, "to", l.to)
+			f.mu.Lock()
+			if cur := f.lost[id]; cur != nil && cur.n == l.n {
+				delete(f.lost, id)
+			}
+			f.mu.Unlock()
+		}
+		f.mu.Lock()
+		if len(f.lost) == 0 {
+			f.probing = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+	}
+}
+
+// writeGap stores session id's gap record and sets its status to
+// suspended, in one commit; then the status event, which may fail without
+// harm (the stored status is right).
+func (d *Daemon) writeGap(id string, l lostEvents) error {
+	ctx := context.WithoutCancel(d.ctx)
+	gap, err := encodeBody(&Gap{Lost: l.n, From: l.from, To: l.to, Reason: l.reason})
+	if err != nil {
+		return err
+	}
+	st := store.StatusSuspended
+	if err := appendUpdate(ctx, d.db, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "gap", Raw: gap},
+		store.SessionUpdate{Status: &st}); err != nil {
+		return err
+	}
+	status, err := encodeBody(&StatusChange{Status: st,
+		Detail: fmt.Sprintf("suspended while the store could not write (%d events lost); the next prompt resumes it", l.n)})
+	if err == nil {
+		_, err = d.db.Append(ctx, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: status})
+	}
+	if err != nil {
+		d.log.Warn("recording a session's status after its gap", "session", id, "err", err)
+	}
+	return nil
+}
+
+// appendUpdate stores ev and applies upd to its session in one commit.
+func appendUpdate(ctx context.Context, db interface {
+	AppendUpdateAsync(context.Context, func(error), *store.Event, store.SessionUpdate) error
+}, ev *store.Event, upd store.SessionUpdate) error {
+	done := make(chan error, 1)
+	if err := db.AppendUpdateAsync(ctx, func(err error) { done <- err }, ev, upd); err != nil {
+		return err
+	}
+	return <-done
+}
+
+// storeWrites returns nil if the store writes, or why it does not. While
+// the store is known to fail it tries a harmless write (the session's
+// updated time), so that a recovery is seen without waiting for an event.
+func (d *Daemon) storeWrites(ctx context.Context, sessionID string) error {
+	h, _ := d.StoreHealth()
+	if h.Err == nil {
+		return nil
+	}
+	s, err := d.db.Session(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	if _, err := d.db.UpdateSession(ctx, sessionID, store.SessionUpdate{Error: &s.Error}); err != nil {
+		if writeFailed(err) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", store.ErrWriteFailed, h.Err)
+	}
+	return nil
+}
