@@ -33,7 +33,8 @@
 // Methods wrap the sentinels below, so test them with [errors.Is]:
 // [ErrNotFound] for a missing session or rule, [ErrUnavailable] for an event
 // range the log cannot serve, [ErrClosed] after Close, [ErrSchemaTooNew] when
-// the database was written by a newer claudectl.
+// the database was written by a newer claudectl, [ErrWriteFailed] when the
+// disk or the database file refuses a write (see [WriteHealth]).
 package store
 
 import "errors"
@@ -53,4 +54,10 @@ var (
 	// ErrInvalid means a record was refused because a field is missing or
 	// out of range; the message names the field.
 	ErrInvalid = errors.New("invalid record")
+	// ErrWriteFailed means a write failed because of the disk or the
+	// database file (disk full, I/O error, read-only file, out of
+	// memory), not because of the record: the same write can succeed once
+	// the cause is fixed. The message says why in plain words and names the
+	// data directory.
+	ErrWriteFailed = errors.New("the store cannot write")
 )

@@ -31,7 +31,10 @@ type appendRequest struct {
 	// sequence numbers never outlives a session.
 	deleteSession string
 	// then, when set, runs in the transaction after the request's events
-	// are inserted (seq is the last one's); an error fails the batch.
+	// are inserted (seq is the last one's); an error fails the request
+	// alone. It may run more than once (a batch is written again when one
+	// of its requests fails), so it must write only through tx and set its
+	// results afresh each time.
 	then  func(ctx context.Context, tx dbtx, seq int64) error
 	state atomic.Int32
 	// notify is called once, on the writer goroutine, with the outcome of
@@ -66,6 +69,11 @@ type appender struct {
 	// it; it is right because every event and every session deletion is
 	// written by that goroutine.
 	sessions map[string]sessionState
+	// changed and args are write's scratch space, kept between batches.
+	changed map[string]sessionState
+	args    []any
+	health  *health
+	commits atomic.Int64 // batches written (for tests)
 
 	mu     sync.RWMutex // held for reading while sending on in; for writing to close it
 	closed bool         // guarded by mu
@@ -73,11 +81,14 @@ type appender struct {
 	exited chan struct{}
 }
 
-func newAppender(w *sql.DB, maxBatch int) (*appender, error) {
+func newAppender(w *sql.DB, maxBatch int, h *health) (*appender, error) {
 	ctx := context.Background()
 	a := &appender{
 		w:        w,
+		health:   h,
 		sessions: make(map[string]sessionState),
+		changed:  make(map[string]sessionState),
+		args:     make([]any, 0, 8*insertRows),
 		maxBatch: maxBatch,
 		in:       make(chan *appendRequest, 1024),
 		exited:   make(chan struct{}),
@@ -258,9 +269,15 @@ func (a *appender) run() {
 }
 
 // commit stores the events of every request in batch that its caller has
-// not withdrawn, in one transaction, and tells each caller the outcome. A
-// request naming a missing session fails alone; any other error fails the
-// whole batch.
+// not withdrawn, in one transaction, and tells each caller the outcome.
+//
+// A request fails alone when its own events or its then fail (a missing
+// session, a constraint, a ledger error): the batch is first written with
+// no per-request cost; if a request fails, the transaction is rolled back
+// and the batch written again with a savepoint around each request, so
+// that the failing ones are rolled back to their savepoint and the others
+// commit. Only an error of the transaction itself (BEGIN, COMMIT, a full
+// disk, I/O) fails the whole batch.
 func (a *appender) commit(batch []*appendRequest) {
 	live := batch[:0]
 	for _, r := range batch {
@@ -271,12 +288,24 @@ func (a *appender) commit(batch []*appendRequest) {
 	if len(live) == 0 {
 		return
 	}
+	a.commits.Add(1)
 	failed := make([]error, len(live))
-	err := a.write(live, failed)
+	err := a.write(live, failed, false)
+	if _, ok := err.(requestError); ok {
+		clear(failed)
+		err = a.write(live, failed, true)
+	}
 	if err != nil {
 		// The transaction rolled back; what the cache says may be wrong
 		// (another process wrote to the file, say): read it afresh.
 		clear(a.sessions)
+		if werr := a.health.classify(err); werr != nil {
+			err = werr
+			a.health.failed(err)
+		}
+		err = fmt.Errorf("sqlite: append: %w", err)
+	} else {
+		a.health.ok()
 	}
 	for i, r := range live {
 		e := err
@@ -292,8 +321,19 @@ func (a *appender) commit(batch []*appendRequest) {
 	}
 }
 
-func (a *appender) write(live []*appendRequest, failed []error) (err error) {
-	defer wrap(&err, "sqlite: append")
+// A requestError is a failure of one request of a batch written without
+// savepoints: the batch is written again with them.
+type requestError struct{ error }
+
+func (e requestError) Unwrap() error { return e.error }
+
+// write writes live in one transaction, setting failed[i] for each request
+// that fails alone. Without careful, a request's failure ends the
+// transaction with a requestError; with careful, each request runs in a
+// savepoint and its failure rolls back to it. An error that is a failure of
+// the disk or the file (see writeFailure) is never a request's: it fails the
+// batch, as SQLite itself may have rolled the transaction back.
+func (a *appender) write(live []*appendRequest, failed []error, careful bool) error {
 	// The batch is not the caller's to cancel: one caller giving up must
 	// not undo the others' events.
 	ctx := context.Background()
@@ -305,7 +345,7 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 	insert := tx.StmtContext(ctx, a.insert)
 	insertN := tx.StmtContext(ctx, a.insertN)
 	lookup := tx.StmtContext(ctx, a.lookup)
-	buf := make([]any, 0, 8*insertRows)
+	buf := a.args[:0]
 	args := buf // rows not inserted yet
 	flush := func(all bool) error {
 		if len(args) == cap(buf) {
@@ -324,8 +364,10 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 		args = buf[:0] // the whole array again, for the next full insert
 		return nil
 	}
+	defer clear(buf[:cap(buf)]) // let the events' payloads be collected
 	// changed holds this batch's changes to a.sessions, merged on commit.
-	changed := make(map[string]sessionState)
+	changed := a.changed
+	clear(changed)
 	state := func(id string) (sessionState, error) {
 		if st, ok := changed[id]; ok {
 			return st, nil
@@ -343,7 +385,9 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 		changed[id] = st
 		return st, nil
 	}
-	for i, r := range live {
+	// one writes request i; a non-nil error is the request's own unless
+	// writeFailure says otherwise.
+	one := func(i int, r *appendRequest) error {
 		if id := r.deleteSession; id != "" {
 			res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 			if err != nil {
@@ -353,7 +397,7 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 				failed[i] = store.ErrNotFound
 			}
 			changed[id] = sessionState{pk: -1}
-			continue
+			return nil
 		}
 		for _, ev := range r.evs {
 			st, err := state(ev.SessionID)
@@ -362,14 +406,14 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 			}
 			if st.pk < 0 {
 				failed[i] = fmt.Errorf("sqlite: append: session %q: %w", ev.SessionID, store.ErrNotFound)
-				break
+				return nil
 			}
 		}
-		if failed[i] != nil {
-			continue
-		}
 		for _, ev := range r.evs {
-			st, _ := state(ev.SessionID)
+			st := changed[ev.SessionID]
+			if _, ok := changed[ev.SessionID]; !ok {
+				st = a.sessions[ev.SessionID]
+			}
 			st.last++
 			args = append(args, st.pk, st.last, ev.Time.UnixNano(), int64(ev.Direction),
 				ev.Type, ev.Subtype, ev.Raw, ev.OriginalSize)
@@ -379,16 +423,54 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 			changed[ev.SessionID] = st
 			ev.Seq = st.last
 		}
-		if r.then != nil {
+		if r.then != nil || careful {
 			if err := flush(true); err != nil { // then may read them
 				return err
 			}
-			if err := r.then(ctx, cachedTx{tx, a}, r.evs[len(r.evs)-1].Seq); err != nil {
+		}
+		if r.then != nil {
+			return r.then(ctx, cachedTx{tx, a}, r.evs[len(r.evs)-1].Seq)
+		}
+		return nil
+	}
+	for i, r := range live {
+		if !careful {
+			if err := one(i, r); err != nil {
+				if writeFailure(err) != "" {
+					return err
+				}
+				return requestError{err}
+			}
+			continue
+		}
+		saved := a.saveStates(r)
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT request`); err != nil {
+			return err
+		}
+		err := one(i, r)
+		if err != nil {
+			if writeFailure(err) != "" {
 				return err
 			}
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO request`); err != nil {
+				return err
+			}
+			args = buf[:0] // the request flushed or failed flushing: nothing of it is pending
+			a.restoreStates(saved)
+			for _, ev := range r.evs {
+				ev.Seq = 0
+				delete(a.sessions, ev.SessionID) // read its state afresh next time
+			}
+			failed[i] = fmt.Errorf("sqlite: append: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `RELEASE request`); err != nil {
+			return err
 		}
 	}
 	if err := flush(true); err != nil {
+		if writeFailure(err) == "" {
+			return requestError{err}
+		}
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -407,6 +489,46 @@ func (a *appender) write(live []*appendRequest, failed []error) (err error) {
 		}
 	}
 	return nil
+}
+
+// A savedState is an entry of the batch's changes before a request: ok
+// false means it had none.
+type savedState struct {
+	id string
+	st sessionState
+	ok bool
+}
+
+// saveStates returns the batch's changes to the sessions r touches, for
+// restoreStates to undo r's.
+func (a *appender) saveStates(r *appendRequest) []savedState {
+	var saved []savedState
+	add := func(id string) {
+		for _, s := range saved {
+			if s.id == id {
+				return
+			}
+		}
+		st, ok := a.changed[id]
+		saved = append(saved, savedState{id, st, ok})
+	}
+	if r.deleteSession != "" {
+		add(r.deleteSession)
+	}
+	for _, ev := range r.evs {
+		add(ev.SessionID)
+	}
+	return saved
+}
+
+func (a *appender) restoreStates(saved []savedState) {
+	for _, s := range saved {
+		if s.ok {
+			a.changed[s.id] = s.st
+		} else {
+			delete(a.changed, s.id)
+		}
+	}
 }
 
 // maxCachedSessions bounds the appender's cache of session states: a

@@ -63,6 +63,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +105,7 @@ type DB struct {
 	app        *appender
 	cp         *checkpointer
 	maxPayload int
+	health     *health
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -162,6 +164,13 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	if strings.ContainsRune(path, '?') || path == "" || strings.HasPrefix(path, ":memory:") {
 		return nil, fmt.Errorf("%w: path must name a file and hold no '?'", store.ErrInvalid)
 	}
+	dir, _ := filepath.Abs(filepath.Dir(path))
+	h := &health{dir: dir}
+	defer func() {
+		if werr := h.classify(err); werr != nil {
+			err = werr
+		}
+	}()
 	if o.MaxPayloadBytes == 0 {
 		o.MaxPayloadBytes = jsonl.DefaultMaxLineBytes
 	}
@@ -238,7 +247,7 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	c.SetMaxIdleConns(1)
 	c.SetConnMaxIdleTime(0)
 	cp := newCheckpointer(c)
-	app, err := newAppender(w, o.MaxBatch)
+	app, err := newAppender(w, o.MaxBatch, h)
 	if err != nil {
 		cp.close()
 		w.Close()
@@ -246,7 +255,7 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 		return nil, err
 	}
 	app.committed = cp.wrote
-	return &DB{w: w, r: r, app: app, cp: cp, maxPayload: o.MaxPayloadBytes}, nil
+	return &DB{w: w, r: r, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, health: h}, nil
 }
 
 // migrate applies the migrations the database lacks, in one transaction,

@@ -21,6 +21,7 @@ import (
 // [store.ErrNotFound] for a session rule whose session does not exist.
 func (db *DB) CreateRule(ctx context.Context, r *store.Rule) (err error) {
 	defer wrap(&err, "sqlite: CreateRule %q", r.Spec)
+	defer db.health.track(&err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -102,6 +103,7 @@ func (db *DB) Rules(ctx context.Context) (_ []*store.Rule, err error) {
 // DeleteRule removes rule id. Errors: [store.ErrNotFound].
 func (db *DB) DeleteRule(ctx context.Context, id int64) (err error) {
 	defer wrap(&err, "sqlite: DeleteRule %d", id)
+	defer db.health.track(&err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -121,6 +123,7 @@ func (db *DB) DeleteRule(ctx context.Context, id int64) (err error) {
 // or a behavior other than allow, deny or withdrawn.
 func (db *DB) AddDecision(ctx context.Context, d *store.Decision) (err error) {
 	defer wrap(&err, "sqlite: AddDecision %q", d.RequestID)
+	defer db.health.track(&err)
 	if err := db.check(); err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ func validOptions(o json.RawMessage) (string, error) {
 // are not JSON, or an ID already in use.
 func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	defer wrap(&err, "sqlite: CreateSession")
+	defer db.health.track(&err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -150,6 +151,7 @@ func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.S
 // options that are not JSON or a negative budget.
 func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpdate) (_ *store.Session, err error) {
 	defer wrap(&err, "sqlite: UpdateSession %q", id)
+	defer db.health.track(&err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -231,6 +233,7 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 // queue, after the appends already queued. Errors: [store.ErrNotFound].
 func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
 	defer wrap(&err, "sqlite: DeleteSession %q", id)
+	defer db.health.track(&err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -244,6 +247,7 @@ func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
 // sessions stay idle: nothing of theirs was lost.
 func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error) {
 	defer wrap(&err, "sqlite: MarkRunningInterrupted")
+	defer db.health.track(&err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -270,6 +274,7 @@ func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error
 // start again at each generation. Errors: [store.ErrNotFound].
 func (db *DB) NewProcess(ctx context.Context, id string) (_ int64, err error) {
 	defer wrap(&err, "sqlite: NewProcess %q", id)
+	defer db.health.track(&err)
 	if err := db.check(); err != nil {
 		return 0, err
 	}

@@ -1,0 +1,52 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/claudectl/claudectl/store"
+)
+
+// HoldWriter queues ev with a then that waits until release is called, so
+// that the requests queued meanwhile are written in one batch after it.
+// held is closed once the writer is waiting.
+func (db *DB) HoldWriter(ev *store.Event) (held <-chan struct{}, release func(), done <-chan error, err error) {
+	h, r, d := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	if err := db.prepareAll([]*store.Event{ev}); err != nil {
+		return nil, nil, nil, err
+	}
+	first := true
+	req := &appendRequest{evs: []*store.Event{ev}, notify: func(err error) { d <- err },
+		then: func(context.Context, dbtx, int64) error {
+			if first {
+				first = false
+				close(h)
+				<-r
+			}
+			return nil
+		}}
+	if err := db.app.enqueue(context.Background(), req); err != nil {
+		return nil, nil, nil, err
+	}
+	return h, func() { close(r) }, d, nil
+}
+
+// AppendExecAsync queues ev with a then that runs the statements qs (each
+// with the session's id as its one argument) in the transaction, in order.
+func (db *DB) AppendExecAsync(ctx context.Context, done func(error), ev *store.Event, qs ...string) error {
+	if err := db.prepareAll([]*store.Event{ev}); err != nil {
+		return err
+	}
+	return db.app.enqueue(ctx, &appendRequest{evs: []*store.Event{ev}, notify: done,
+		then: func(ctx context.Context, tx dbtx, _ int64) error {
+			for _, q := range qs {
+				if _, err := tx.ExecContext(ctx, q, ev.SessionID); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
+}
+
+// Commits returns the number of transactions the writer has committed or
+// tried to.
+func (db *DB) Commits() int64 { return db.app.commits.Load() }

@@ -1,0 +1,149 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/sqlite/internal/testhook"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// health tracks the outcome of writes for DB.WriteHealth. Every write
+// reports to it once: a mutex and a clock read, nothing per event.
+type health struct {
+	dir string // the data directory, named in the errors
+
+	mu     sync.Mutex
+	err    error     // guarded by mu; the latest failure, nil once a write succeeds
+	since  time.Time // guarded by mu
+	lastOK time.Time // guarded by mu
+}
+
+// ok records a successful write.
+func (h *health) ok() {
+	now := time.Now()
+	h.mu.Lock()
+	h.err, h.since, h.lastOK = nil, time.Time{}, now
+	h.mu.Unlock()
+}
+
+// failed records a write failure (an error wrapping store.ErrWriteFailed).
+func (h *health) failed(err error) {
+	now := time.Now()
+	h.mu.Lock()
+	if h.err == nil {
+		h.since = now
+	}
+	h.err = err
+	h.mu.Unlock()
+}
+
+func (h *health) get() store.WriteHealth {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return store.WriteHealth{Err: h.err, Since: h.since, LastOK: h.lastOK}
+}
+
+// classify returns err wrapped in store.ErrWriteFailed, with the reason in
+// plain words and the data directory, when the disk or the database file
+// caused it; otherwise nil.
+func (h *health) classify(err error) error {
+	if err == nil || errors.Is(err, store.ErrWriteFailed) {
+		return nil
+	}
+	why := writeFailure(err)
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (data dir %s): %w", store.ErrWriteFailed, why, h.dir, err)
+}
+
+// track is deferred by every write method, before its wrap: it records the
+// outcome in h and turns a failure of the disk or the file into an error
+// wrapping store.ErrWriteFailed. Errors of the record itself (not found,
+// invalid, a constraint) leave the health as it was.
+func (h *health) track(errp *error) {
+	switch err := *errp; {
+	case err == nil:
+		h.ok()
+	case errors.Is(err, store.ErrWriteFailed):
+		h.failed(err)
+	default:
+		if werr := h.classify(err); werr != nil {
+			*errp = werr
+			h.failed(werr)
+		}
+	}
+}
+
+// writeFailure says in plain words why err is a failure of the disk or
+// the database file, or returns "" when it is not one.
+func writeFailure(err error) string {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return ""
+	}
+	code := se.Code()
+	switch code & 0xff { // the primary result code
+	case sqlite3.SQLITE_FULL:
+		return "disk full"
+	case sqlite3.SQLITE_IOERR:
+		if code == sqlite3.SQLITE_IOERR_NOMEM {
+			return "out of memory"
+		}
+		return "I/O error"
+	case sqlite3.SQLITE_READONLY:
+		return "the database file is read-only"
+	case sqlite3.SQLITE_CANTOPEN:
+		return "cannot open the database file"
+	case sqlite3.SQLITE_NOMEM:
+		return "out of memory"
+	case sqlite3.SQLITE_PERM:
+		return "permission denied"
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return "the database file is corrupt"
+	}
+	return ""
+}
+
+// WriteHealth reports whether writes are succeeding: Err is the latest
+// write failure (wrapping [store.ErrWriteFailed]) if no write has
+// succeeded since, Since when those failures began, LastOK when a write
+// last succeeded. It costs a mutex and is safe for concurrent use. After a
+// failure the store keeps taking writes: the first that succeeds (once the
+// disk has room again, say) clears Err.
+func (db *DB) WriteHealth() store.WriteHealth { return db.health.get() }
+
+func init() {
+	testhook.Fill = func(db any, on bool) error { return db.(*DB).fill(on) }
+}
+
+// fill sets max_page_count on the writer connection: to the current page
+// count (on: no page can be added, as on a full disk) or back to SQLite's
+// maximum. See sqlitetest.Fill.
+func (db *DB) fill(on bool) error {
+	if err := db.check(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	max := int64(0xfffffffe) // SQLite's default
+	if on {
+		if err := db.w.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&max); err != nil {
+			return err
+		}
+	}
+	var got int64
+	if err := db.w.QueryRowContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, max)).Scan(&got); err != nil {
+		return err
+	}
+	if got != max {
+		return fmt.Errorf("sqlite: max_page_count is %d, not %d", got, max)
+	}
+	return nil
+}
