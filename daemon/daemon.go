@@ -537,6 +537,9 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 	for {
 		a, err := d.actor(ctx, id)
 		if errors.Is(err, ErrNotRunning) {
+			if err := d.settleLost(id); err != nil {
+				return err
+			}
 			s, serr := d.stored(ctx, id)
 			if serr != nil {
 				return serr

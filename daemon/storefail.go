@@ -29,6 +29,7 @@ type lostEvents struct {
 // storeFailures tracks the sessions that lost events, until their gap
 // records are stored.
 type storeFailures struct {
+	writeMu sync.Mutex // held while a gap record is written
 	mu      sync.Mutex
 	lost    map[string]*lostEvents // session id → what it lost
 	probing bool                   // a goroutine writes the gap records
@@ -119,28 +120,22 @@ func (d *Daemon) writeGaps() {
 		}
 		f := &d.failures
 		f.mu.Lock()
-		pending := make(map[string]lostEvents, len(f.lost))
-		for id, l := range f.lost {
-			pending[id] = *l
+		pending := make(map[string]bool, len(f.lost))
+		for id := range f.lost {
+			pending[id] = true
 		}
 		f.mu.Unlock()
-		for id, l := range pending {
+		for id := range pending {
 			d.mu.Lock()
 			live := d.actors[id] != nil
 			d.mu.Unlock()
 			if live {
 				continue // its end is still being recorded (or lost)
 			}
-			if err := d.writeGap(id, l); err != nil {
+			if err := d.recordGap(id); err != nil {
 				d.log.Warn("the store still cannot write", "session", id, "err", err)
 				break
 			}
-			d.log.Info("the store writes again: gap recorded", "session", id, "lost", l.n, "from", l.from, "to", l.to)
-			f.mu.Lock()
-			if cur := f.lost[id]; cur != nil && cur.n == l.n {
-				delete(f.lost, id)
-			}
-			f.mu.Unlock()
 		}
 		f.mu.Lock()
 		if len(f.lost) == 0 {
@@ -206,5 +201,46 @@ func (d *Daemon) storeWrites(ctx context.Context, sessionID string) error {
 		}
 		return fmt.Errorf("%w: %v", store.ErrWriteFailed, h.Err)
 	}
+	return nil
+}
+
+// settleLost makes sure session id, without a CLI, does not wait for its
+// gap record: it writes it now if the session lost events, and fails
+// (ErrWriteFailed) while the store still cannot write.
+func (d *Daemon) settleLost(id string) error {
+	if err := d.recordGap(id); err != nil {
+		return fmt.Errorf("daemon: session %s was stopped because the store cannot write, and still cannot: %w", id, err)
+	}
+	return nil
+}
+
+// recordGap writes the gap record of session id if it lost events, once:
+// the retrying goroutine and a prompt may both try.
+func (d *Daemon) recordGap(id string) error {
+	f := &d.failures
+	f.writeMu.Lock()
+	defer f.writeMu.Unlock()
+	f.mu.Lock()
+	l, ok := f.lost[id]
+	var snap lostEvents
+	if ok {
+		snap = *l
+	}
+	f.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := d.writeGap(id, snap); err != nil {
+		return err
+	}
+	d.log.Info("the store writes again: gap recorded", "session", id, "lost", snap.n, "from", snap.from, "to", snap.to)
+	f.mu.Lock()
+	if cur := f.lost[id]; cur != nil && cur.n == snap.n {
+		delete(f.lost, id)
+	} else if cur != nil { // lost more meanwhile: those go in a later record
+		cur.n -= snap.n
+		cur.from = snap.to
+	}
+	f.mu.Unlock()
 	return nil
 }

@@ -104,7 +104,7 @@ func (d *Daemon) open() {
 	t := d.t
 	t.Helper()
 	srv, err := serve.Start(d.Ctx, &d.settings, &serve.Options{Stderr: io.Discard, ReadBufferSize: d.opts.ReadBufferSize,
-		Transport: d.opts.Transport, Getenv: func(string) string { return "" }})
+		Transport: d.opts.Transport, Getenv: func(string) string { return "" }, StoreRetryInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

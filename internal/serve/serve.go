@@ -59,6 +59,9 @@ type Options struct {
 	ReadBufferSize int
 	// Transport is daemon.Options.Transport: tests run in-process CLIs.
 	Transport claude.Transport
+	// StoreRetryInterval is daemon.Options.StoreRetryInterval (0: its
+	// default); tests shorten it.
+	StoreRetryInterval time.Duration
 }
 
 // A Server is a running daemon: its store, engine, broker, sessions and
@@ -179,7 +182,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize,
 		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
 			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots},
-		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning)})
+		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning),
+		StoreRetryInterval: opts.StoreRetryInterval})
 	if err != nil {
 		return nil, err
 	}
