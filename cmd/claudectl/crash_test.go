@@ -319,6 +319,7 @@ func TestCrashKillDaemonMidStream(t *testing.T) {
 type serveProc struct {
 	cmd      *exec.Cmd
 	logPath  string
+	url      string // http://127.0.0.1:port
 	sessions claudectlv1connect.SessionServiceClient
 	done     chan struct{} // closed when cmd.Wait has returned
 	err      error         // of cmd.Wait, once done is closed
@@ -357,6 +358,7 @@ func startServe(ctx context.Context, t *testing.T, bin, wrapper, dataDir string,
 		}
 	})
 	url := "http://" + addr
+	p.url = url
 	// The daemon generates its token in the data dir at its first start.
 	p.sessions = claudectlv1connect.NewSessionServiceClient(httpc, url, connect.WithInterceptors(tokenFrom(dataDir)))
 	for {
