@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -42,6 +43,10 @@ func (c *daemonClient) healthHeader(ctx context.Context) string {
 	if err != nil {
 		return ""
 	}
+	if st := res.Msg.GetStore(); st != nil && !st.Ok {
+		return fmt.Sprintf("the daemon cannot write its store since %s: %s; sessions whose events it could not record were suspended",
+			st.GetFailingSince().AsTime().Local().Format(time.DateTime), st.GetError())
+	}
 	cc := res.Msg.GetClaudeCode()
 	if cc == nil || compatible(cc.Level) {
 		return ""
@@ -67,8 +72,15 @@ type daemonDoctorReport struct {
 	Reasons          []doctorReason  `json:"reasons,omitempty"`
 	Versions         []doctorVersion `json:"versions,omitempty"`
 	DegradedSessions []doctorSession `json:"degraded_sessions,omitempty"`
-	OK               bool            `json:"ok"`
-	ExitCode         int             `json:"exit_code"`
+	// Store is "ok", or why the daemon cannot write its store.
+	Store     string `json:"store"`
+	Running   int32  `json:"running_sessions"`
+	Suspended int32  `json:"suspended_sessions"`
+	Queued    int32  `json:"queued_sessions"`
+	// MaxRunning is sessions.max_running (0: no limit).
+	MaxRunning int32 `json:"max_running"`
+	OK         bool  `json:"ok"`
+	ExitCode   int   `json:"exit_code"`
 }
 
 // doctorReason is one cause of the daemon's level.
@@ -107,7 +119,15 @@ func diagnoseDaemon(ctx context.Context, dc *daemonClient) (*daemonDoctorReport,
 	}
 	cc := res.Msg.GetClaudeCode()
 	rep := &daemonDoctorReport{Server: dc.addr, CLIPath: cc.GetPath(), Version: cc.GetVersion(),
-		Compatibility: levelName(cc.GetLevel()), Message: cc.GetMessage()}
+		Compatibility: levelName(cc.GetLevel()), Message: cc.GetMessage(), Store: "ok",
+		Running: res.Msg.RunningSessions, Suspended: res.Msg.SuspendedSessions, Queued: res.Msg.QueuedSessions,
+		MaxRunning: res.Msg.MaxRunning}
+	defer func() {
+		if st := res.Msg.GetStore(); st != nil && !st.Ok {
+			rep.Store = fmt.Sprintf("cannot write since %s: %s", st.GetFailingSince().AsTime().UTC().Format("2006-01-02 15:04:05Z"), st.GetError())
+			rep.OK, rep.ExitCode = false, ExitUnavailable
+		}
+	}()
 	for _, r := range cc.GetReasons() {
 		x := doctorReason{Kind: r.Kind, Subject: r.Subject, Level: levelName(r.Level), Message: r.Message, Count: r.Count,
 			Example: r.Example, SessionID: r.SessionId, Version: r.ClaudeCodeVersion}
@@ -159,6 +179,12 @@ func (r *daemonDoctorReport) print(w io.Writer) {
 	if r.Message != "" {
 		row("", r.Message)
 	}
+	row("Store", r.Store)
+	limit := "no limit"
+	if r.MaxRunning > 0 {
+		limit = fmt.Sprintf("at most %d", r.MaxRunning)
+	}
+	row("Sessions", fmt.Sprintf("%d running (%s), %d queued, %d suspended", r.Running, limit, r.Queued, r.Suspended))
 	for i, x := range r.Reasons {
 		k := ""
 		if i == 0 {
