@@ -1,16 +1,17 @@
 package claude
 
 // PID returns the process id of the session's CLI when it runs as a local
-// process (a ProcessTransport), 0 otherwise (a remote worker, an
-// in-process stand-in).
+// process (a ProcessTransport, or a Conn with a PID method that wraps one),
+// 0 otherwise (a remote worker, an in-process stand-in).
 func (s *Session) PID() int {
-	if p, ok := s.conn.(interface{ pid() int }); ok {
-		return p.pid()
+	if p, ok := s.conn.(interface{ PID() int }); ok {
+		return p.PID()
 	}
 	return 0
 }
 
-func (p *process) pid() int {
+// PID returns the CLI's process id.
+func (p *process) PID() int {
 	if p.cmd.Process == nil {
 		return 0
 	}

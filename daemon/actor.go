@@ -164,8 +164,9 @@ func (a *actor) run() {
 			closeQ = nil
 			a.beginClose(&st)
 		case err := <-readerDone:
-			a.sess.Close() // the CLI's output has ended: this returns once it is gone
+			exit := a.sess.Close() // the CLI's output has ended: this returns once it is gone
 			a.live.Store(false)
+			a.logExit(err, exit)
 			a.end(&st, err)
 			return
 		}
@@ -204,45 +205,47 @@ func (a *actor) end(st *actorState, err error) {
 	if a.idleTimer != nil {
 		a.idleTimer.Stop()
 	}
-	a.logExit(err)
+	final, detail := store.StatusClosed, st.closedBy
 	switch {
 	case st.stopMsg != "":
-		a.status(ctx, store.StatusClosed, st.stopMsg)
+		detail = st.stopMsg
 	case st.suspendMsg != "":
-		a.status(ctx, store.StatusSuspended, st.suspendMsg)
+		final, detail = store.StatusSuspended, st.suspendMsg
 	case st.shutdown && a.inflight.Load() > 0:
-		a.status(ctx, store.StatusInterrupted, "the daemon stopped during a turn; the next prompt resumes the session")
+		final, detail = store.StatusInterrupted, "the daemon stopped during a turn; the next prompt resumes the session"
 	case st.shutdown:
-		a.status(ctx, store.StatusSuspended, "the daemon stopped; the next prompt resumes the session")
+		final, detail = store.StatusSuspended, "the daemon stopped; the next prompt resumes the session"
 	case st.closing || err == nil:
-		a.status(ctx, store.StatusClosed, st.closedBy)
 	default:
 		tail := a.sess.StderrTail()
 		a.logError(ctx, err.Error(), tail)
-		detail := err.Error()
+		detail = err.Error()
 		if t := strings.TrimSpace(tail); t != "" && !strings.Contains(detail, t) {
 			detail += "\n" + t
 		}
-		a.status(ctx, store.StatusFailed, detail)
+		final = store.StatusFailed
 	}
+	a.status(ctx, final, detail)
 	a.d.engine.RemoveSession(a.id)
 	a.hub.close()
+	a.d.log.Info("session's CLI ended", "session", a.id, "status", final, "detail", detail)
 }
 
 // logExit logs the end of the CLI process: its pid, and its exit code or
-// signal.
-func (a *actor) logExit(err error) {
+// signal (exit is what closing the session returned: the CLI's exit).
+func (a *actor) logExit(readErr, exit error) {
 	args := []any{"session", a.id, "pid", a.sess.PID()}
 	var ee *claude.ExitError
 	switch {
-	case errors.As(err, &ee) && ee.Signal != "":
+	case errors.As(exit, &ee) && ee.Signal != "":
 		args = append(args, "signal", ee.Signal)
-	case errors.As(err, &ee):
+	case errors.As(exit, &ee):
 		args = append(args, "exit_code", ee.Code)
-	case err != nil:
-		args = append(args, "err", err)
-	default:
+	case exit == nil && a.sess.PID() > 0:
 		args = append(args, "exit_code", 0)
+	}
+	if readErr != nil && !errors.Is(readErr, claude.ErrClosed) {
+		args = append(args, "err", readErr)
 	}
 	a.d.log.Info("CLI exited", args...)
 }

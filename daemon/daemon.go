@@ -228,6 +228,7 @@ func (d *Daemon) Create(ctx context.Context, o *SessionOptions, prompt string) (
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("daemon: creating session: %w", err)
 	}
+	d.log.Info("session created", "session", s.ID, "cwd", s.Cwd, "model", s.Model, "worker", cmp.Or(s.Worker, "local"))
 	return d.launch(ctx, s, o, launch{}, prompt)
 }
 

@@ -56,6 +56,14 @@ func describeLine(typ, sub string) string {
 	return "the " + typ + " line was"
 }
 
+// PID is the wrapped connection's process id, 0 without one.
+func (c *tapConn) PID() int {
+	if p, ok := c.Conn.(interface{ PID() int }); ok {
+		return p.PID()
+	}
+	return 0
+}
+
 // Buffered keeps the session's batching of already-buffered lines (an
 // optional method of the SDK's connections).
 func (c *tapConn) Buffered() int {

@@ -127,7 +127,12 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		return nil, &StartError{Code: ExitCLIMissing, Err: fmt.Errorf("claude CLI at %s does not run: %w", path, err)}
 	}
 	rep := claude.CheckCompatibility(v)
-	fmt.Fprint(stderr, CompatibilityNotice(path, rep))
+	if s.LogFormat == "json" { // every line a JSON object
+		log.Info("Claude Code detected", "version", rep.Version, "path", path, "compatibility", rep.Level.String(),
+			"message", rep.Message, "tested_min", claude.TestedMinVersion, "tested_max", claude.TestedMaxVersion)
+	} else {
+		fmt.Fprint(stderr, CompatibilityNotice(path, rep))
+	}
 	if rep.Level == claude.Incompatible || rep.Level == claude.CompatibilityUnknown {
 		return nil, &StartError{Code: ExitCLITooOld, Err: fmt.Errorf("claude CLI %s at %s: %s", v, path, rep.Message)}
 	}
@@ -210,13 +215,16 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}()
 	log.Info("serving", "addr", srv.Addr, "tls", useTLS, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
 		"settings", cmp.Or(s.File, "none"))
-	if srv.TokenFile != "" {
+	if srv.TokenFile != "" && s.LogFormat == "json" {
+		log.Info("clients read the token from the token file", "server", scheme(useTLS)+"://"+srv.Addr, "token_file", srv.TokenFile)
+	} else if srv.TokenFile != "" {
 		fmt.Fprintf(stderr, "\nClients: claudectl --server %s (the token is in %s; claudectl commands of this user on this machine read it by themselves)\n\n",
 			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile)
 	}
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
 		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
-		"unwatched_timeout", s.UnwatchedTimeout, "token", s.Token != "")
+		"unwatched_timeout", s.UnwatchedTimeout, "token", s.Token != "",
+		"idle_timeout", s.IdleTimeout, "max_running", s.MaxRunning)
 	return srv, nil
 }
 
