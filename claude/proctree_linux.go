@@ -65,7 +65,7 @@ type procTree struct {
 // newProcTree prepares the tracking of a CLI about to start; keepDetached
 // limits it to the process group.
 func newProcTree(keepDetached bool) *procTree {
-	if keepDetached && forceTreeMech == "" || forceTreeMech == mechGroup {
+	if keepDetached || forceTreeMech == mechGroup {
 		return &procTree{mech: mechGroup}
 	}
 	t := &procTree{mech: mechEnviron, marker: randomHex(16)}
