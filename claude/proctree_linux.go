@@ -52,8 +52,8 @@ const (
 var forceTreeMech string
 
 // procTree tracks the processes of one CLI. Its methods are called from one
-// goroutine at a time: prepare and started from Start, kill from the
-// goroutine that reaped the CLI.
+// goroutine at a time: all but kill from Start, kill from the goroutine that
+// reaped the CLI.
 type procTree struct {
 	mech   string
 	marker string
@@ -135,7 +135,7 @@ func (t *procTree) started(pid int) {
 	}
 }
 
-// abandon undoes prepare when the CLI did not start.
+// abandon undoes newProcTree when the CLI did not start.
 func (t *procTree) abandon() {
 	t.closeFD()
 	if t.dir != "" {
@@ -160,13 +160,14 @@ func (t *procTree) kill() {
 	t.killed = true
 	reaper := isReaper()
 	var victims []victim
+	emptied := false
 	switch t.mech {
 	case mechCgroup2:
-		victims = killCgroup2(t.dir, reaper)
+		victims, emptied = killCgroup2(t.dir, reaper)
 	case mechCgroup1Pids, mechCgroup1Freeze:
 		victims = killCgroup1(t.dir, t.mech == mechCgroup1Freeze)
 	}
-	if t.mech != mechCgroup2 {
+	if !emptied {
 		victims = append(victims, killMarked(t.marker)...)
 	}
 	if reaper {
@@ -353,10 +354,10 @@ func makeCgroup2() (string, *os.File, error) {
 	return dir, f, nil
 }
 
-// killCgroup2 kills everything in a cgroup v2 and removes it. A reaper
-// freezes it first so that the list of victims is complete.
-func killCgroup2(dir string, reaper bool) []victim {
-	var victims []victim
+// killCgroup2 kills everything in a cgroup v2 and removes it, reporting
+// whether it was emptied. A reaper freezes it first so that the list of
+// victims is complete.
+func killCgroup2(dir string, reaper bool) (victims []victim, emptied bool) {
 	if reaper && os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte("1"), 0) == nil {
 		waitCgroupEvent(dir, "frozen 1", time.Second)
 		for _, pid := range cgroupPIDs(dir) {
@@ -366,9 +367,9 @@ func killCgroup2(dir string, reaper bool) []victim {
 		}
 	}
 	os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
-	waitCgroupEvent(dir, "populated 0", 2*time.Second)
+	emptied = waitCgroupEvent(dir, "populated 0", 2*time.Second)
 	removeCgroup(dir)
-	return victims
+	return victims, emptied
 }
 
 // waitCgroupEvent polls cgroup.events for a line.
