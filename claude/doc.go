@@ -70,7 +70,10 @@
 //
 // [ProcessTransport] runs the CLI in its own process group, killed with this
 // process on Linux; [Session.Close] closes its input, waits, then sends
-// SIGTERM and SIGKILL. Other transports implement [Transport].
+// SIGTERM and SIGKILL. When the CLI ends, however it ends, every process it
+// started ends too, tools that detached included (on Linux; see
+// [ProcessTransport] for how and where not). Other transports implement
+// [Transport].
 //
 // # Testing
 //

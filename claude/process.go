@@ -32,10 +32,41 @@ var (
 // stdin and stdout. Its zero value is ready to use.
 //
 // The child runs in its own process group, which receives the termination
-// signals, so tools the CLI started go with it; on Linux it is also killed if
-// this process dies. Close ends stdin, waits GracePeriod, sends SIGTERM,
-// waits KillDelay, then sends SIGKILL; a cancelled context skips the grace
-// period.
+// signals; on Linux it is also killed if this process dies. Close ends
+// stdin, waits GracePeriod, sends SIGTERM, waits KillDelay, then sends
+// SIGKILL; a cancelled context skips the grace period.
+//
+// # No orphans
+//
+// When the CLI ends, for any reason (Close, a cancelled context, a crash, a
+// kill from outside), every process it started is killed with SIGKILL before
+// Wait and Close return, unless KeepDetached is set. This includes tools
+// that left its process group (the CLI starts each tool in its own session)
+// and double-forked daemons. On Linux the first of these that works is used:
+//
+//   - a cgroup v2 child of this process's own cgroup, which the CLI is born in
+//     and which cgroup.kill empties: nothing escapes it, whatever it does
+//     (needs write access to our cgroup, as root or in a delegated systemd
+//     subtree such as a user service, no controllers enabled in that cgroup's
+//     subtree_control, and Linux 5.14);
+//   - a cgroup v1 "pids" (or "freezer") child of our own cgroup, writable as
+//     root; the CLI is moved in just after it starts;
+//   - the variable CLAUDECTL_PROCESS_TREE=<random>, set in the CLI's
+//     environment and so inherited by what it starts: /proc is scanned for
+//     processes of our user carrying it and for their descendants. A process
+//     that both clears its environment and leaves the tree (env -i plus a
+//     double fork) escapes this one.
+//
+// The variable is set in every case and the scan also backs up a v1 cgroup.
+// Cgroups are named claudectl-<pid>-<start time>-<random>; those left by a
+// host process that was itself killed are emptied and removed by the next
+// Start in the same cgroup. Other unix systems have only the process group:
+// a tool that calls setsid survives the CLI there.
+//
+// The killed processes are reaped by their new parent, init or the nearest
+// child subreaper. When this process is that reaper (pid 1 in a container,
+// or PR_SET_CHILD_SUBREAPER), it reaps them itself, and only them: never
+// another child, whose exit status belongs to os/exec.
 type ProcessTransport struct {
 	// GracePeriod is how long Close waits for the CLI to exit on its own
 	// after its stdin is closed. Zero means 5s; a negative value means no
@@ -52,6 +83,11 @@ type ProcessTransport struct {
 	// which suits a fast stream; a host of many mostly idle sessions may
 	// prefer less, at some cost in peak throughput.
 	ReadBufferSize int
+	// KeepDetached, if true, kills only the CLI's process group when it
+	// ends: processes that left the group (their own session, a double
+	// fork) outlive the CLI, as with a plain exec.Cmd. The zero value kills
+	// them all (see "No orphans" above).
+	KeepDetached bool
 }
 
 func (t *ProcessTransport) readBufferSize() int {
@@ -114,12 +150,28 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		}
 		return nil, &StartError{Path: c.Path, Err: err}
 	}
-	cmd := exec.Command(c.Path, c.Args...)
-	cmd.Env = c.Env
-	cmd.Dir = c.Dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
-	cmd.SysProcAttr = procAttr()
+	tree := newProcTree(t.KeepDetached)
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(c.Path, c.Args...)
+		cmd.Env = tree.environ(c.Env)
+		cmd.Dir = c.Dir
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+		cmd.SysProcAttr = procAttr()
+		tree.apply(cmd.SysProcAttr)
+		return cmd
+	}
+	cmd := newCmd()
 	err = cmd.Start()
+	if err != nil && tree.startFailed() {
+		// The cgroup refused the child (controllers, permissions): without.
+		cmd = newCmd()
+		err = cmd.Start()
+	}
+	if err == nil {
+		tree.started(cmd.Process.Pid)
+	} else {
+		tree.abandon()
+	}
 	// The child has its own copies now.
 	stdinR.Close()
 	stdoutW.Close()
@@ -138,6 +190,7 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		drainDelay:   stdoutDrainDelay,
 		t:            t,
 		cmd:          cmd,
+		tree:         tree,
 		stdin:        stdinW,
 		stdout:       stdoutR,
 		stderr:       stderrR,
@@ -158,6 +211,7 @@ type process struct {
 	killDelay, drainDelay time.Duration
 	t                     *ProcessTransport
 	cmd                   *exec.Cmd
+	tree                  *procTree // owned by wait
 	stdin                 *os.File
 	stdout                *os.File
 	stderr                *os.File
@@ -336,6 +390,9 @@ func (p *process) watch(ctx context.Context) {
 // wait reaps the child and records how it ended.
 func (p *process) wait() {
 	err := p.cmd.Wait()
+	// Whatever the CLI started goes with it, however it ended.
+	p.killGroup()
+	p.tree.kill()
 	// Give the stderr drain a moment so the tail is complete.
 	select {
 	case <-p.stderrD:

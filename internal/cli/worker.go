@@ -33,7 +33,8 @@ const workerUsage = `Usage: claudectl worker --connect URL --token-file FILE [fl
 
 Connects to a controller's worker endpoint (a claude.WorkerListener), waits
 for a session, runs this machine's Claude Code CLI over stdio for it and
-relays its lines both ways until the session ends; then exits 0.
+relays its lines both ways until the session ends; then exits 0. When the
+CLI ends, every process it started ends too, tools that detached included.
 
 If the link drops, the CLI keeps running and the worker reconnects with
 backoff; nothing is lost or repeated. It gives up, stopping the CLI, when
@@ -150,6 +151,9 @@ func startLocalCLI(path string, extra map[string]string) relay.StartFunc {
 			}
 			env = x.Environ(env)
 		}
+		// KeepDetached stays false: whatever the CLI starts (tools in their
+		// own sessions, daemons) ends with it, as in the controller's own
+		// sessions.
 		t := &claude.ProcessTransport{Stderr: stderr}
 		conn, err := t.Start(ctx, &claude.Command{Path: path, Args: cmd.Args, Env: env, Dir: cmd.Dir, MaxLineBytes: cmd.MaxLineBytes})
 		if err != nil {
