@@ -170,8 +170,10 @@ func (a *appender) prepareKnown(ctx context.Context) error {
 
 func first[T, U any](t T, _ U) T { return t }
 
-// insertRows is the number of rows of the multi-row insert.
-const insertRows = 16
+// insertRows is the number of rows of the multi-row insert. 64 rows
+// (512 arguments) cost the writer less CPU per event than 16 in the
+// daemon's benchmark.
+const insertRows = 64
 
 // enqueue queues r for the writer. It fails if ctx ends before r could be
 // queued (the queue is full: the writer is behind) or the appender is

@@ -25,7 +25,8 @@ import (
 // error returned; once the writer has taken it, Append waits for its
 // transaction to end (one commit). Errors: [store.ErrNotFound] for an
 // unknown session, [store.ErrInvalid] for a missing type or bad direction,
-// [store.ErrClosed] after Close. Safe for concurrent use; concurrent
+// [store.ErrClosed] after Close, [store.ErrWriteFailed] when the disk or
+// the file refuses the write (see [DB.WriteHealth]). Safe for concurrent use; concurrent
 // Appends to one session are numbered in the order they were queued.
 func (db *DB) Append(ctx context.Context, ev *store.Event) (int64, error) {
 	if err := db.AppendBatch(ctx, ev); err != nil {
@@ -37,7 +38,8 @@ func (db *DB) Append(ctx context.Context, ev *store.Event) (int64, error) {
 // AppendBatch stores evs in one go, in order, with Append's contract for
 // each: they are committed in the same transaction, all or none, and each
 // gets its Seq. The events may belong to different sessions; if one names an
-// unknown session, none is stored. Appending a session's events in batches
+// unknown session, none is stored. A failure of this call's events fails it
+// alone, not the other calls committed in the same transaction. Appending a session's events in batches
 // is how a reader that has several lines at hand keeps up with a fast CLI.
 func (db *DB) AppendBatch(ctx context.Context, evs ...*store.Event) error {
 	if len(evs) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,6 +134,14 @@ func TestFullDatabaseFailsAndRecovers(t *testing.T) {
 		t.Errorf("a full database is not called full: %v", err)
 	}
 	// The other writes say so too, and reads go on.
+	var derr error
+	for i := 0; derr == nil && i < 10000; i++ {
+		derr = db.AddDecision(context.Background(), &store.Decision{SessionID: s.ID, RequestID: fmt.Sprint(i),
+			ToolName: "Bash", By: "test", Behavior: "allow", Input: []byte(`"` + strings.Repeat("y", 4096) + `"`)})
+	}
+	if !errors.Is(derr, store.ErrWriteFailed) || !strings.HasPrefix(derr.Error(), "sqlite: AddDecision") {
+		t.Errorf("AddDecision on a full database: %v, want an error wrapping ErrWriteFailed", derr)
+	}
 	if _, err := db.Session(context.Background(), s.ID); err != nil {
 		t.Errorf("reading while full: %v", err)
 	}
