@@ -19,7 +19,7 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build run test vet fmt cli bench generate clean fixtures
+.PHONY: all build run demo test vet fmt cli bench generate clean fixtures
 
 all: build
 
@@ -31,6 +31,11 @@ build:
 # make run ARGS='--listen 127.0.0.1:8000'
 run: build cli
 	./bin/claudectl serve --cli "$(CLAUDE_BIN)" $(ARGS)
+
+# The daemon with a scripted model instead of Claude: no API key, nothing leaves
+# the machine; its banner lists what to try. make demo ARGS='--listen 127.0.0.1:8000'
+demo: build cli
+	./bin/claudectl serve --demo --cli "$(CLAUDE_BIN)" $(ARGS)
 
 # Installs the pinned CLIs into .tools/ (project-local, git-ignored) when they are missing.
 cli: $(CLAUDE_BIN) $(CLAUDE_WS_BIN)
