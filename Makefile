@@ -19,12 +19,24 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build run demo test vet fmt cli bench generate clean fixtures
+.PHONY: all build install run demo test vet fmt cli bench generate clean fixtures
 
 all: build
 
+# The CLI make installs is built into claudectl (claude.BuiltInPath): claudectl run,
+# serve and doctor find it as make run's daemon does, wherever claudectl is run from.
+LDFLAGS := -X 'github.com/claudectl/claudectl/claude.builtInCLI=$(CLAUDE_BIN)'
 build:
-	$(GO) build -o bin/claudectl ./cmd/claudectl
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/claudectl ./cmd/claudectl
+
+# Installs claudectl into $(BINDIR) (default ~/.local/bin), with the CLI make installed
+# built in: make install BINDIR=/usr/local/bin
+BINDIR ?= $(HOME)/.local/bin
+install: build cli
+	mkdir -p "$(BINDIR)"
+	cp bin/claudectl "$(BINDIR)/claudectl.tmp" && mv "$(BINDIR)/claudectl.tmp" "$(BINDIR)/claudectl"
+	@case ":$$PATH:" in *":$(BINDIR):"*) echo "installed $(BINDIR)/claudectl";; \
+	  *) echo "installed $(BINDIR)/claudectl; $(BINDIR) is not on your PATH: add it (export PATH=\"$(BINDIR):\$$PATH\") or run $(BINDIR)/claudectl";; esac
 
 # The main job: the daemon on 127.0.0.1:7777 with its embedded SQLite store
 # ($XDG_DATA_HOME/claudectl), running the pinned CLI. ARGS adds serve flags:
