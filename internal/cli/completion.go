@@ -30,7 +30,9 @@ type CompletionCommand struct {
 func (*CompletionCommand) Name() string { return "completion" }
 
 // Summary implements Command.
-func (*CompletionCommand) Summary() string { return "print a shell completion script (bash, zsh or fish)" }
+func (*CompletionCommand) Summary() string {
+	return "print a shell completion script (bash, zsh or fish)"
+}
 
 const completionUsage = `Usage: claudectl completion bash|zsh|fish
 
