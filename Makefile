@@ -76,16 +76,23 @@ vet:
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Every test with -race, one line per package as it ends (internal/tools/testsum), then the
+# 10,000-session release test, too slow under the race detector; the total time at the end.
 test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) fmt vet
-	$(GO) test -race -count=1 ./...
-	# 10,000 sessions created and closed; too slow under the race detector.
-	$(GO) test -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/
+	@start=$$(date +%s); \
+	GO=$(GO) $(GO) run ./internal/tools/testsum -race -count=1 ./... && \
+	GO=$(GO) $(GO) run ./internal/tools/testsum -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/; \
+	code=$$?; echo "make test: $$(( $$(date +%s) - start ))s in all"; exit $$code
 
-bench: build
+# The decoder and daemon benchmarks, then the side-by-side throughput comparison with the
+# official TypeScript SDK (bench/compare/README.md): make bench SCALE=1 for a smaller stream.
+SCALE ?= 5
+bench: build $(AGENT_SDK_DTS)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonl/ ./claude/
 	$(GO) test -run '^$$' -bench Daemon -benchtime 1x -count 3 ./daemon/
 	$(GO) build -o bin/sdkconsume ./bench/sdkconsume
-	../shared/bench/compare.sh '$(CURDIR)/bin/sdkconsume'
+	SCALE=$(SCALE) AGENT_SDK_DIR=$(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION) \
+		./bench/compare/compare.sh '$(CURDIR)/bin/sdkconsume'
 
 # Regenerates api/gen from api/*.proto (the generated code is committed).
 BUF_VERSION ?= v1.57.0
