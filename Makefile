@@ -19,7 +19,7 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build install run demo test vet fmt cli bench generate clean fixtures
+.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures
 
 all: build
 
@@ -57,6 +57,8 @@ $(CLAUDE_WS_BIN):
 	./scripts/install-cli.sh $(CLAUDE_CODE_WS_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)
 $(AGENT_SDK_DTS):
 	./scripts/install-agent-sdk.sh $(CLAUDE_AGENT_SDK_VERSION) $(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION)
+# grpcurl, for trying the API by hand: .tools/bin/grpcurl
+grpcurl: $(TOOLS)/bin/grpcurl
 $(TOOLS)/bin/grpcurl:
 	GO=$(GO) ./scripts/install-grpcurl.sh $(GRPCURL_VERSION) $(TOOLS)/bin
 
