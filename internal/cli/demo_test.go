@@ -31,6 +31,8 @@ func TestServeDemo(t *testing.T) {
 	// Nothing but what the CLI search needs: no ANTHROPIC_API_KEY.
 	getenv := map[string]string{"HOME": t.TempDir(), "PATH": os.Getenv("PATH")}
 	s := startServe(t, getenv, "--demo", "--listen", freeAddr(t), "--cli", claudetest.CLIPath(t))
+	// The banner follows the "serving" line.
+	waitFor(t, "the demo's banner", func() bool { return strings.Contains(s.stderr.String(), "Ctrl-C stops the demo.") })
 	banner := s.stderr.String()
 	for _, want := range []string{"DEMO: every session talks to a SCRIPTED model", "No API key is used",
 		"export CLAUDECTL_SERVER=http://" + s.addr, "run 'show me a tool'", "approve REQUEST_ID", "attach SESSION_ID",
