@@ -19,18 +19,35 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build run test vet fmt cli bench generate clean fixtures
+.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures
 
 all: build
 
+# The CLI make installs is built into claudectl (claude.BuiltInPath): claudectl run,
+# serve and doctor find it as make run's daemon does, wherever claudectl is run from.
+LDFLAGS := -X 'github.com/claudectl/claudectl/claude.builtInCLI=$(CLAUDE_BIN)'
 build:
-	$(GO) build -o bin/claudectl ./cmd/claudectl
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/claudectl ./cmd/claudectl
+
+# Installs claudectl into $(BINDIR) (default ~/.local/bin), with the CLI make installed
+# built in: make install BINDIR=/usr/local/bin
+BINDIR ?= $(HOME)/.local/bin
+install: build cli
+	mkdir -p "$(BINDIR)"
+	cp bin/claudectl "$(BINDIR)/claudectl.tmp" && mv "$(BINDIR)/claudectl.tmp" "$(BINDIR)/claudectl"
+	@case ":$$PATH:" in *":$(BINDIR):"*) echo "installed $(BINDIR)/claudectl";; \
+	  *) echo "installed $(BINDIR)/claudectl; $(BINDIR) is not on your PATH: add it (export PATH=\"$(BINDIR):\$$PATH\") or run $(BINDIR)/claudectl";; esac
 
 # The main job: the daemon on 127.0.0.1:7777 with its embedded SQLite store
 # ($XDG_DATA_HOME/claudectl), running the pinned CLI. ARGS adds serve flags:
 # make run ARGS='--listen 127.0.0.1:8000'
 run: build cli
 	./bin/claudectl serve --cli "$(CLAUDE_BIN)" $(ARGS)
+
+# The daemon with a scripted model instead of Claude: no API key, nothing leaves
+# the machine; its banner lists what to try. make demo ARGS='--listen 127.0.0.1:8000'
+demo: build cli
+	./bin/claudectl serve --demo --cli "$(CLAUDE_BIN)" $(ARGS)
 
 # Installs the pinned CLIs into .tools/ (project-local, git-ignored) when they are missing.
 cli: $(CLAUDE_BIN) $(CLAUDE_WS_BIN)
@@ -40,6 +57,8 @@ $(CLAUDE_WS_BIN):
 	./scripts/install-cli.sh $(CLAUDE_CODE_WS_VERSION) $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)
 $(AGENT_SDK_DTS):
 	./scripts/install-agent-sdk.sh $(CLAUDE_AGENT_SDK_VERSION) $(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION)
+# grpcurl, for trying the API by hand: .tools/bin/grpcurl
+grpcurl: $(TOOLS)/bin/grpcurl
 $(TOOLS)/bin/grpcurl:
 	GO=$(GO) ./scripts/install-grpcurl.sh $(GRPCURL_VERSION) $(TOOLS)/bin
 
@@ -59,16 +78,23 @@ vet:
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Every test with -race, one line per package as it ends (internal/tools/testsum), then the
+# 10,000-session release test, too slow under the race detector; the total time at the end.
 test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) fmt vet
-	$(GO) test -race -count=1 ./...
-	# 10,000 sessions created and closed; too slow under the race detector.
-	$(GO) test -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/
+	@start=$$(date +%s); \
+	GO=$(GO) $(GO) run ./internal/tools/testsum -race -count=1 ./... && \
+	GO=$(GO) $(GO) run ./internal/tools/testsum -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/; \
+	code=$$?; echo "make test: $$(( $$(date +%s) - start ))s in all"; exit $$code
 
-bench: build
+# The decoder and daemon benchmarks, then the side-by-side throughput comparison with the
+# official TypeScript SDK (bench/compare/README.md): make bench SCALE=1 for a smaller stream.
+SCALE ?= 5
+bench: build $(AGENT_SDK_DTS)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonl/ ./claude/
 	$(GO) test -run '^$$' -bench Daemon -benchtime 1x -count 3 ./daemon/
 	$(GO) build -o bin/sdkconsume ./bench/sdkconsume
-	../shared/bench/compare.sh '$(CURDIR)/bin/sdkconsume'
+	SCALE=$(SCALE) AGENT_SDK_DIR=$(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION) \
+		./bench/compare/compare.sh '$(CURDIR)/bin/sdkconsume'
 
 # Regenerates api/gen from api/*.proto (the generated code is committed).
 BUF_VERSION ?= v1.57.0

@@ -16,8 +16,8 @@ import (
 	"github.com/claudectl/claudectl/daemon"
 )
 
-// Version is claudectl's version as HealthDetails reports it.
-var Version = "dev"
+// Version is claudectl's version as HealthDetails reports it (BuildVersion).
+var Version = BuildVersion()
 
 // Service implements the three services on a daemon.
 type Service struct {

@@ -17,6 +17,7 @@ var ErrNotFound = errors.New("claude: Claude Code CLI not found")
 const (
 	SourceOption = "option"          // FindOptions.Path
 	SourceEnv    = "CLAUDE_BIN"      // the CLAUDE_BIN environment variable
+	SourceBuild  = "make"            // the CLI "make" installed for this build (BuiltInPath)
 	SourceLocal  = "~/.claude/local" // the per-user install: ~/.claude/local/claude
 	SourceSystem = "/usr/local/bin"  // /usr/local/bin/claude
 	SourcePATH   = "PATH"            // claude on $PATH
@@ -24,6 +25,19 @@ const (
 
 // claudeBinEnv names the environment variable that points at the CLI.
 const claudeBinEnv = "CLAUDE_BIN"
+
+// builtInCLI is the CLI the project's Makefile installed (into .tools/)
+// when it built this program, set at link time:
+//
+//	go build -ldflags "-X github.com/claudectl/claudectl/claude.builtInCLI=PATH"
+//
+// so that a claudectl built by make finds the CLI make installed, as its
+// daemon (make run) uses.
+var builtInCLI string
+
+// BuiltInPath returns the CLI path built into this program by the
+// Makefile ("" for a plain go build). FindBinary tries it after CLAUDE_BIN.
+func BuiltInPath() string { return builtInCLI }
 
 // FindOptions says where FindBinary looks. A nil *FindOptions uses the defaults.
 type FindOptions struct {
@@ -41,6 +55,8 @@ type FindOptions struct {
 
 	// systemPath replaces /usr/local/bin/claude in tests.
 	systemPath string
+	// builtIn replaces BuiltInPath in tests; "-" means none.
+	builtIn string
 }
 
 // Candidate is one place FindBinary tried and why it was rejected.
@@ -117,6 +133,11 @@ func (e *NotFoundError) Error() string {
 		b.WriteString(c.String())
 	}
 	b.WriteString("; install it with `npm install -g @anthropic-ai/claude-code` or set " + claudeBinEnv)
+	for _, c := range e.Tried {
+		if c.Source == SourceBuild {
+			b.WriteString(", or run `make cli` in the claudectl repository to install the one this build uses")
+		}
+	}
 	return b.String()
 }
 
@@ -124,7 +145,8 @@ func (e *NotFoundError) Error() string {
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
 // FindBinary returns the claude executable to run: the explicit opts.Path,
-// then $CLAUDE_BIN, then ~/.claude/local/claude, then /usr/local/bin/claude,
+// then $CLAUDE_BIN, then the CLI make installed when it built this program
+// (BuiltInPath), then ~/.claude/local/claude, then /usr/local/bin/claude,
 // then claude on $PATH (exec.LookPath semantics, using PATH from opts.Env;
 // relative PATH entries are ignored, as exec.LookPath does).
 //
@@ -161,6 +183,18 @@ func FindBinary(opts *FindOptions) (string, error) {
 		return "", &NotFoundError{Tried: []Candidate{{Source: SourceEnv, Path: bin, Reason: reason}}}
 	}
 	tried := []Candidate{{Source: SourceEnv, Reason: "unset"}}
+
+	builtIn := builtInCLI
+	if o.builtIn != "" {
+		builtIn = strings.TrimPrefix(o.builtIn, "-")
+	}
+	if builtIn != "" {
+		p, reason := checkExecutable(builtIn)
+		if reason == "" {
+			return p, nil
+		}
+		tried = append(tried, Candidate{Source: SourceBuild, Path: builtIn, Reason: reason})
+	}
 
 	home := o.HomeDir
 	if home == "" {

@@ -329,3 +329,39 @@ func TestNotFoundErrorIs(t *testing.T) {
 		t.Error("errors.Is(&NotFoundError{}, os.ErrNotExist) = true")
 	}
 }
+
+// The CLI make installed (built in at link time) comes after CLAUDE_BIN and
+// before the usual places; when it is gone the error says so, and how to
+// get it back.
+func TestFindBinaryBuiltIn(t *testing.T) {
+	skipWithoutUnixPerms(t)
+	home := t.TempDir()
+	writeFindFile(t, filepath.Join(home, ".claude", "local", "claude"), 0o755)
+	built := writeFindFile(t, filepath.Join(t.TempDir(), ".tools", "claude"), 0o755)
+	env := findEnv(map[string]string{"PATH": t.TempDir()})
+	got, err := FindBinary(&FindOptions{Env: env, HomeDir: home, builtIn: built})
+	if err != nil || got != built {
+		t.Errorf("FindBinary = %q, %v; want the built-in %q", got, err, built)
+	}
+	other := writeFindFile(t, filepath.Join(t.TempDir(), "claude"), 0o755)
+	got, err = FindBinary(&FindOptions{Env: findEnv(map[string]string{"CLAUDE_BIN": other}), HomeDir: home, builtIn: built})
+	if err != nil || got != other {
+		t.Errorf("with CLAUDE_BIN: FindBinary = %q, %v; want %q", got, err, other)
+	}
+
+	gone := filepath.Join(t.TempDir(), "removed", "claude")
+	system := filepath.Join(t.TempDir(), "claude")
+	_, err = FindBinary(&FindOptions{Env: env, HomeDir: t.TempDir(), builtIn: gone, systemPath: system})
+	nf := asNotFound(t, err)
+	if len(nf.Tried) < 2 || nf.Tried[1] != (Candidate{Source: SourceBuild, Path: gone, Reason: "does not exist"}) {
+		t.Errorf("Tried = %+v, want the built-in path second", nf.Tried)
+	}
+	if msg := err.Error(); !strings.Contains(msg, gone+" (does not exist)") || !strings.Contains(msg, "run `make cli` in the claudectl repository") {
+		t.Errorf("Error() = %s", msg)
+	}
+	// A plain go build has none: the list is as before.
+	_, err = FindBinary(&FindOptions{Env: env, HomeDir: t.TempDir(), builtIn: "-", systemPath: system})
+	if msg := asNotFound(t, err).Error(); strings.Contains(msg, "make cli") {
+		t.Errorf("Error() without a built-in path mentions make: %s", msg)
+	}
+}

@@ -147,6 +147,8 @@ func Commands(env *Env) []Command {
 		&DecideCommand{Env: env, Allow: true},
 		&DecideCommand{Env: env},
 		&RulesCommand{Env: env},
+		&VersionCommand{Env: env},
+		&CompletionCommand{Env: env},
 	}
 }
 
@@ -172,6 +174,12 @@ func Main(ctx context.Context, env *Env, args []string) int {
 		}
 		fmt.Fprint(env.Stdout, usage(cmds))
 		return ExitOK
+	}
+	switch name {
+	case "--version", "-version":
+		name, args = "version", append([]string{"version"}, args[1:]...)
+	case completeCommand: // hidden: the shell completion scripts call it
+		return runCompletion(ctx, env, args[1:])
 	}
 	c := findCommand(cmds, name)
 	if c == nil {

@@ -202,6 +202,9 @@ func cliSource(env *Env, flagPath, path string) string {
 	if env.Getenv("CLAUDE_BIN") != "" {
 		return claude.SourceEnv
 	}
+	if b := claude.BuiltInPath(); b != "" && filepath.Clean(path) == filepath.Clean(b) {
+		return claude.SourceBuild
+	}
 	if home := env.Getenv("HOME"); home != "" && filepath.Clean(path) == filepath.Join(home, ".claude", "local", "claude") {
 		return claude.SourceLocal
 	}

@@ -46,6 +46,11 @@ setting of the same name.
 Listening beyond loopback requires a token file: clients then send
 "Authorization: Bearer TOKEN".
 
+With --demo the sessions talk to a scripted model instead of Claude: no
+API key is needed and nothing leaves the machine. The banner it prints
+lists the prompts to try. It reads no settings file unless --config is
+given, and keeps its data in a temporary directory unless --data-dir is.
+
 Exit status: 0 after a clean shutdown, 72 the CLI is not installed,
 78 the CLI is too old, 2 bad usage or a bad settings file, 1 any other
 failure.
@@ -56,7 +61,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	env := c.Env.withDefaults()
 	var configPath string
 	var f serve.Settings // the flags' values
+	var demoMode bool
 	fs := serveFlags(&configPath, &f)
+	fs.BoolVar(&demoMode, "demo", false, "try claudectl without an API key: sessions talk to a scripted model on 127.0.0.1\n(listens on "+DemoListen+", data in a temporary directory unless --data-dir)")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(env.Stdout, serveUsage, fs)
@@ -72,7 +79,10 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if flagGiven(fs, "config") && strings.TrimSpace(configPath) == "" {
 		return badValue("config", configPath, "must be the path of a settings file")
 	}
-	cfg, err := loadSettings(configPath, env.Getenv)
+	cfg := &serve.Settings{} // a demo reads no settings file unless --config names one
+	if !demoMode || configPath != "" {
+		cfg, err = loadSettings(configPath, env.Getenv)
+	}
 	if ce := (*serve.SettingsError)(nil); errors.As(err, &ce) {
 		return &usageError{msg: ce.Error()}
 	}
@@ -84,6 +94,13 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 
 	cfg.Env = withCLIEnv(cfg.Env, env.CLIEnv)
+	var dm *demo
+	if demoMode {
+		if dm, err = startDemo(cfg, flagGiven(fs, "listen")); err != nil {
+			return err
+		}
+		defer dm.close()
+	}
 	if cfg.TokenFile != "" {
 		cfg.Token, err = readSecret(cfg.TokenFile, "token-file", "token_file", flagGiven(fs, "token-file"), cfg.File)
 		if err != nil {
@@ -97,7 +114,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	srv, err := serve.Start(ctx, cfg, &serve.Options{Getenv: env.Getenv, Stderr: env.Stderr})
+	srv, err := serve.Start(ctx, cfg, &serve.Options{Getenv: env.Getenv, Stderr: env.Stderr, NoClientsNotice: dm != nil})
 	if err != nil {
 		var se *serve.StartError
 		if errors.As(err, &se) {
@@ -108,6 +125,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return usagef("%v", err)
 		}
 		return err
+	}
+	if dm != nil {
+		dm.banner(env.Stderr, srv, cfg.DataDir)
 	}
 	stopping := "SIGTERM"
 	select {

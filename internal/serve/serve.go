@@ -62,6 +62,9 @@ type Options struct {
 	// StoreRetryInterval is daemon.Options.StoreRetryInterval (0: its
 	// default); tests shorten it.
 	StoreRetryInterval time.Duration
+	// NoClientsNotice leaves out the start-up lines telling clients where
+	// the token is: the caller says it its own way (serve --demo).
+	NoClientsNotice bool
 }
 
 // A Server is a running daemon: its store, engine, broker, sessions and
@@ -215,9 +218,11 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}()
 	log.Info("serving", "addr", srv.Addr, "tls", useTLS, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
 		"settings", cmp.Or(s.File, "none"))
-	if srv.TokenFile != "" && s.LogFormat == "json" {
+	switch {
+	case opts.NoClientsNotice || srv.TokenFile == "":
+	case s.LogFormat == "json":
 		log.Info("clients read the token from the token file", "server", scheme(useTLS)+"://"+srv.Addr, "token_file", srv.TokenFile)
-	} else if srv.TokenFile != "" {
+	default:
 		fmt.Fprintf(stderr, "\nClients: claudectl --server %s (the token is in %s; claudectl commands of this user on this machine read it by themselves)\n\n",
 			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile)
 	}

@@ -1,0 +1,113 @@
+package claudetest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// demoRequest is a request whose conversation is msgs, with the CLI's
+// environment text naming dir.
+func demoRequest(dir string, msgs ...RequestMessage) *Request {
+	return &Request{Stream: true, MaxTokens: 32000, Tools: []string{"Bash", "Write", "AskUserQuestion"},
+		System: "You are Claude Code.\nPrimary working directory: " + dir + "\n", Messages: msgs}
+}
+
+func user(text string) RequestMessage {
+	return RequestMessage{Role: "user", Content: []RequestBlock{
+		{Type: "text", Text: "<system-reminder>tour everything</system-reminder>"}, {Type: "text", Text: text}}}
+}
+
+func toolResult(content string, isErr bool) RequestMessage {
+	return RequestMessage{Role: "user", Content: []RequestBlock{{Type: "tool_result", ToolUseID: "t", Content: content, IsError: isErr}}}
+}
+
+var assistant = RequestMessage{Role: "assistant", Content: []RequestBlock{{Type: "text", Text: "..."}}}
+
+func texts(t Turn) string {
+	var b strings.Builder
+	for _, bl := range t.Blocks {
+		if tb, ok := bl.(*TextBlock); ok {
+			b.WriteString(tb.Text)
+		}
+	}
+	return b.String()
+}
+
+func tools(t Turn) []*ToolUseBlock {
+	var out []*ToolUseBlock
+	for _, bl := range t.Blocks {
+		if tu, ok := bl.(*ToolUseBlock); ok {
+			out = append(out, tu)
+		}
+	}
+	return out
+}
+
+func TestDemoScenes(t *testing.T) {
+	d := Demo(&DemoOptions{Pace: -1})
+	// Unknown prompt: the help, listing the keywords; injected reminders
+	// do not count as the prompt.
+	if got := texts(d.Respond(demoRequest("/w", user("hello")))); !strings.Contains(got, "'show me a tool'") {
+		t.Errorf("help: %q", got)
+	}
+	// The tool scene: thinking and Bash, then a summary of its output.
+	first := d.Respond(demoRequest("/w", user("Show me a TOOL")))
+	if tu := tools(first); len(tu) != 1 || tu[0].Name != "Bash" || !strings.Contains(string(tu[0].Input), `ls -l`) {
+		t.Errorf("tool scene step 0: %+v", tu)
+	}
+	if _, ok := first.Blocks[0].(*ThinkingBlock); !ok {
+		t.Errorf("tool scene step 0 starts with %T, want thinking", first.Blocks[0])
+	}
+	if first.DeltaDelay != 0 || first.ChunkSize == 0 {
+		t.Errorf("pace -1: delta delay %v, chunk %d", first.DeltaDelay, first.ChunkSize)
+	}
+	got := texts(d.Respond(demoRequest("/w", user("show me a tool"), assistant,
+		toolResult("total 8\n-rw-r--r-- 1 u u 2 Jan 1 00:00 a.txt\n-rw-r--r-- 1 u u 2 Jan 1 00:00 b.go", false))))
+	if !strings.Contains(got, "2 entries: a.txt, b.go") {
+		t.Errorf("tool scene step 1: %q", got)
+	}
+	got = texts(d.Respond(demoRequest("/w", user("show me a tool"), assistant, toolResult("Permission to use Bash was denied", true))))
+	if !strings.Contains(got, "did not run (Permission to use Bash was denied)") {
+		t.Errorf("tool scene, denied: %q", got)
+	}
+	// A second prompt starts its own scene.
+	q := d.Respond(demoRequest("/w", user("show me a tool"), assistant, toolResult("x", false), assistant, user("now ask me a question")))
+	if tu := tools(q); len(tu) != 1 || tu[0].Name != "AskUserQuestion" {
+		t.Errorf("question scene: %+v", tu)
+	}
+	got = texts(d.Respond(demoRequest("/w", user("ask me a question"), assistant,
+		toolResult(`Your questions have been answered: "Which part?"="Files". You can now continue.`, false))))
+	if !strings.Contains(got, "you chose Files") {
+		t.Errorf("question scene step 1: %q", got)
+	}
+	// Write goes to the session's directory.
+	w := tools(d.Respond(demoRequest("/home/me/proj", user("write a file"))))
+	var in struct {
+		FilePath string `json:"file_path"`
+	}
+	if len(w) != 1 || w[0].Name != "Write" || json.Unmarshal(w[0].Input, &in) != nil || in.FilePath != "/home/me/proj/"+DemoFile {
+		t.Errorf("write scene: %+v (%q)", w, in.FilePath)
+	}
+	// The tour goes through every step and ends.
+	conv := []RequestMessage{user("tour")}
+	var names []string
+	var last Turn
+	for range 4 {
+		last = d.Respond(demoRequest("/w", conv...))
+		for _, u := range tools(last) {
+			names = append(names, u.Name)
+		}
+		conv = append(conv, assistant, toolResult("ok", false))
+	}
+	if strings.Join(names, ",") != "Bash,AskUserQuestion,Write" {
+		t.Errorf("tour tools %v", names)
+	}
+	if got := texts(last); !strings.Contains(got, "That was the tour") {
+		t.Errorf("tour end: %q", got)
+	}
+	// A probe without tools is answered at once.
+	if p := d.Respond(&Request{MaxTokens: 1}); texts(p) != "ok" || p.Delay != 0 {
+		t.Errorf("probe: %+v", p)
+	}
+}

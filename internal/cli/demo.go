@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/claudectl/claudectl/apiserver"
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/internal/serve"
+)
+
+// DemoListen is where "claudectl serve --demo" listens unless --listen
+// says otherwise: beside a real daemon on the default 7777.
+const DemoListen = "127.0.0.1:7778"
+
+// demoPace is claudetest.DemoOptions.Pace for serve --demo; tests
+// shorten it.
+var demoPace time.Duration
+
+// demo is the scripted model of "claudectl serve --demo" and the
+// temporary directories it made. close undoes it all.
+type demo struct {
+	model   *claudetest.Server
+	home    string // the CLIs' HOME
+	dataDir string // made here, removed by close; "" when --data-dir was given
+}
+
+// demoEnvRemoved are variables of the user's environment that could send
+// the demo's CLIs elsewhere than the scripted model, or with a real
+// credential: the demo removes them from the CLIs' environment.
+var demoEnvRemoved = []string{
+	"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_CUSTOM_HEADERS",
+	"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY",
+	"ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL", "ANTHROPIC_FOUNDRY_BASE_URL",
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+	"CLAUDE_CONFIG_DIR", "ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL",
+}
+
+// startDemo sets cfg up for the demo: a scripted model on 127.0.0.1, the
+// CLIs pointed at it with a dummy key and their own HOME, and a
+// temporary data directory unless one was given. It refuses an address
+// beyond loopback: the demo is for this machine.
+func startDemo(cfg *serve.Settings, listenGiven bool) (*demo, error) {
+	if !listenGiven {
+		cfg.Listen = DemoListen
+	}
+	if !apiserver.IsLoopback(cfg.Listen) {
+		return nil, badValue("listen", cfg.Listen, "--demo serves on 127.0.0.1 only")
+	}
+	d := &demo{}
+	ok := false
+	defer func() {
+		if !ok {
+			d.close()
+		}
+	}()
+	var err error
+	if cfg.DataDir == "" {
+		if d.dataDir, err = os.MkdirTemp("", "claudectl-demo-"); err != nil {
+			return nil, fmt.Errorf("demo data directory: %w", err)
+		}
+		cfg.DataDir = d.dataDir
+	}
+	if d.home, err = os.MkdirTemp("", "claudectl-demo-home-"); err != nil {
+		return nil, fmt.Errorf("demo home directory: %w", err)
+	}
+	d.model = claudetest.NewServer(claudetest.Demo(&claudetest.DemoOptions{Pace: demoPace}))
+	env := make(map[string]string, len(cfg.Env)+32)
+	for k, v := range cfg.Env {
+		env[k] = v
+	}
+	for _, k := range demoEnvRemoved {
+		env[k] = "" // removed
+	}
+	for k, v := range d.model.EnvMap(d.home) {
+		env[k] = v
+	}
+	env["ANTHROPIC_API_KEY"] = "sk-ant-demo-not-a-key"
+	env["NO_PROXY"] = "127.0.0.1,localhost"
+	cfg.Env = env
+	ok = true
+	return d, nil
+}
+
+// close stops the model and removes the directories the demo made.
+// Idempotent.
+func (d *demo) close() {
+	if d.model != nil {
+		d.model.Close()
+		d.model = nil
+	}
+	for _, dir := range []*string{&d.home, &d.dataDir} {
+		if *dir != "" {
+			os.RemoveAll(*dir)
+			*dir = ""
+		}
+	}
+}
+
+// banner is what serve --demo prints once it serves: that it is a demo,
+// where its data is, and the commands to try.
+func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string) {
+	self := selfCommand()
+	url := "http://" + srv.Addr
+	where := dataDir + " (yours: it stays after the demo)"
+	if d.dataDir != "" {
+		where = dataDir + " (temporary: removed when the demo stops)"
+	}
+	tokenExport := "CLAUDECTL_TOKEN=$(cat " + shellQuote(serve.TokenPath(dataDir)) + ")"
+	if srv.TokenFile == "" {
+		tokenExport = "CLAUDECTL_TOKEN=...the token of your token_file..."
+	}
+	bar := strings.Repeat("=", 76)
+	fmt.Fprintf(w, `
+%s
+  DEMO: every session talks to a SCRIPTED model on %s, not to Claude.
+  No API key is used and nothing leaves this machine. The real Claude Code
+  CLI runs the sessions and their tools (in the directory you run them in).
+%s
+  Data directory: %s
+
+  In another terminal, point claudectl at this demo:
+    export CLAUDECTL_SERVER=%s %s
+
+  then try (the model answers by keyword):
+    %s run 'tour'
+        streaming, thinking, a command to allow, a question, a file written
+    %s run 'show me a tool'
+        Bash ls waits for permission: answer y there, or from a third terminal
+        (export the same two variables) find it and approve it:
+    %s sessions
+    %s approve REQUEST_ID
+    %s run --keep 'ask me a question'
+        answer there, or from another terminal: %s attach SESSION_ID
+    %s run 'write a file'
+        writes %s in the current directory, once you allow it
+
+  Prompts the demo model knows:
+%s
+
+  Ctrl-C stops the demo.
+%s
+
+`, bar, d.model.URL, bar, where, url, tokenExport, self, self, self, self, self, self, self, claudetest.DemoFile,
+		claudetest.DemoKeywords, bar)
+}
+
+// selfCommand is how the user runs this claudectl: "claudectl" when that
+// is what PATH finds, else the executable's path (relative to the working
+// directory when under it, as ./bin/claudectl).
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil || strings.HasSuffix(filepath.Base(exe), ".test") {
+		return "claudectl"
+	}
+	if p, err := exec.LookPath("claudectl"); err == nil && sameFile(p, exe) {
+		return "claudectl"
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
+	}
+	return shellQuote(exe)
+}
+
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '+' || r == ',' ||
+			r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

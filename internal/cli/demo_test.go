@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/internal/serve"
+)
+
+// TestServeDemo runs "claudectl serve --demo" with no API key anywhere in
+// claudectl's environment, then uses it as the banner says: a prompt
+// streams its reply, a Bash request is approved with "claudectl approve"
+// from another client, a question is answered in "claudectl attach", and
+// the demo's temporary directories are gone after it stops.
+func TestServeDemo(t *testing.T) {
+	old := demoPace
+	demoPace = time.Millisecond
+	defer func() { demoPace = old }()
+	// Nothing but what the CLI search needs: no ANTHROPIC_API_KEY.
+	getenv := map[string]string{"HOME": t.TempDir(), "PATH": os.Getenv("PATH")}
+	s := startServe(t, getenv, "--demo", "--listen", freeAddr(t), "--cli", claudetest.CLIPath(t))
+	// The banner follows the "serving" line.
+	waitFor(t, "the demo's banner", func() bool { return strings.Contains(s.stderr.String(), "Ctrl-C stops the demo.") })
+	banner := s.stderr.String()
+	for _, want := range []string{"DEMO: every session talks to a SCRIPTED model", "No API key is used",
+		"export CLAUDECTL_SERVER=http://" + s.addr, "run 'show me a tool'", "approve REQUEST_ID", "attach SESSION_ID",
+		"(temporary: removed when the demo stops)"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("the banner lacks %q:\n%s", want, banner)
+		}
+	}
+	if strings.Contains(banner, "read it by themselves") {
+		t.Errorf("the demo's token is not where clients look by themselves, yet the start-up says so:\n%s", banner)
+	}
+	m := regexp.MustCompile(`Data directory: (\S+)`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("no data directory in the banner:\n%s", banner)
+	}
+	dataDir := m[1]
+	token, err := os.ReadFile(serve.TokenPath(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := map[string]string{"CLAUDECTL_SERVER": "http://" + s.addr, "CLAUDECTL_TOKEN": strings.TrimSpace(string(token))}
+	inv := invocation{getenv: client}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	auth := connect.WithInterceptors(bearerInterceptor(client["CLAUDECTL_TOKEN"]))
+	sessions := claudectlv1connect.NewSessionServiceClient(&http.Client{Transport: tr}, "http://"+s.addr, auth)
+	perms := claudectlv1connect.NewPermissionServiceClient(&http.Client{Transport: tr}, "http://"+s.addr, auth)
+
+	// A prompt the model does not know: the help, streamed in many deltas.
+	o := claudectl(t, inv, "run", "--cwd", t.TempDir(), "--keep", "hello")
+	if o.code != 0 || !strings.Contains(o.stdout, "scripted model") || !strings.Contains(o.stdout, "'show me a tool'") {
+		t.Fatalf("run hello: exit %d, stdout %q", o.code, o.stdout)
+	}
+	id := regexp.MustCompile(`daemon session (\S+)`).FindStringSubmatch(o.stderr)
+	if id == nil {
+		t.Fatalf("no session id on stderr: %q", o.stderr)
+	}
+	if n := countDeltas(t, ctx, sessions, client["CLAUDECTL_TOKEN"], id[1]); n < 20 {
+		t.Errorf("the reply came in %d text deltas: it does not stream", n)
+	}
+
+	// Bash ls waits for permission; another client approves it.
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "hello.txt"), "hi")
+	stdin, hold := io.Pipe() // a terminal nobody types on
+	defer hold.Close()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		env := &Env{Stdin: stdin, Stdout: &stdout, Stderr: &stderr, StdinIsTerminal: func() bool { return true },
+			Getenv: func(k string) string { return client[k] }}
+		done <- Main(ctx, env, []string{"run", "--cwd", dir, "show me a tool"})
+	}()
+	var reqID string
+	waitFor(t, "the Bash permission request", func() bool {
+		res, err := perms.ListPending(ctx, connect.NewRequest(&v1.ListPendingRequest{}))
+		if err != nil || len(res.Msg.Requests) == 0 {
+			return false
+		}
+		if r := res.Msg.Requests[0]; r.ToolName == "Bash" {
+			reqID = r.RequestId
+		}
+		return reqID != ""
+	})
+	if o := claudectl(t, inv, "approve", reqID); o.code != 0 {
+		t.Fatalf("approve: exit %d, stderr %q", o.code, o.stderr)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("run 'show me a tool': exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("run did not end after the approval\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "hello.txt") || !strings.Contains(stdout.String(), "The directory holds 1 entries") {
+		t.Errorf("the reply does not report what ls listed:\n%s", stdout.String())
+	}
+
+	// A question, answered in attach.
+	res, err := sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, Prompt: "ask me a question"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qid := res.Msg.Session.Id
+	ainv := inv
+	ainv.tty, ainv.stdin = true, "2\n"
+	live, wait := background(t, ainv, "attach", qid)
+	waitFor(t, "the reply to the answer", func() bool { return strings.Contains(live.String(), "you chose Thinking") })
+	if o := claudectl(t, inv, "close", qid); o.code != 0 {
+		t.Fatalf("close: exit %d, stderr %q", o.code, o.stderr)
+	}
+	if o := wait(); o.code != 0 || !strings.Contains(o.stderr, "Which part of claudectl would you like to see next?") {
+		t.Errorf("attach: exit %d, stderr %q", o.code, o.stderr)
+	}
+
+	if code := s.stop(); code != 0 {
+		t.Fatalf("serve --demo exit %d", code)
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Errorf("the demo's data directory %s is still there after it stopped (%v)", dataDir, err)
+	}
+}
+
+// countDeltas counts the text deltas session id logged.
+func countDeltas(t *testing.T, ctx context.Context, sessions claudectlv1connect.SessionServiceClient, token, id string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req := connect.NewRequest(&v1.SubscribeRequest{SessionId: id})
+	req.Header().Set("Authorization", "Bearer "+token)
+	stream, err := sessions.Subscribe(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	n := 0
+	for stream.Receive() {
+		ev := stream.Msg().Event
+		if ev.GetTextDelta() != nil {
+			n++
+		}
+		if ev.GetMessage().GetType() == "result" {
+			break
+		}
+	}
+	if n == 0 && stream.Err() != nil {
+		t.Fatalf("Subscribe: %v", stream.Err())
+	}
+	return n
+}
+
+// bearerInterceptor sends the daemon's token with unary calls.
+func bearerInterceptor(token string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	}
+}
+
+// The demo refuses to listen beyond loopback, and keeps the user's
+// environment from sending its CLIs anywhere but the scripted model.
+func TestDemoSettings(t *testing.T) {
+	cfg := &serve.Settings{Listen: "0.0.0.0:7778"}
+	if _, err := startDemo(cfg, true); err == nil || !strings.Contains(err.Error(), "127.0.0.1 only") {
+		t.Errorf("startDemo on 0.0.0.0: %v, want a refusal", err)
+	}
+	cfg = &serve.Settings{Env: map[string]string{"ANTHROPIC_BASE_URL": "https://api.anthropic.com", "FOO": "bar"}}
+	d, err := startDemo(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir, home := cfg.DataDir, d.home
+	if cfg.Listen != DemoListen || dataDir == "" || !strings.Contains(dataDir, "claudectl-demo-") {
+		t.Errorf("listen %q, data dir %q: want %s and a temporary directory", cfg.Listen, dataDir, DemoListen)
+	}
+	for k, want := range map[string]string{"ANTHROPIC_BASE_URL": d.model.URL, "ANTHROPIC_API_KEY": "sk-ant-demo-not-a-key",
+		"HOME": home, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "HTTPS_PROXY": "", "ANTHROPIC_AUTH_TOKEN": "",
+		"CLAUDE_CODE_USE_BEDROCK": "", "FOO": "bar"} {
+		if got, ok := cfg.Env[k]; !ok || got != want {
+			t.Errorf("the CLIs' %s = %q (set %v), want %q", k, got, ok, want)
+		}
+	}
+	if !strings.HasPrefix(d.model.URL, "http://127.0.0.1:") {
+		t.Errorf("the model is at %s, want 127.0.0.1", d.model.URL)
+	}
+	d.close()
+	d.close()
+	for _, p := range []string{dataDir, home} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after close (%v)", p, err)
+		}
+	}
+}
