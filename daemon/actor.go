@@ -26,7 +26,7 @@ type actor struct {
 	id     string
 	opts   *SessionOptions
 	launch launch
-	hub    *hub
+	hub    *hub // the session's (Daemon.hubs), set by launch
 
 	// Set by start, before run; read-only after.
 	sess    *claude.Session
@@ -53,7 +53,6 @@ type actorState struct {
 func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
 	a := &actor{
 		d: d, id: id, opts: o, launch: l,
-		hub:    newHub(d.subBuf),
 		ops:    make(chan func(*actorState)),
 		closeQ: make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -104,7 +103,7 @@ func (a *actor) start(ctx context.Context) error {
 func (a *actor) fail(ctx context.Context, err error) error {
 	a.logError(ctx, err.Error(), "")
 	a.status(ctx, store.StatusFailed, err.Error())
-	a.hub.close()
+	a.d.endHub(a.hub)
 	a.cancel()
 	close(a.done)
 	a.d.release(a)
@@ -161,15 +160,20 @@ func (a *actor) do(fn func(*actorState)) bool {
 	}
 }
 
-// end records how the session ended and closes the subscriptions.
+// end records how the session ended and, when it ended for good (closed
+// or failed), ends its subscriptions; otherwise they wait for its next CLI.
 func (a *actor) end(st *actorState, err error) {
 	ctx := context.WithoutCancel(a.d.ctx)
+	final := store.StatusFailed
 	switch {
 	case st.stopMsg != "":
+		final = store.StatusClosed
 		a.status(ctx, store.StatusClosed, st.stopMsg)
 	case st.shutdown:
+		final = store.StatusInterrupted
 		a.status(ctx, store.StatusInterrupted, "the daemon stopped; the next prompt resumes the session")
 	case st.closing || err == nil:
+		final = store.StatusClosed
 		a.status(ctx, store.StatusClosed, "")
 	default:
 		tail := a.sess.StderrTail()
@@ -181,7 +185,9 @@ func (a *actor) end(st *actorState, err error) {
 		a.status(ctx, store.StatusFailed, detail)
 	}
 	a.d.engine.RemoveSession(a.id)
-	a.hub.close()
+	if terminal(final) {
+		a.d.endHub(a.hub)
+	}
 }
 
 // read logs every message until the session ends; it returns nil for a
