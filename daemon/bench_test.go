@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 )
@@ -412,4 +413,147 @@ func vmRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkDaemonFanout times a burst turn of session B (1,000 deltas, no
+// subscriber) while session A streams at a fast model's rate (a line every
+// 2 ms) to subs subscribers that read everything, as attached clients do.
+// Both CLIs are in-process stand-ins (daemontest.InProcessCLI), so the
+// figure is the daemon's own: B_turn_ms is from Send to B's session being
+// idle again. Fan-out off the writer's path keeps subs=2000 within 10 % of
+// subs=0.
+func BenchmarkDaemonFanout(b *testing.B) {
+	for _, subs := range []int{0, 2000} {
+		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
+			const deltas = 1000
+			cli := &pacedCLI{inner: &daemontest.InProcessCLI{Script: func(int) [][]byte { return benchTurn(deltas) }},
+				interval: 2 * time.Millisecond}
+			td := daemontest.Start(b, &daemontest.Options{Transport: cli})
+			d := td.D
+			ctx := context.Background()
+			dir := b.TempDir()
+			a, err := d.Create(ctx, &daemon.SessionOptions{Cwd: dir, IncludePartialMessages: true}, "") // the first CLI: paced
+			if err != nil {
+				b.Fatal(err)
+			}
+			bs, err := d.Create(ctx, &daemon.SessionOptions{Cwd: dir, IncludePartialMessages: true}, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			sctx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			b.Cleanup(func() { cancel(); wg.Wait() })
+			var got atomic.Int64
+			for range subs {
+				wg.Go(func() {
+					for _, err := range d.Subscribe(sctx, a.ID, 0) {
+						if err != nil {
+							return
+						}
+						got.Add(1)
+					}
+				})
+			}
+			turns := func(id string) int64 {
+				s, err := d.Session(ctx, id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return s.Totals.Turns
+			}
+			waitTurn := func(id string, n int64) {
+				for turns(id) < n {
+					time.Sleep(time.Millisecond)
+				}
+				for {
+					s, err := d.Session(ctx, id)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if s.Status == "idle" {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if err := d.Send(ctx, bs.ID, "warm up"); err != nil {
+				b.Fatal(err)
+			}
+			waitTurn(bs.ID, 1)
+			var total time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				if err := d.Send(ctx, a.ID, "stream"); err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(200 * time.Millisecond) // A is streaming
+				start := time.Now()
+				if err := d.Send(ctx, bs.ID, "burst"); err != nil {
+					b.Fatal(err)
+				}
+				waitTurn(bs.ID, int64(i)+2)
+				total += time.Since(start)
+				waitTurn(a.ID, int64(i)+1)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "B_turn_ms")
+			b.ReportMetric(float64(got.Load())/float64(max(subs, 1)*b.N), "A_events/sub/turn")
+		})
+	}
+}
+
+// benchTurn is a streamed turn for the in-process CLI: an init, deltas
+// text deltas between their stream events, the assistant message and a
+// result.
+func benchTurn(deltas int) [][]byte {
+	const sid = `"session_id":"$SESSION_ID"`
+	ev := func(event string) []byte {
+		return fmt.Appendf(nil, `{"type":"stream_event","event":%s,%s,"parent_tool_use_id":null,"uuid":"u"}`, event, sid)
+	}
+	lines := [][]byte{
+		fmt.Appendf(nil, `{"type":"system","subtype":"init",%s,"model":"stand-in","tools":["Bash","Edit","Read","Write"],"cwd":"/","permissionMode":"default","claude_code_version":"2.1.330"}`, sid),
+		ev(`{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"stand-in","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}`),
+		ev(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+	}
+	for range deltas {
+		lines = append(lines, ev(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"The quick brown fox jumps over the lazy dog. "}}`))
+	}
+	return append(lines,
+		fmt.Appendf(nil, `{"type":"assistant","message":{"id":"m","type":"message","role":"assistant","model":"stand-in","content":[{"type":"text","text":"done"}],"usage":{"input_tokens":1,"output_tokens":1}},"parent_tool_use_id":null,%s,"uuid":"a"}`, sid),
+		ev(`{"type":"content_block_stop","index":0}`),
+		ev(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}`),
+		ev(`{"type":"message_stop"}`),
+		fmt.Appendf(nil, `{"type":"result","subtype":"success","is_error":false,"result":"ok",%s,"total_cost_usd":0.001,"duration_ms":1,"num_turns":1}`, sid),
+	)
+}
+
+// pacedCLI is inner whose first CLI prints its stream events one per
+// interval (a model streaming); the others print as fast as they are read.
+type pacedCLI struct {
+	inner    *daemontest.InProcessCLI
+	interval time.Duration
+	started  atomic.Int64
+}
+
+func (p *pacedCLI) Start(ctx context.Context, cmd *claude.Command) (claude.Conn, error) {
+	c, err := p.inner.Start(ctx, cmd)
+	if err != nil || p.started.Add(1) != 1 {
+		return c, err
+	}
+	return &pacedConn{Conn: c, interval: p.interval}, nil
+}
+
+type pacedConn struct {
+	claude.Conn
+	interval time.Duration
+}
+
+var streamEventPrefix = []byte(`{"type":"stream_event"`)
+
+func (c *pacedConn) ReadLine() (claude.Line, error) {
+	l, err := c.Conn.ReadLine()
+	if err == nil && bytes.HasPrefix(l.Data, streamEventPrefix) {
+		time.Sleep(c.interval)
+	}
+	return l, err
 }
