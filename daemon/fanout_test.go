@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,44 +114,47 @@ func TestSubscriberCatchesUpFromStore(t *testing.T) {
 	const turns = 3
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var end int64 // the log's last seq once every turn is over; set before the subscribers are released
 	release := make(chan struct{})
 	var wg sync.WaitGroup
-	read := func(stall bool) []int64 {
+	read := func(stall bool, last *atomic.Int64) []int64 {
 		var seqs []int64
 		for ev, err := range d.Subscribe(sctx, s.ID, start) {
 			if err != nil {
-				t.Errorf("subscriber (stalling %v) after %d events: %v", stall, len(seqs), err)
+				if sctx.Err() == nil {
+					t.Errorf("subscriber (stalling %v) after %d events: %v", stall, len(seqs), err)
+				}
 				return seqs
 			}
 			seqs = append(seqs, ev.Seq)
+			last.Store(ev.Seq)
 			if stall && len(seqs) == 1 {
 				<-release // stalls for all the turns
 			}
 			if stall && len(seqs)%100 == 0 {
 				time.Sleep(5 * time.Millisecond)
 			}
-			select {
-			case <-release:
-				if ev.Seq >= end {
-					return seqs
-				}
-			default:
-			}
 		}
 		return seqs
 	}
 	var slow, fast []int64
-	wg.Go(func() { slow = read(true) })
-	wg.Go(func() { fast = read(false) })
+	var slowLast, fastLast atomic.Int64
+	wg.Go(func() { slow = read(true, &slowLast) })
+	wg.Go(func() { fast = read(false, &fastLast) })
 	for n := range int64(turns) {
 		if err := d.Send(ctx, s.ID, "go"); err != nil {
 			t.Fatal(err)
 		}
 		waitTurns(t, d, ctx, s.ID, n+1)
 	}
-	end = waitTurns(t, d, ctx, s.ID, turns).LastSeq
+	end := waitTurns(t, d, ctx, s.ID, turns).LastSeq
 	close(release)
+	for slowLast.Load() < end || fastLast.Load() < end {
+		if ctx.Err() != nil {
+			t.Fatalf("the subscribers got to seqs %d and %d, not to the log's end %d", slowLast.Load(), fastLast.Load(), end)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
 	wg.Wait()
 	if want := int(end - start); len(slow) != want || len(fast) != want {
 		t.Fatalf("got %d (stalling) and %d (reading) events, want %d each", len(slow), len(fast), want)

@@ -46,6 +46,7 @@ type hub struct {
 	count int           // guarded by mu
 	bytes int           // guarded by mu
 	gen   chan struct{} // guarded by mu: closed (and replaced) when events came or the hub ended
+	nsubs int           // guarded by mu: Daemon's count of subscribers, mirrored
 	ended bool          // guarded by mu: the session ended for good (or the daemon closed)
 
 	// guarded by Daemon.mu
@@ -70,12 +71,25 @@ func (h *hub) publish(ev Event) {
 		return
 	}
 	h.push(ev)
+	if h.nsubs <= directWake { // a bounded cost: wake them here, a hop sooner
+		old := h.gen
+		h.gen = make(chan struct{})
+		h.mu.Unlock()
+		close(old)
+		return
+	}
 	h.mu.Unlock()
 	select {
 	case h.signal <- struct{}{}:
 	default: // the pump has a wake-up pending already
 	}
 }
+
+// directWake is how many subscribers publish wakes itself, on the
+// writer's goroutine, rather than through the pump: a constant, so that
+// publishing stays O(1), and the common case (a client or two) saves a
+// goroutine hop.
+const directWake = 4
 
 // push appends ev to the ring, evicting the oldest events past the bounds
 // (the newest always stays). Called with mu held.
@@ -184,10 +198,14 @@ func (d *Daemon) acquireHubLocked(id string, sub bool) *hub {
 		h.actor = true
 		return h
 	}
-	if h.subs++; h.subs == 1 {
-		h.mu.Lock()
+	h.subs++
+	h.mu.Lock()
+	h.nsubs = h.subs
+	if h.subs == 1 {
 		h.ring = []Event{}
-		h.mu.Unlock()
+	}
+	h.mu.Unlock()
+	if h.subs == 1 {
 		h.quit = make(chan struct{})
 		go h.pump(h.quit)
 		h.unwatch = d.broker.Watch(id)
@@ -207,14 +225,20 @@ func (d *Daemon) releaseHub(h *hub, sub bool) {
 func (d *Daemon) releaseHubLocked(h *hub, sub bool) {
 	if !sub {
 		h.actor = false
-	} else if h.subs--; h.subs == 0 {
-		close(h.quit)
-		h.quit = nil
-		h.unwatch()
-		h.unwatch = nil
+	} else {
+		h.subs--
 		h.mu.Lock()
-		h.ring, h.head, h.count, h.bytes = nil, 0, 0, 0
+		h.nsubs = h.subs
+		if h.subs == 0 {
+			h.ring, h.head, h.count, h.bytes = nil, 0, 0, 0
+		}
 		h.mu.Unlock()
+		if h.subs == 0 {
+			close(h.quit)
+			h.quit = nil
+			h.unwatch()
+			h.unwatch = nil
+		}
 	}
 	if h.subs == 0 && !h.actor && !h.detached {
 		delete(d.hubs, h.id)
