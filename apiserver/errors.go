@@ -37,8 +37,6 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeOutOfRange, err)
 	case errors.Is(err, daemon.ErrNotRunning), errors.Is(err, daemon.ErrAlreadyRunning), errors.Is(err, claude.ErrClosed):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
-	case errors.Is(err, daemon.ErrSlowSubscriber):
-		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, daemon.ErrClosed), errors.Is(err, store.ErrClosed), errors.Is(err, permission.ErrBrokerClosed):
 		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, context.Canceled):

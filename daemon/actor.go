@@ -29,7 +29,7 @@ type actor struct {
 	id     string
 	opts   *SessionOptions
 	launch launch
-	hub    *hub
+	hub    *hub // the session's (Daemon.hubs), set by launch
 
 	// Set by start, before run; read-only after.
 	sess    *claude.Session
@@ -78,7 +78,6 @@ type actorState struct {
 func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
 	a := &actor{
 		d: d, id: id, opts: o, launch: l,
-		hub:    newHub(d.subBuf),
 		ops:    make(chan func(*actorState)),
 		closeQ: make(chan struct{}, 1),
 		ready:  make(chan struct{}),
@@ -134,13 +133,16 @@ func (a *actor) fail(ctx context.Context, err error) error {
 	a.d.log.Error("session failed to start", "session", a.id, "err", err)
 	a.logError(ctx, err.Error(), "")
 	a.status(ctx, store.StatusFailed, err.Error())
-	a.abandon()
+	a.abandon(true)
 	return err
 }
 
-// abandon ends an actor whose run never started.
-func (a *actor) abandon() {
-	a.hub.close()
+// abandon ends an actor whose run never started; ended says whether its
+// session ended for good (closed or failed), ending its subscriptions.
+func (a *actor) abandon(ended bool) {
+	if ended {
+		a.d.endHub(a.hub)
+	}
 	a.cancel()
 	close(a.ready)
 	close(a.done)
@@ -199,7 +201,8 @@ func (a *actor) do(fn func(*actorState)) bool {
 	}
 }
 
-// end records how the session ended and closes the subscriptions.
+// end records how the session ended and, when it ended for good (closed
+// or failed), ends its subscriptions; otherwise they wait for its next CLI.
 func (a *actor) end(st *actorState, err error) {
 	ctx := context.WithoutCancel(a.d.ctx)
 	if a.idleTimer != nil {
@@ -227,7 +230,9 @@ func (a *actor) end(st *actorState, err error) {
 	}
 	a.status(ctx, final, detail)
 	a.d.engine.RemoveSession(a.id)
-	a.hub.close()
+	if terminal(final) {
+		a.d.endHub(a.hub)
+	}
 	a.d.log.Info("session's CLI ended", "session", a.id, "status", final, "detail", detail)
 }
 

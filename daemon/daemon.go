@@ -34,8 +34,12 @@ var (
 	ErrClosed = errors.New("daemon: closed")
 	// ErrAlreadyRunning means a session to resume still has its CLI.
 	ErrAlreadyRunning = errors.New("daemon: session is already running")
-	// ErrSlowSubscriber ends a subscription that fell too far behind; the
-	// client resubscribes from the last seq it saw.
+	// ErrSlowSubscriber ended a subscription that fell too far behind.
+	//
+	// Deprecated: Subscribe no longer returns it: a subscriber that falls
+	// behind reads the events it missed from the store. Clients that
+	// resubscribe on it (or on its API code, ResourceExhausted) keep
+	// working against older daemons.
 	ErrSlowSubscriber = errors.New("daemon: subscriber too slow, dropped")
 )
 
@@ -75,9 +79,9 @@ type Options struct {
 	Env map[string]string
 	// Logger receives the daemon's logs; nil means slog.Default().
 	Logger *slog.Logger
-	// SubscriberBuffer is how many live events a subscriber may fall
-	// behind before it is dropped. Zero means 8192 (a backlog takes memory
-	// only while a subscriber lags).
+	// SubscriberBuffer is how many of a session's recent events are kept
+	// in memory for its subscribers (at most 1 MiB of them), while it has
+	// any; a subscriber further behind reads the store. Zero means 8192.
 	SubscriberBuffer int
 	// Workers, if set, hosts sessions whose options ask for a remote
 	// worker ("claudectl worker" on another machine); the API serves it at
@@ -138,6 +142,7 @@ type Daemon struct {
 
 	mu     sync.Mutex
 	actors map[string]*actor // guarded by mu; only sessions with a live CLI
+	hubs   map[string]*hub   // guarded by mu; sessions with an actor or a subscriber (subscribe.go)
 	closed bool              // guarded by mu
 }
 
@@ -152,7 +157,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
 		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, maxPayload: opts.MaxPayloadBytes,
 		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(), compat: newCompatTracker(),
-		actors: map[string]*actor{}, idleTimeout: opts.IdleTimeout, slots: &slots{max: max(opts.MaxRunning, 0)},
+		actors: map[string]*actor{}, hubs: map[string]*hub{}, idleTimeout: opts.IdleTimeout, slots: &slots{max: max(opts.MaxRunning, 0)},
 		storeProbe: cmp.Or(opts.StoreRetryInterval, time.Second),
 	}
 	if d.log == nil {
@@ -334,6 +339,7 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 		return nil, fmt.Errorf("%w: session %s", ErrAlreadyRunning, s.ID)
 	}
 	d.actors[s.ID] = a // reserved: a second launch now fails
+	a.hub = d.acquireHubLocked(s.ID, false)
 	d.mu.Unlock()
 	if err := d.takeSlot(ctx, a, s); err != nil {
 		return nil, err
@@ -376,15 +382,18 @@ func (d *Daemon) takeSlot(ctx context.Context, a *actor, s *store.Session) error
 		a.hasSlot = true
 		return nil
 	}
+	back := s.Status
 	switch {
 	case s.Status == store.StatusStarting: // a new session: it never ran
-		a.status(bg, store.StatusClosed, "closed while queued: "+err.Error())
+		back = store.StatusClosed
+		a.status(bg, back, "closed while queued: "+err.Error())
 	case s.Status == store.StatusIdle || s.Status == store.StatusRunning:
-		a.status(bg, store.StatusSuspended, "still suspended: "+err.Error())
+		back = store.StatusSuspended
+		a.status(bg, back, "still suspended: "+err.Error())
 	default:
-		a.status(bg, s.Status, "still "+string(s.Status)+": "+err.Error())
+		a.status(bg, back, "still "+string(back)+": "+err.Error())
 	}
-	a.abandon()
+	a.abandon(terminal(back))
 	return fmt.Errorf("daemon: session %s gave up its place in the queue: %w", a.id, err)
 }
 
@@ -435,6 +444,7 @@ func (d *Daemon) release(a *actor) {
 		d.mu.Lock()
 		if d.actors[a.id] == a {
 			delete(d.actors, a.id)
+			d.releaseHubLocked(a.hub, false)
 		}
 		d.mu.Unlock()
 		if a.hasSlot {
@@ -697,7 +707,8 @@ func (d *Daemon) Queued() int { return d.slots.queued() }
 func (d *Daemon) MaxRunning() int { return d.slots.max }
 
 // Close ends every session's CLI and waits for them; the sessions become
-// interrupted (a later prompt or Resume continues them), not closed. It leaves the DB, engine and broker open.
+// interrupted (a later prompt or Resume continues them), not closed. It
+// ends every subscription. It leaves the DB, engine and broker open.
 // Idempotent.
 func (d *Daemon) Close() error {
 	d.mu.Lock()
@@ -713,6 +724,7 @@ func (d *Daemon) Close() error {
 		wg.Go(func() { a.close(true, "") })
 	}
 	wg.Wait()
+	d.endHubs()
 	d.cancel()
 	return nil
 }

@@ -9,151 +9,362 @@ import (
 	"github.com/claudectl/claudectl/store"
 )
 
-// A hub fans a session's logged events out to its live subscribers. publish
-// never blocks: a subscriber that has more than size events not yet taken
-// is dropped. Each subscriber's backlog is a slice that grows only as far
-// as it lags, so an idle subscriber costs almost nothing.
+// ringBytes bounds the bytes of the lines a hub's ring holds, whatever
+// SubscriberBuffer says: a few huge lines must not pin megabytes for every
+// watched session.
+const ringBytes = 1 << 20
+
+// ringOverhead is what an event costs the ring beside its line.
+const ringOverhead = 160
+
+// A hub fans a session's logged events out to its subscribers. It belongs
+// to the session, not to a CLI process: the daemon keeps one per session
+// id while an actor or a subscriber needs it (Daemon.hubs), so a
+// subscription outlives a CLI that ends without ending the session (a
+// daemon shutdown, an idle suspension) and goes on with the events of the
+// next one.
+//
+// publish runs on the store's single writer (the commit callback) and
+// costs it O(1) whatever the number of subscribers: it appends the event
+// to a ring of the session's recent events, bounded in events and bytes,
+// and signals the hub's pump without blocking. The pump, a goroutine that
+// lives only while the hub has subscribers, wakes them all by closing one
+// channel. Subscribers pull: each takes the events after the last it saw
+// from the ring, and one that fell behind the ring reads them from the
+// store instead, then goes on from the ring. Nobody is ever dropped, and a
+// slow subscriber never blocks its session or the writer. A hub without
+// subscribers keeps nothing but the seq of its last event.
 type hub struct {
-	size int
+	id       string
+	maxCount int // ring bound in events
 
-	mu     sync.Mutex
-	subs   map[*sub]struct{} // guarded by mu
-	closed bool              // guarded by mu
+	signal chan struct{} // capacity 1: events were published, for the pump
+
+	mu    sync.RWMutex
+	ring  []Event       // guarded by mu: circular, oldest at head; nil without subscribers
+	head  int           // guarded by mu
+	count int           // guarded by mu
+	bytes int           // guarded by mu
+	gen   chan struct{} // guarded by mu: closed (and replaced) when events came or the hub ended
+	nsubs int           // guarded by mu: Daemon's count of subscribers, mirrored
+	ended bool          // guarded by mu: the session ended for good (or the daemon closed)
+	err   error         // guarded by mu: why it ended, for its subscribers (the store failed)
+
+	// guarded by Daemon.mu
+	subs     int           // subscriptions following the hub
+	actor    bool          // an actor publishes to it
+	detached bool          // no longer in Daemon.hubs (ended)
+	quit     chan struct{} // closed to stop the pump; nil when it does not run
+	unwatch  func()        // ends the broker's watch; nil without subscribers
 }
 
-type sub struct {
-	wake chan struct{} // capacity 1: events or the end are waiting
-
-	// guarded by hub.mu
-	backlog []Event
-	ended   bool  // no more events will be added
-	dropped bool  // ended because the backlog overflowed
-	err     error // ended because the session failed so (fail)
+func newHub(id string, maxCount int) *hub {
+	return &hub{id: id, maxCount: maxCount, signal: make(chan struct{}, 1), gen: make(chan struct{})}
 }
 
-func newHub(size int) *hub { return &hub{size: size, subs: map[*sub]struct{}{}} }
-
-func (h *hub) subscribe() *sub {
-	s := &sub{wake: make(chan struct{}, 1)}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		s.ended = true
-		return s
-	}
-	h.subs[s] = struct{}{}
-	return s
-}
-
-func (h *hub) unsubscribe(s *sub) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.subs, s)
-	s.ended = true
-	s.backlog = nil
-}
-
+// publish adds ev to the ring and signals the pump. It runs on the store's
+// writer goroutine and never blocks beyond the ring's lock, which readers
+// hold only to copy a few events.
 func (h *hub) publish(ev Event) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	for s := range h.subs {
-		if len(s.backlog) >= h.size {
-			s.dropped, s.ended, s.backlog = true, true, nil
-			delete(h.subs, s)
+	if h.ended || h.ring == nil { // nobody to tell
+		h.mu.Unlock()
+		return
+	}
+	h.push(ev)
+	if h.nsubs <= directWake { // a bounded cost: wake them here, a hop sooner
+		old := h.gen
+		h.gen = make(chan struct{})
+		h.mu.Unlock()
+		close(old)
+		return
+	}
+	h.mu.Unlock()
+	select {
+	case h.signal <- struct{}{}:
+	default: // the pump has a wake-up pending already
+	}
+}
+
+// directWake is how many subscribers publish wakes itself, on the
+// writer's goroutine, rather than through the pump: a constant, so that
+// publishing stays O(1), and the common case (a client or two) saves a
+// goroutine hop.
+const directWake = 4
+
+// push appends ev to the ring, evicting the oldest events past the bounds
+// (the newest always stays). Called with mu held.
+func (h *hub) push(ev Event) {
+	size := len(ev.Raw) + ringOverhead
+	for h.count > 0 && (h.count >= h.maxCount || h.bytes+size > ringBytes) {
+		h.bytes -= len(h.ring[h.head].Raw) + ringOverhead
+		h.ring[h.head] = Event{}
+		h.head = (h.head + 1) % len(h.ring)
+		h.count--
+	}
+	if h.count == len(h.ring) { // full below the bounds: grow
+		n := min(max(2*len(h.ring), 16), h.maxCount)
+		r := make([]Event, n)
+		for i := range h.count {
+			r[i] = h.ring[(h.head+i)%len(h.ring)]
+		}
+		h.ring, h.head = r, 0
+	}
+	h.ring[(h.head+h.count)%len(h.ring)] = ev
+	h.count++
+	h.bytes += size
+}
+
+// pump wakes the subscribers after each publish until quit is closed. Waking
+// is one close of the generation channel, off the writer's goroutine.
+func (h *hub) pump(quit chan struct{}) {
+	for {
+		select {
+		case <-h.signal:
+			h.wake()
+		case <-quit:
+			return
+		}
+	}
+}
+
+// wake wakes every subscriber waiting on the current generation.
+func (h *hub) wake() {
+	h.mu.Lock()
+	old := h.gen
+	h.gen = make(chan struct{})
+	h.mu.Unlock()
+	close(old) // outside the lock: it readies every waiter
+}
+
+// end marks the hub ended: its subscribers return once they have every
+// event published before.
+func (h *hub) end() { h.endWith(nil) }
+
+// endWith is end with an error the subscribers get after those events.
+func (h *hub) endWith(err error) {
+	h.mu.Lock()
+	h.ended = true
+	if h.err == nil {
+		h.err = err
+	}
+	h.mu.Unlock()
+	h.wake()
+}
+
+// failure returns the error the hub ended with, if any.
+func (h *hub) failure() error {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.err
+}
+
+// since appends to buf the events of the ring after seq last, at most
+// limit of them. behind reports that the ring no longer holds the events
+// right after last (the subscriber must read them from the store); gen is
+// the channel to wait on when there is nothing new; ended that the hub has
+// ended (with nothing new, the subscription is over).
+func (h *hub) since(last int64, buf []Event, limit int) (evs []Event, behind bool, gen chan struct{}, ended bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.count > 0 && h.at(0).Seq > last+1 {
+		return buf, true, h.gen, h.ended
+	}
+	// The ring is in seq order: find the first event after last.
+	lo, hi := 0, h.count
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if h.at(m).Seq <= last {
+			lo = m + 1
 		} else {
-			s.backlog = append(s.backlog, ev)
+			hi = m
 		}
-		select {
-		case s.wake <- struct{}{}:
-		default:
+	}
+	for i := lo; i < h.count && len(buf) < limit; i++ {
+		buf = append(buf, *h.at(i))
+	}
+	return buf, false, h.gen, h.ended
+}
+
+// at returns the ring's ith event from the oldest. Called with mu held.
+func (h *hub) at(i int) *Event { return &h.ring[(h.head+i)%len(h.ring)] }
+
+// acquireHub returns the hub of session id, made if there is none, counting
+// the caller among its users: a subscriber (sub) or the session's actor.
+// It returns nil after Close.
+func (d *Daemon) acquireHub(id string, sub bool) *hub {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	return d.acquireHubLocked(id, sub)
+}
+
+// acquireHubLocked is acquireHub with d.mu held.
+func (d *Daemon) acquireHubLocked(id string, sub bool) *hub {
+	h := d.hubs[id]
+	if h == nil {
+		h = newHub(id, d.subBuf)
+		d.hubs[id] = h
+	}
+	if !sub {
+		h.actor = true
+		return h
+	}
+	h.subs++
+	h.mu.Lock()
+	h.nsubs = h.subs
+	if h.subs == 1 {
+		h.ring = []Event{}
+	}
+	h.mu.Unlock()
+	if h.subs == 1 {
+		h.quit = make(chan struct{})
+		go h.pump(h.quit)
+		h.unwatch = d.broker.Watch(id)
+	}
+	return h
+}
+
+// releaseHub undoes acquireHub; the hub is forgotten when neither an actor
+// nor a subscriber uses it.
+func (d *Daemon) releaseHub(h *hub, sub bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.releaseHubLocked(h, sub)
+}
+
+// releaseHubLocked is releaseHub with d.mu held.
+func (d *Daemon) releaseHubLocked(h *hub, sub bool) {
+	if !sub {
+		h.actor = false
+	} else {
+		h.subs--
+		h.mu.Lock()
+		h.nsubs = h.subs
+		if h.subs == 0 {
+			h.ring, h.head, h.count, h.bytes = nil, 0, 0, 0
 		}
+		h.mu.Unlock()
+		if h.subs == 0 {
+			close(h.quit)
+			h.quit = nil
+			h.unwatch()
+			h.unwatch = nil
+		}
+	}
+	if h.subs == 0 && !h.actor && !h.detached {
+		delete(d.hubs, h.id)
+		h.detached = true
 	}
 }
 
-// close ends every subscription; they get the events already queued.
-func (h *hub) close() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-	for s := range h.subs {
-		delete(h.subs, s)
-		s.ended = true
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+// endHub ends the subscriptions of h's session, which ended for good
+// (closed or failed): they return after the events already published. A
+// later resume gets a new hub.
+func (d *Daemon) endHub(h *hub) {
+	d.mu.Lock()
+	if !h.detached {
+		delete(d.hubs, h.id)
+		h.detached = true
 	}
+	d.mu.Unlock()
+	h.end()
 }
 
-// fail ends every subscription with err, after the events already queued.
-func (h *hub) fail(err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for s := range h.subs {
-		delete(h.subs, s)
-		s.ended, s.err = true, err
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+// failHub ends the subscriptions of h's session with err: the session
+// stopped because its events could not be stored (storefail.go). A later
+// resume gets a new hub.
+func (d *Daemon) failHub(h *hub, err error) {
+	d.mu.Lock()
+	if !h.detached {
+		delete(d.hubs, h.id)
+		h.detached = true
 	}
+	d.mu.Unlock()
+	h.endWith(err)
 }
 
 // failSubscribers ends the session's subscriptions with err.
-func (a *actor) failSubscribers(err error) { a.hub.fail(err) }
+func (a *actor) failSubscribers(err error) { a.d.failHub(a.hub, err) }
 
-// take returns the events queued for s (nil when none) and whether the
-// subscription has ended, and if so, whether it was dropped.
-func (h *hub) take(s *sub) (evs []Event, ended, dropped bool, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	evs, s.backlog = s.backlog, nil
-	return evs, s.ended, s.dropped, s.err
+// endHubs ends every subscription (Close).
+func (d *Daemon) endHubs() {
+	d.mu.Lock()
+	hs := make([]*hub, 0, len(d.hubs))
+	for id, h := range d.hubs {
+		hs = append(hs, h)
+		delete(d.hubs, id)
+		h.detached = true
+	}
+	d.mu.Unlock()
+	for _, h := range hs {
+		h.end()
+	}
 }
 
-// Subscribe returns the events of session id after seq after: those stored,
-// then the live ones as they are logged, with no gap and no duplicate at the
-// seam. For a session without a live CLI it ends after the stored events;
-// otherwise it ends when the session does (after its last event) or ctx
-// ends. A subscriber that falls too far behind gets ErrSlowSubscriber and
-// may subscribe again from the last seq it saw. Errors of the replay are
-// the store's (store.ErrNotFound, store.ErrUnavailable).
+// terminal reports whether a session in status st has ended for good: its
+// subscriptions end rather than wait for a next CLI process.
+func terminal(st store.SessionStatus) bool {
+	return st == store.StatusClosed || st == store.StatusFailed
+}
+
+// subscribeBatch is how many events a subscriber copies from the ring at a
+// time.
+const subscribeBatch = 256
+
+// Subscribe returns the events of session id after seq after: those
+// stored, then the live ones as they are logged, with no gap and no
+// duplicate. It follows the session across its CLI processes (a session
+// whose CLI ends interrupted or idle goes on with the events of the next
+// one) until ctx ends, the daemon closes, or the session ends for good:
+// closed or failed, after its last event. For a session stored closed or
+// failed without a CLI it ends after the stored events. A subscriber that
+// falls behind reads the events it missed from the store, so it is never
+// dropped and never slows the session. Errors of the replay are the
+// store's (store.ErrNotFound, store.ErrUnavailable).
 //
-// While a subscriber follows a live session, the session counts as
-// watched: its permission requests expire after the watched timeout.
+// While a subscriber follows a session, the session counts as watched:
+// its permission requests expire after the watched timeout.
 func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		// Live first, then replay: whatever is logged while the replay
-		// runs is buffered, and skipped if the replay had it.
-		d.mu.Lock()
-		a := d.actors[id]
-		d.mu.Unlock()
-		var s *sub
-		if a != nil {
-			s = a.hub.subscribe()
-			defer a.hub.unsubscribe(s)
-			defer d.broker.Watch(id)()
+		// Live first, then replay: whatever is published while the replay
+		// runs stays in the ring, and is skipped if the replay had it.
+		h := d.acquireHub(id, true)
+		if h != nil {
+			defer d.releaseHub(h, true)
+			d.mu.Lock()
+			hasActor := h.actor
+			d.mu.Unlock()
+			if !hasActor {
+				s, err := d.stored(ctx, id)
+				if err != nil {
+					yield(Event{}, err)
+					return
+				}
+				if terminal(s.Status) {
+					h = nil // nothing more will come: the stored events only
+				}
+			}
 		}
 		last := after
-		for ev, err := range d.db.Events(ctx, id, after) {
-			if errors.Is(err, store.ErrNotFound) {
-				err = &SessionNotFoundError{ID: id}
-			}
-			if err != nil {
-				yield(Event{}, err)
-				return
-			}
-			if !yield(EventFromStore(ev), nil) {
-				return
-			}
-			last = ev.Seq
-		}
-		if s == nil {
+		if !d.replay(ctx, id, &last, yield) || h == nil {
 			return
 		}
+		var buf []Event
 		for {
-			evs, ended, dropped, ferr := a.hub.take(s)
-			for _, ev := range evs {
+			evs, behind, gen, ended := h.since(last, buf[:0], subscribeBatch)
+			buf = evs
+			if behind {
+				if !d.replay(ctx, id, &last, yield) {
+					return
+				}
+				continue
+			}
+			for i := range evs {
+				ev := evs[i]
+				evs[i] = Event{} // the ring may drop it: do not pin it here
 				if ev.Seq <= last {
 					continue
 				}
@@ -162,24 +373,41 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 					return
 				}
 			}
-			if ended && len(evs) == 0 {
-				switch {
-				case ferr != nil:
-					yield(Event{}, ferr)
-				case dropped:
-					yield(Event{}, ErrSlowSubscriber)
+			if len(evs) > 0 {
+				continue
+			}
+			if ended {
+				if err := h.failure(); err != nil {
+					yield(Event{}, err)
 				}
 				return
 			}
-			if len(evs) > 0 {
-				continue // more may have come meanwhile; ended is checked on an empty take
-			}
 			select {
-			case <-s.wake:
+			case <-gen:
 			case <-ctx.Done():
 				yield(Event{}, ctx.Err())
 				return
 			}
 		}
 	}
+}
+
+// replay yields the stored events of session id after *last, advancing
+// *last. It reports false when the subscription is over (yield said stop,
+// or an error was yielded).
+func (d *Daemon) replay(ctx context.Context, id string, last *int64, yield func(Event, error) bool) bool {
+	for ev, err := range d.db.Events(ctx, id, *last) {
+		if errors.Is(err, store.ErrNotFound) {
+			err = &SessionNotFoundError{ID: id}
+		}
+		if err != nil {
+			yield(Event{}, err)
+			return false
+		}
+		*last = ev.Seq
+		if !yield(EventFromStore(ev), nil) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,20 @@
+package daemon
+
+// InterruptForTest ends session id's CLI as a daemon shutdown does
+// (status interrupted, resumable by the next prompt) while the daemon goes
+// on: the path an idle suspension takes. It waits for the end.
+func InterruptForTest(d *Daemon, id string) {
+	d.mu.Lock()
+	a := d.actors[id]
+	d.mu.Unlock()
+	if a != nil {
+		a.close(true, "")
+	}
+}
+
+// HubsForTest returns how many hubs the daemon keeps.
+func HubsForTest(d *Daemon) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.hubs)
+}

@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/claudectl/claudectl/store"
+)
+
+func hubEvent(seq int64, size int) Event {
+	return Event{Event: store.Event{Seq: seq, Type: "stream_event", Raw: bytes.Repeat([]byte("x"), size)}}
+}
+
+// TestHubRingBounds: the ring keeps at most maxCount events and about
+// ringBytes of lines, always the newest, in seq order; without subscribers
+// it keeps nothing.
+func TestHubRingBounds(t *testing.T) {
+	h := newHub("s", 8)
+	h.publish(hubEvent(1, 10))
+	if h.count != 0 || h.ring != nil {
+		t.Fatalf("a hub without subscribers kept %d events", h.count)
+	}
+	h.ring = []Event{} // what acquireHub does for the first subscriber
+	for seq := int64(1); seq <= 100; seq++ {
+		h.publish(hubEvent(seq, 10))
+	}
+	if h.count != 8 || h.at(0).Seq != 93 || h.at(7).Seq != 100 {
+		t.Fatalf("ring of 8 after 100 events: %d events, %d..%d", h.count, h.at(0).Seq, h.at(h.count-1).Seq)
+	}
+	evs, behind, _, _ := h.since(95, nil, 100)
+	if behind || len(evs) != 5 || evs[0].Seq != 96 {
+		t.Errorf("since 95: %d events from %v, behind %v", len(evs), evs, behind)
+	}
+	if _, behind, _, _ := h.since(91, nil, 100); !behind {
+		t.Error("since 91: not behind a ring that starts at 93")
+	}
+	if evs, behind, _, _ := h.since(92, nil, 3); behind || len(evs) != 3 || evs[2].Seq != 95 {
+		t.Errorf("since 92, limit 3: %d events, behind %v", len(evs), behind)
+	}
+	if evs, _, _, _ := h.since(100, nil, 100); len(evs) != 0 {
+		t.Errorf("since the last: %d events", len(evs))
+	}
+
+	big := newHub("s", 1<<20)
+	big.ring = []Event{}
+	for seq := int64(1); seq <= 50; seq++ {
+		big.publish(hubEvent(seq, 100<<10))
+	}
+	if big.bytes > ringBytes || big.count < 1 || big.at(big.count-1).Seq != 50 {
+		t.Errorf("ring of 100 KiB lines: %d events, %d bytes (bound %d)", big.count, big.bytes, ringBytes)
+	}
+	big.publish(hubEvent(51, 2*ringBytes)) // larger than the bound: kept alone
+	if big.count != 1 || big.at(0).Seq != 51 {
+		t.Errorf("after a line larger than the bound: %d events", big.count)
+	}
+}
