@@ -528,8 +528,9 @@ func (a *actor) call(ctx context.Context, fn func(context.Context, *claude.Sessi
 	return err
 }
 
-// errSuspending: the session's CLI is being suspended; the prompt goes to
-// the next one (Daemon.Send waits for the end and resumes).
+// errSuspending: the session's CLI is being suspended (or has just
+// ended); the prompt goes to the next one (Daemon.Send waits for the end
+// and resumes, or says why it cannot).
 var errSuspending = errors.New("daemon: session is being suspended")
 
 func (a *actor) send(ctx context.Context, text string) error {
@@ -548,8 +549,8 @@ func (a *actor) send(ctx context.Context, text string) error {
 	switch {
 	case suspending:
 		return errSuspending
-	case !ok:
-		return fmt.Errorf("%w: session %s ended", ErrNotRunning, a.id)
+	case !ok: // its CLI ended under us: Send goes on with the session as it is now
+		return errSuspending
 	}
 	err := a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.SendText(ctx, text) })
 	if err != nil && a.inflight.Add(-1) <= 0 { // the prompt never reached the CLI

@@ -356,7 +356,11 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	close(a.ready)
 	go a.run()
 	if prompt != "" {
-		if err := a.send(ctx, prompt); err != nil {
+		err := a.send(ctx, prompt)
+		if errors.Is(err, errSuspending) {
+			err = fmt.Errorf("%w: session %s's CLI ended before the prompt could be sent", ErrNotRunning, s.ID)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

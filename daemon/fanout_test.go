@@ -205,7 +205,7 @@ func TestSubscriptionOutlivesTheCLI(t *testing.T) {
 	go follow(0, before)
 
 	daemon.InterruptForTest(d, s.ID)
-	got := waitStatus(t, d, ctx, s.ID, store.StatusInterrupted)
+	got := waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
 	if d.Running() != 0 {
 		t.Fatalf("%d CLIs still run", d.Running())
 	}
