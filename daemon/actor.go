@@ -144,15 +144,17 @@ func (a *actor) abandon(ended bool) {
 		a.d.endHub(a.hub)
 	}
 	a.cancel()
+	a.d.release(a)
 	close(a.ready)
 	close(a.done)
-	a.d.release(a)
 }
 
 // run is the actor's goroutine: it owns actorState and ends the session.
 func (a *actor) run() {
-	defer a.d.release(a)
+	// In this order: whoever waits for done finds the daemon without the
+	// actor (its health, its slot).
 	defer close(a.done)
+	defer a.d.release(a)
 	defer a.cancel()
 	var st actorState
 	readerDone := make(chan error, 1)
