@@ -108,14 +108,17 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 	}
 	sess := res.Msg.Session
 
+	env, status := withStatusLine(env, !asJSON)
+	defer status.close()
 	f := &follower{env: env, dc: dc, id: id, asJSON: asJSON, attach: true,
 		client: clientName("attach"), lastSeq: fromSeq - 1}
 	if !asJSON {
 		f.tools = newToolLog()
-		f.render = newRenderer(env.Stdout, f.tools)
+		f.render = newTranscript(env, f.tools, status, false)
 	}
 	if env.StdinIsTerminal() {
 		ask := newAsker(env.Stderr, env.Stdin, f.tools)
+		ask.pal = colorFor(env, env.StderrIsTerminal)
 		defer ask.close()
 		f.decide = claude.AnswerQuestions(ask.answer, ask.canUseTool)
 	}

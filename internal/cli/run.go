@@ -294,13 +294,18 @@ func (r *runner) run(ctx context.Context) error {
 
 	var tools *toolLog
 	var render *renderer
+	// The status line, and colour, only with the transcript.
+	env, status := withStatusLine(env, cfg.outputFormat == formatText)
+	defer status.close()
+	r.env, stderr = env, env.Stderr
 	if cfg.outputFormat == formatText {
 		tools = newToolLog()
-		render = newRenderer(env.Stdout, tools)
+		render = newTranscript(env, tools, status, cfg.verbose)
 	}
 	opts := r.options()
 	if env.StdinIsTerminal() {
 		ask := newAsker(stderr, env.Stdin, tools)
+		ask.pal = colorFor(env, env.StderrIsTerminal)
 		defer ask.close()
 		opts.CanUseTool = claude.AnswerQuestions(ask.answer, ask.canUseTool)
 	} else {
@@ -462,7 +467,7 @@ func (r *runner) report(ctx context.Context, s *claude.Session, t turnResult, cl
 		r.printStats(t.res)
 	}
 	if t.res.Err() != nil {
-		fmt.Fprintf(stderr, "claudectl run: %s\n", describeResultError(t.res))
+		fmt.Fprintf(stderr, "claudectl run: %s\n", colorFor(r.env, r.env.StderrIsTerminal).err(describeResultError(t.res)))
 		if t.apiError == "authentication_failed" {
 			fmt.Fprintln(stderr, "claudectl run: hint: set ANTHROPIC_API_KEY, or log in once with `claude /login`")
 		}
