@@ -19,7 +19,7 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build run test vet fmt cli bench generate clean fixtures
+.PHONY: all build run test vet fmt cli bench generate clean fixtures tmux
 
 all: build
 
@@ -53,13 +53,20 @@ fixtures:
 	CLAUDETEST_RECORD=$(CURDIR)/claude/testdata/real/$(CLI) \
 		$(GO) test -count=1 -run '^TestRecordTranscripts$$' ./claudetest/
 
+# The terminal tests (internal/cli) run claudectl in a tmux pane: installed with apt-get when
+# missing and root on Debian; elsewhere they are skipped (and fail under CI=true).
+tmux:
+	@command -v tmux >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		{ apt-get install -y -qq tmux || { apt-get update -qq && apt-get install -y -qq tmux; }; }; } || \
+		echo "tmux is missing: the terminal tests will be skipped (install tmux)"
+
 vet:
 	$(GO) vet ./...
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) fmt vet
+test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) tmux fmt vet
 	$(GO) test -race -count=1 ./...
 	# 10,000 sessions created and closed; too slow under the race detector.
 	$(GO) test -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/
