@@ -169,6 +169,7 @@ func Commands(env *Env) []Command {
 		&ForkCommand{Env: env},
 		&InterruptCommand{Env: env},
 		&CloseCommand{Env: env},
+		&PendingCommand{Env: env},
 		&DecideCommand{Env: env, Allow: true},
 		&DecideCommand{Env: env},
 		&RulesCommand{Env: env},

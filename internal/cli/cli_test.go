@@ -245,7 +245,7 @@ func TestCommandsAreListed(t *testing.T) {
 			t.Errorf("%s has no summary", c.Name())
 		}
 	}
-	if !slices.Equal(names, []string{"run", "doctor", "worker", "serve", "sessions", "send", "attach", "resume", "fork", "interrupt", "close", "approve", "deny", "rules"}) {
+	if !slices.Equal(names, []string{"run", "doctor", "worker", "serve", "sessions", "send", "attach", "resume", "fork", "interrupt", "close", "pending", "approve", "deny", "rules"}) {
 		t.Errorf("commands %v", names)
 	}
 }

@@ -145,7 +145,7 @@ func (s *statusLine) waiting(on bool) {
 		return
 	}
 	s.mu.Lock()
-	waiting := s.what == waitingText
+	waiting := s.what == waitingActivity
 	before := s.before
 	s.mu.Unlock()
 	switch {
@@ -153,7 +153,7 @@ func (s *statusLine) waiting(on bool) {
 		s.mu.Lock()
 		s.before = s.what
 		s.mu.Unlock()
-		s.set(waitingText)
+		s.set(waitingActivity)
 	case !on && waiting:
 		s.set(cmp.Or(before, "thinking"))
 	case !on && s.activity() == "":
@@ -161,7 +161,7 @@ func (s *statusLine) waiting(on bool) {
 	}
 }
 
-const waitingText = "waiting for permission"
+const waitingActivity = "waiting for permission"
 
 func (s *statusLine) activity() string {
 	s.mu.Lock()

@@ -142,7 +142,7 @@ func TestStatusLineWaiting(t *testing.T) {
 	s, _, _ := newTestStatus(palette{}, 80)
 	s.set("running Bash `ls`")
 	s.waiting(true)
-	if got := s.activity(); got != waitingText {
+	if got := s.activity(); got != waitingActivity {
 		t.Fatalf("waiting: %q", got)
 	}
 	s.waiting(false)
