@@ -54,7 +54,8 @@ unreachable, 2 bad usage, 130 detached with Ctrl-C.
 
 The daemon's address comes from --server, else CLAUDECTL_SERVER, else
 ` + defaultServer + `. A bearer token comes from --token-file, else
-CLAUDECTL_TOKEN, if either is set.
+CLAUDECTL_TOKEN, else (for a daemon on this machine) the token file
+the daemon wrote in its data dir.
 `
 
 // Run implements Command.
@@ -103,6 +104,9 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		if detached.Load() {
 			return exitSilently(ExitInterrupted)
+		}
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return noSession(id)
 		}
 		return dc.explain(err, fmt.Sprintf("attaching to session %s", id))
 	}

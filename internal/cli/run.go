@@ -130,7 +130,7 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the CLI's stderr, and cost, tokens, duration and session id at the end (on stderr)")
 	fs.Func("timeout", "give up after `DURATION`, e.g. 90s or 10m (0: no limit)", parseNonNegDuration(&cfg.timeout, "0 means no limit"))
 	fs.StringVar(&cfg.server.server, "server", "", "run in a session of the claudectl daemon at `URL` (default $CLAUDECTL_SERVER; none: a local CLI)")
-	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` (default $CLAUDECTL_TOKEN)")
+	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` "+tokenDefaultHelp)
 	fs.BoolVar(&cfg.keep, "keep", false, "with --server: keep the daemon session open after the turn (default: closed)")
 	return fs
 }
