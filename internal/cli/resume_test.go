@@ -4,9 +4,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
 // These tests run resume, fork, close and interrupt against an in-process
@@ -103,5 +105,24 @@ func TestResumeRunningSendsPrompt(t *testing.T) {
 	d.waitResults(t, id, 2)
 	if conv := lastConversation(t, model); !strings.Contains(conv, "user: What was it?") {
 		t.Errorf("the prompt did not reach the model:\n%s", conv)
+	}
+}
+
+// TestSuspendedSession: interrupt of a suspended session says there was
+// no turn; resume starts its CLI again.
+func TestSuspendedSession(t *testing.T) {
+	t.Parallel()
+	d, _ := startDaemonModel(t, &daemontest.Options{IdleTimeout: 300 * time.Millisecond},
+		claudetest.Reply(claudetest.Text("Noted.")))
+	id := d.create(t, t.TempDir(), "Remember this.")
+	d.waitResults(t, id, 1)
+	d.waitStatus(t, id, v1.SessionStatus_SESSION_STATUS_SUSPENDED)
+	o := claudectl(t, d.inv(), "interrupt", id)
+	if want := "Session " + id + " is suspended: no turn was running, nothing to interrupt.\n"; o.code != 0 || o.stdout != want {
+		t.Errorf("interrupt of a suspended session: exit %d, stdout %q, stderr %q; want 0 and %q", o.code, o.stdout, o.stderr, want)
+	}
+	o = claudectl(t, d.inv(), "resume", id)
+	if o.code != 0 || !regexp.MustCompile(`^Resumed session `+id+` \((starting|idle|running)\)\.\n$`).MatchString(o.stdout) {
+		t.Errorf("resume of a suspended session: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
 	}
 }
