@@ -142,3 +142,67 @@ func TestTerminalStatusLine(t *testing.T) {
 		})
 	}
 }
+
+// sendKeys types keys into the pane.
+func (p *pane) sendKeys(t *testing.T, keys ...string) {
+	t.Helper()
+	if out, err := exec.Command(p.tmux, append([]string{"-S", p.sock, "send-keys"}, keys...)...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux send-keys: %v\n%s", err, out)
+	}
+}
+
+// waitScreen polls the pane until cond holds for what it shows.
+func (p *pane) waitScreen(t *testing.T, what string, escapes bool, cond func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		s := p.capture(t, escapes)
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; the pane:\n%s", what, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTerminalPermissionDiff answers a Write's permission prompt typed
+// into a real terminal: the prompt shows the diff in colour, and after
+// the answer the turn goes on to its end with the status line gone.
+func TestTerminalPermissionDiff(t *testing.T) {
+	t.Parallel()
+	bin := buildClaudectl(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "notes.txt")
+	writeFile(t, path, "keep\nold line\n")
+	f := newFake(t,
+		claudetest.Reply(claudetest.ToolUse("Read", map[string]any{"file_path": path})),
+		claudetest.Reply(claudetest.ToolUse("Write", map[string]any{"file_path": path, "content": "keep\nnew line\n"})),
+		claudetest.Turn{Delay: 2 * time.Second, Blocks: []claudetest.Block{claudetest.Text("Rewritten.")}})
+	f.cwd = dir
+	p := startPane(t, shellEnv(f.env)+"unset NO_COLOR\n"+fmt.Sprintf("%q run --cli %q --cwd %q --allow Read 'rewrite the notes'\necho \"EXIT=$?\"\nsleep 600", bin, f.cli, f.cwd))
+
+	screen := p.waitScreen(t, "the permission prompt", true, func(s string) bool { return strings.Contains(s, "Allow Write") })
+	plain := p.capture(t, false)
+	for _, want := range []string{"@@ -1,2 +1,2 @@", " keep", "-old line", "+new line"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("the prompt lacks the diff line %q:\n%s", want, plain)
+		}
+	}
+	if !regexp.MustCompile(`\x1b\[[0-9;]*m\s*\+new line`).MatchString(screen) || !regexp.MustCompile(`\x1b\[[0-9;]*m\s*-old line`).MatchString(screen) {
+		t.Errorf("the diff is not coloured:\n%q", screen)
+	}
+	p.sendKeys(t, "y", "Enter")
+	screen = p.waitScreen(t, "the end of the run", false, func(s string) bool { return strings.Contains(s, "EXIT=") })
+	t.Logf("the pane at the end:\n%s", screen)
+	if !strings.Contains(screen, "EXIT=0") || !strings.Contains(screen, "Rewritten.") {
+		t.Errorf("the run did not end well:\n%s", screen)
+	}
+	if statusRE.MatchString(screen) || strings.Contains(screen, "thinking…") {
+		t.Errorf("the status line is still on the screen:\n%s", screen)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "keep\nnew line\n" {
+		t.Errorf("the file after the Write: %q", b)
+	}
+}
