@@ -282,7 +282,6 @@ func (r *runner) options() *claude.Options {
 
 func (r *runner) run(ctx context.Context) error {
 	env, cfg := r.env, r.cfg
-	stderr := env.Stderr
 	if cfg.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
@@ -297,7 +296,8 @@ func (r *runner) run(ctx context.Context) error {
 	// The status line, and colour, only with the transcript.
 	env, status := withStatusLine(env, cfg.outputFormat == formatText)
 	defer status.close()
-	r.env, stderr = env, env.Stderr
+	r.env = env
+	stderr := env.Stderr
 	if cfg.outputFormat == formatText {
 		tools = newToolLog()
 		render = newTranscript(env, tools, status, cfg.verbose)
