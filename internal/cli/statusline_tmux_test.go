@@ -103,7 +103,7 @@ func TestTerminalStatusLine(t *testing.T) {
 				bin, f.cli, f.cwd))
 
 			seen := map[string]bool{}
-			deadline := time.Now().Add(60 * time.Second)
+			deadline := time.Now().Add(2 * time.Minute) // a loaded machine is slow
 			var screen string
 			for time.Now().Before(deadline) {
 				screen = p.capture(t, false)
@@ -117,7 +117,7 @@ func TestTerminalStatusLine(t *testing.T) {
 			}
 			t.Logf("the pane at the end:\n%s", screen)
 			if !strings.Contains(screen, "EXIT=0") {
-				t.Fatalf("claudectl run did not end with 0 within 60s")
+				t.Fatalf("claudectl run did not end with 0 within 2 minutes; its goroutines:\n%s", p.dumpGoroutines(t))
 			}
 			for _, want := range []string{"thinking", "running Bash `sleep 2; echo hi`"} {
 				if !seen[want] {
@@ -143,6 +143,31 @@ func TestTerminalStatusLine(t *testing.T) {
 	}
 }
 
+// dumpGoroutines asks the claudectl running in the pane (a child of the
+// pane's shell) for its goroutines (SIGQUIT) and returns the pane's history.
+func (p *pane) dumpGoroutines(t *testing.T) string {
+	out, err := exec.Command(p.tmux, "-S", p.sock, "display-message", "-p", "#{pane_pid}").Output()
+	if err != nil {
+		return fmt.Sprintf("(no pane pid: %v)", err)
+	}
+	shell := strings.TrimSpace(string(out))
+	kids, _ := filepath.Glob("/proc/" + shell + "/task/*/children")
+	for _, k := range kids {
+		b, _ := os.ReadFile(k)
+		for _, pid := range strings.Fields(string(b)) {
+			if exe, _ := os.Readlink("/proc/" + pid + "/exe"); filepath.Base(exe) == "claudectl" {
+				_ = exec.Command("kill", "-QUIT", pid).Run()
+			}
+		}
+	}
+	time.Sleep(time.Second)
+	hist, err := exec.Command(p.tmux, "-S", p.sock, "capture-pane", "-p", "-S", "-5000").Output()
+	if err != nil {
+		return fmt.Sprintf("(capture: %v)", err)
+	}
+	return string(hist)
+}
+
 // sendKeys types keys into the pane.
 func (p *pane) sendKeys(t *testing.T, keys ...string) {
 	t.Helper()
@@ -151,17 +176,18 @@ func (p *pane) sendKeys(t *testing.T, keys ...string) {
 	}
 }
 
-// waitScreen polls the pane until cond holds for what it shows.
+// waitScreen polls the pane until cond holds for what it shows, for up to
+// two minutes (a loaded machine is slow).
 func (p *pane) waitScreen(t *testing.T, what string, escapes bool, cond func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		s := p.capture(t, escapes)
 		if cond(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; the pane:\n%s", what, s)
+			t.Fatalf("timed out waiting for %s; the pane:\n%s\nclaudectl's goroutines:\n%s", what, s, p.dumpGoroutines(t))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
