@@ -47,9 +47,10 @@ type statusLine struct {
 	chars   int       // characters streamed in the current message
 	frame   int
 
-	now  func() time.Time
-	stop chan struct{}
-	wg   sync.WaitGroup
+	now      func() time.Time
+	interval time.Duration // between redraws: statusInterval
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // withStatusLine returns env with its stdout and stderr going through a
@@ -83,20 +84,23 @@ func terminalWidth(w io.Writer) int {
 }
 
 func newStatusLine(stderr io.Writer, pal palette, width int) *statusLine {
-	return &statusLine{stderr: stderr, pal: pal, width: width, atLineStart: true, now: time.Now}
+	return &statusLine{stderr: stderr, pal: pal, width: width, atLineStart: true, now: time.Now, interval: statusInterval}
 }
 
 // start starts redrawing every statusInterval.
 func (s *statusLine) start() {
-	s.stop = make(chan struct{})
+	stop := make(chan struct{}) // the goroutine's own copy: close sets s.stop to nil
+	s.mu.Lock()
+	s.stop = stop
+	s.mu.Unlock()
 	s.wg.Go(func() {
-		t := time.NewTicker(statusInterval)
+		t := time.NewTicker(s.interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
 				s.draw()
-			case <-s.stop:
+			case <-stop:
 				return
 			}
 		}

@@ -187,3 +187,27 @@ func TestRendererTellsTheStatusLine(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusLineCloseWhileDrawing closes status lines whose ticker is
+// running: close must never wait for a goroutine that no longer sees the
+// stop (it once selected on the field close had just set to nil).
+func TestStatusLineCloseWhileDrawing(t *testing.T) {
+	t.Parallel()
+	for range 200 {
+		var buf lockedBuffer
+		s := newStatusLine(&buf, palette{}, 80)
+		s.interval = time.Microsecond // redraw all the time
+		s.set("thinking")
+		s.start()
+		done := make(chan struct{})
+		go func() {
+			s.close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("close hangs")
+		}
+	}
+}
