@@ -19,7 +19,7 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures
+.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures tmux
 
 all: build
 
@@ -72,6 +72,13 @@ fixtures:
 	CLAUDETEST_RECORD=$(CURDIR)/claude/testdata/real/$(CLI) \
 		$(GO) test -count=1 -run '^TestRecordTranscripts$$' ./claudetest/
 
+# The terminal tests (internal/cli) run claudectl in a tmux pane: installed with apt-get when
+# missing and root on Debian; elsewhere they are skipped (and fail under CI=true).
+tmux:
+	@command -v tmux >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		{ apt-get install -y -qq tmux || { apt-get update -qq && apt-get install -y -qq tmux; }; }; } || \
+		echo "tmux is missing: the terminal tests will be skipped (install tmux)"
+
 vet:
 	$(GO) vet ./...
 
@@ -80,7 +87,7 @@ fmt:
 
 # Every test with -race, one line per package as it ends (internal/tools/testsum), then the
 # 10,000-session release test, too slow under the race detector; the total time at the end.
-test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) fmt vet
+test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) tmux fmt vet
 	@start=$$(date +%s); \
 	GO=$(GO) $(GO) run ./internal/tools/testsum -race -count=1 ./... && \
 	GO=$(GO) $(GO) run ./internal/tools/testsum -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/; \

@@ -54,7 +54,8 @@ unreachable, 2 bad usage, 130 detached with Ctrl-C.
 
 The daemon's address comes from --server, else CLAUDECTL_SERVER, else
 ` + defaultServer + `. A bearer token comes from --token-file, else
-CLAUDECTL_TOKEN, if either is set.
+CLAUDECTL_TOKEN, else (for a daemon on this machine) the token file
+the daemon wrote in its data dir.
 `
 
 // Run implements Command.
@@ -104,18 +105,24 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 		if detached.Load() {
 			return exitSilently(ExitInterrupted)
 		}
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return noSession(id)
+		}
 		return dc.explain(err, fmt.Sprintf("attaching to session %s", id))
 	}
 	sess := res.Msg.Session
 
+	env, status := withStatusLine(env, !asJSON)
+	defer status.close()
 	f := &follower{env: env, dc: dc, id: id, asJSON: asJSON, attach: true,
 		client: clientName("attach"), lastSeq: fromSeq - 1}
 	if !asJSON {
 		f.tools = newToolLog()
-		f.render = newRenderer(env.Stdout, f.tools)
+		f.render = newTranscript(env, f.tools, status, false)
 	}
 	if env.StdinIsTerminal() {
 		ask := newAsker(env.Stderr, env.Stdin, f.tools)
+		ask.pal = colorFor(env, env.StderrIsTerminal)
 		defer ask.close()
 		f.decide = claude.AnswerQuestions(ask.answer, ask.canUseTool)
 	}

@@ -358,7 +358,7 @@ func TestAttachUsageAndErrors(t *testing.T) {
 	}
 	d, _ := startDaemonModel(t, nil)
 	o := claudectl(t, d.inv(), "attach", "no-such-session")
-	if o.code != 1 || !strings.Contains(o.stderr, "not found") {
+	if o.code != 1 || o.stderr != "claudectl attach: no session no-such-session (claudectl sessions lists them)\n" {
 		t.Errorf("unknown session: exit %d, stderr %q", o.code, o.stderr)
 	}
 	o = claudectl(t, invocation{}, "attach", "-h")

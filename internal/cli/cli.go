@@ -46,6 +46,16 @@ type Env struct {
 	// whether Stdin is an *os.File for a character device.
 	StdinIsTerminal func() bool
 
+	// StdoutIsTerminal and StderrIsTerminal report whether stdout and
+	// stderr are terminals: colour and the status line are shown only
+	// there. Nil means checking the stream as StdinIsTerminal does.
+	StdoutIsTerminal func() bool
+	StderrIsTerminal func() bool
+
+	// lookupEnv tells an unset variable from an empty one (NO_COLOR):
+	// os.LookupEnv when Getenv was nil, else a non-empty Getenv.
+	lookupEnv func(string) (string, bool)
+
 	// Interrupts delivers one value per Ctrl-C (SIGINT). Nil means none.
 	Interrupts <-chan os.Signal
 }
@@ -68,21 +78,36 @@ func (e *Env) withDefaults() *Env {
 	}
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
+		if c.lookupEnv == nil {
+			c.lookupEnv = os.LookupEnv
+		}
+	}
+	if c.lookupEnv == nil {
+		get := c.Getenv
+		c.lookupEnv = func(k string) (string, bool) { v := get(k); return v, v != "" }
 	}
 	if c.StdinIsTerminal == nil {
 		in := c.Stdin
 		c.StdinIsTerminal = func() bool { return isTerminal(in) }
+	}
+	if c.StdoutIsTerminal == nil {
+		out := c.Stdout
+		c.StdoutIsTerminal = func() bool { return isTerminal(out) }
+	}
+	if c.StderrIsTerminal == nil {
+		errOut := c.Stderr
+		c.StderrIsTerminal = func() bool { return isTerminal(errOut) }
 	}
 	c.Stdout = newSyncWriter(c.Stdout)
 	c.Stderr = newSyncWriter(c.Stderr)
 	return &c
 }
 
-// isTerminal reports whether r is a terminal: an *os.File for a character
-// device that, where the system can tell, has terminal attributes (so that
-// /dev/null does not count).
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// isTerminal reports whether stream is a terminal: an *os.File for a
+// character device that, where the system can tell, has terminal attributes
+// (so that /dev/null does not count).
+func isTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
 	if !ok {
 		return false
 	}
@@ -144,6 +169,7 @@ func Commands(env *Env) []Command {
 		&ForkCommand{Env: env},
 		&InterruptCommand{Env: env},
 		&CloseCommand{Env: env},
+		&PendingCommand{Env: env},
 		&DecideCommand{Env: env, Allow: true},
 		&DecideCommand{Env: env},
 		&RulesCommand{Env: env},

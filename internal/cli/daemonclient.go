@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -29,10 +30,15 @@ const defaultServer = "http://127.0.0.1:7777"
 const clientFlagsHelp = `
 The daemon's address comes from --server, else CLAUDECTL_SERVER, else
 ` + defaultServer + `. A bearer token comes from --token-file, else
-CLAUDECTL_TOKEN, if either is set.
+CLAUDECTL_TOKEN, else (for a daemon on this machine) the token file
+the daemon wrote in its data dir.
 
 Exit status: 0 done, 1 the daemon failed or is unreachable, 2 bad usage.
 `
+
+// tokenDefaultHelp ends --token-file's help: where the token comes from
+// without it.
+const tokenDefaultHelp = "(default: the CLAUDECTL_TOKEN variable, else the daemon's token file in its data dir)"
 
 // clientFlags are the flags every daemon client command takes.
 type clientFlags struct {
@@ -42,7 +48,7 @@ type clientFlags struct {
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.server, "server", "", "the daemon's `URL` (default $CLAUDECTL_SERVER or "+defaultServer+")")
-	fs.StringVar(&f.tokenFile, "token-file", "", "send the bearer token read from `FILE` (default $CLAUDECTL_TOKEN)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "send the bearer token read from `FILE` "+tokenDefaultHelp)
 }
 
 // daemonClient talks to the daemon.
@@ -141,9 +147,23 @@ func (c *daemonClient) explain(err error, what string) error {
 	if !errors.As(err, &ce) {
 		return exitWith(ExitFailure, "%s: %v", what, err)
 	}
-	msg := ce.Message()
+	msg := userMessage(ce.Message())
 	switch ce.Code() {
 	case connect.CodeNotFound:
+		if m := storeNotFound.FindStringSubmatch(ce.Message()); m != nil {
+			if list, ok := listHint[strings.ToLower(m[1])]; ok {
+				return exitWith(ExitFailure, "%s: no %s %s (%s)", what, strings.ToLower(m[1]), m[2], list)
+			}
+		}
+		if strings.Contains(ce.Message(), "no such pending request") {
+			return exitWith(ExitFailure, "%s: it is not pending (claudectl pending lists the requests that are)", what)
+		}
+		if msg == "not found" {
+			return exitWith(ExitFailure, "%s: not found", what)
+		}
+		if strings.HasPrefix(msg, "no ") { // the daemon's own words: "no session X (...)"
+			return exitWith(ExitFailure, "%s: %s", what, msg)
+		}
 		return exitWith(ExitFailure, "%s: not found: %s", what, msg)
 	case connect.CodeInvalidArgument:
 		return exitWith(ExitFailure, "%s: invalid argument: %s", what, msg)
@@ -165,6 +185,32 @@ func (c *daemonClient) explain(err error, what string) error {
 		return exitWith(ExitFailure, "%s: the daemon at %s does not support this (is it claudectl serve, and as new as this claudectl?): %s", what, c.addr, msg)
 	default:
 		return exitWith(ExitFailure, "%s: daemon error (%s): %s", what, ce.Code(), msg)
+	}
+}
+
+// storeNotFound matches the store's "not found" for one record:
+// "sqlite: DeleteRule 2: not found", "sqlite: GetSession X: not found".
+var storeNotFound = regexp.MustCompile(`^sqlite: [A-Z][a-z]*(Session|Rule) "?([^":]+)"?: not found$`)
+
+// listHint says which command lists the records of a kind.
+var listHint = map[string]string{
+	"session": "claudectl sessions lists them",
+	"rule":    "claudectl rules list shows them",
+}
+
+// layerPrefix matches the names of internal layers that start the
+// daemon's messages: "daemon: ", "permission: ", "sqlite: GetSession X: ".
+var layerPrefix = regexp.MustCompile(`^(daemon|permission|store|claude|apiserver): |^sqlite: [A-Za-z]+( [^:]+)?: `)
+
+// userMessage is a message of the daemon's without the names of its
+// internal layers.
+func userMessage(msg string) string {
+	for {
+		loc := layerPrefix.FindStringIndex(msg)
+		if loc == nil || loc[1] >= len(msg) {
+			return msg
+		}
+		msg = msg[loc[1]:]
 	}
 }
 
@@ -202,6 +248,9 @@ func writeJSON(w io.Writer, v any) error {
 func lifecycleError(dc *daemonClient, err error, name, id string) error {
 	what := map[string]string{"resume": "resuming", "fork": "forking", "close": "closing", "interrupt": "interrupting"}[name] +
 		" session " + id
+	if connect.CodeOf(err) == connect.CodeNotFound {
+		return noSession(id)
+	}
 	explained := dc.explain(err, what)
 	var ce *connect.Error
 	if !errors.As(err, &ce) || ce.Code() != connect.CodeFailedPrecondition {

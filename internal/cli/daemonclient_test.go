@@ -214,7 +214,7 @@ func TestLifecycleUsageAndErrors(t *testing.T) {
 		inv := d.inv()
 		inv.getenv["CLAUDECTL_TOKEN"] = "s3cret"
 		o = claudectl(t, inv, name, "no-such-session")
-		if o.code != 1 || !strings.Contains(o.stderr, "session no-such-session: not found") {
+		if o.code != 1 || o.stderr != "claudectl "+name+": no session no-such-session (claudectl sessions lists them)\n" {
 			t.Errorf("%s of an unknown session: exit %d, stderr %q", name, o.code, o.stderr)
 		}
 	}

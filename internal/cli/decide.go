@@ -35,14 +35,16 @@ func (c *DecideCommand) Summary() string {
 
 const approveUsage = `Usage: claudectl approve [flags] REQUEST_ID
 
-Allows the pending permission request. With --always, the CLI's suggested
+Allows the pending permission request (REQUEST_ID, or a unique start of
+it: claudectl pending lists them). With --always, the CLI's suggested
 permission is also stored as a rule. The first decision wins: if someone
 else decided first, approve fails and says who.
 ` + clientFlagsHelp
 
 const denyUsage = `Usage: claudectl deny [flags] REQUEST_ID
 
-Denies the pending permission request, with --message telling Claude why.
+Denies the pending permission request (REQUEST_ID, or a unique start of
+it: claudectl pending lists them), with --message telling Claude why.
 The first decision wins: if someone else decided first, deny fails and
 says who.
 ` + clientFlagsHelp
@@ -68,17 +70,20 @@ func (c *DecideCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) == 0 || strings.TrimSpace(pos[0]) == "" {
-		return usagef("missing REQUEST_ID: %s needs the id of a pending request", name)
+		return usagef("missing REQUEST_ID: %s needs the id of a pending request (claudectl pending lists them)", name)
 	}
 	if len(pos) > 1 {
 		return usagef("unexpected argument %q: %s takes one REQUEST_ID", pos[1], name)
 	}
-	id := pos[0]
 	dc, err := cf.dial(env)
 	if err != nil {
 		return err
 	}
 	defer dc.Close()
+	id, err := resolveRequest(ctx, dc, pos[0])
+	if err != nil {
+		return err
+	}
 	b := v1.Behavior_BEHAVIOR_DENY
 	if c.Allow {
 		b = v1.Behavior_BEHAVIOR_ALLOW
@@ -90,6 +95,9 @@ func (c *DecideCommand) Run(ctx context.Context, args []string) error {
 		if errors.As(err, &ce) && ce.Code() == connect.CodeFailedPrecondition && strings.Contains(ce.Message(), "already") {
 			// The first decision wins; the message names the winner.
 			return exitWith(ExitFailure, "too late: %s (the first decision wins)", strings.TrimPrefix(ce.Message(), "permission: "))
+		}
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return noRequest(id) // decided or withdrawn since it was listed
 		}
 		return dc.explain(err, fmt.Sprintf("deciding request %s", id))
 	}

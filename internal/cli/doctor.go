@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -161,6 +163,7 @@ func diagnose(ctx context.Context, env *Env, cliPath string) *doctorReport {
 		var ve *claude.VersionError
 		if errors.As(err, &ve) {
 			rep.VersionOutput = strings.TrimSpace(ve.Stdout)
+			rep.Error = versionErrorText(ve)
 		}
 		rep.Advice = fmt.Sprintf("check that `%s --version` works and prints a version like \"%s (Claude Code)\"; reinstall with %s if it does not", path, claude.TestedMaxVersion, installHint)
 		return rep
@@ -242,4 +245,28 @@ func (r *doctorReport) print(w io.Writer) {
 		row("Error", r.Error)
 	}
 	row("What to do", r.Advice)
+}
+
+// versionErrorText says once what `PATH --version` did wrong: the error
+// of VersionError repeats what the program printed.
+func versionErrorText(ve *claude.VersionError) string {
+	out := strings.TrimSpace(ve.Stdout)
+	if out == "" {
+		out = strings.TrimSpace(ve.Stderr)
+	}
+	first, more := firstLine(out)
+	if more > 0 {
+		first += " …"
+	}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(ve.Err, &ee) || errors.Is(ve.Err, exec.ErrNotFound) || errors.Is(ve.Err, os.ErrPermission) || errors.Is(ve.Err, context.DeadlineExceeded):
+		if first == "" {
+			return fmt.Sprintf("`%s --version` failed: %v", ve.Path, ve.Err)
+		}
+		return fmt.Sprintf("`%s --version` failed (%v): %q", ve.Path, ve.Err, first)
+	case first == "":
+		return fmt.Sprintf("`%s --version` printed nothing: no x.y.z version number, so it is not Claude Code", ve.Path)
+	}
+	return fmt.Sprintf("`%s --version` printed %q: no x.y.z version number, so it is not Claude Code", ve.Path, first)
 }

@@ -289,6 +289,18 @@ func (f *follower) statusChange(st v1.SessionStatus, detail string) {
 	}
 	changed := st != f.status || detail != f.detail
 	f.status, f.detail = st, detail
+	if f.render != nil {
+		switch st {
+		case v1.SessionStatus_SESSION_STATUS_RUNNING:
+			f.render.status.waiting(false)
+		case v1.SessionStatus_SESSION_STATUS_WAITING:
+			f.render.status.waiting(true)
+		case v1.SessionStatus_SESSION_STATUS_STARTING, v1.SessionStatus_SESSION_STATUS_QUEUED:
+			f.render.status.set(statusName(st))
+		default:
+			f.render.status.idle()
+		}
+	}
 	if f.asJSON || !changed || !(f.attach || f.verbose) {
 		return
 	}

@@ -73,7 +73,7 @@ func TestFork(t *testing.T) {
 	}
 
 	o = claudectl(t, d.inv(), "fork", "no-such-session")
-	if o.code != 1 || !strings.Contains(o.stderr, "forking session no-such-session: not found") {
+	if o.code != 1 || o.stderr != "claudectl fork: no session no-such-session (claudectl sessions lists them)\n" {
 		t.Errorf("fork of an unknown session: exit %d, stderr %q", o.code, o.stderr)
 	}
 }

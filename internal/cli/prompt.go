@@ -156,6 +156,7 @@ func (l *lineReader) close() { close(l.stop) }
 // the terminal: the question on stderr, the answer from stdin.
 type asker struct {
 	out   io.Writer
+	pal   palette // colours for out
 	lines *lineReader
 	tools *toolLog
 	turn  chan struct{} // one question at a time
@@ -166,6 +167,14 @@ func newAsker(out io.Writer, in io.Reader, tools *toolLog) *asker {
 }
 
 func (a *asker) close() { a.lines.close() }
+
+// entered tells the status line, if out is one's, that the user ended a
+// line typing an answer.
+func (a *asker) entered() {
+	if le, ok := a.out.(interface{ lineEntered() }); ok {
+		le.lineEntered()
+	}
+}
 
 // acquire waits for the terminal; release gives it back.
 func (a *asker) acquire(ctx context.Context) error {
@@ -195,6 +204,11 @@ func (a *asker) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	if !ok {
 		always = describeSuggestions(req.Suggestions)
 	}
+	if diff := permissionDiff(req.ToolName, req.Input, maxDiffLines); diff != nil {
+		for _, l := range colorDiff(a.pal, diff) {
+			fmt.Fprintln(a.out, "  "+l)
+		}
+	}
 	choices := "[y/N]"
 	if len(always) > 0 {
 		fmt.Fprintln(a.out, "  a(lways) would also:")
@@ -206,6 +220,9 @@ func (a *asker) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	for {
 		fmt.Fprintf(a.out, "Allow %s? %s ", what, choices)
 		line, err := a.lines.next(ctx)
+		if err == nil {
+			a.entered()
+		}
 		if err != nil {
 			fmt.Fprintln(a.out)
 			if errors.Is(err, io.EOF) {
@@ -325,6 +342,9 @@ func (a *asker) answer(ctx context.Context, qs []claude.Question) (map[string]st
 		for {
 			fmt.Fprint(a.out, prompt)
 			line, err := a.lines.next(ctx)
+			if err == nil {
+				a.entered()
+			}
 			if err != nil {
 				fmt.Fprintln(a.out)
 				if errors.Is(err, io.EOF) {

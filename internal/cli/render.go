@@ -26,6 +26,10 @@ type renderer struct {
 	last        int             // what was printed last: nothing, text or a tool line
 	current     string          // id of the main-thread message being streamed
 	streamed    map[string]bool // main-thread message ids whose text came as deltas
+
+	pal      palette     // colours for out
+	status   *statusLine // what the turn is doing; nil for none
+	thinking bool        // show thinking blocks (--verbose)
 }
 
 const (
@@ -36,6 +40,16 @@ const (
 
 func newRenderer(out io.Writer, tool *toolLog) *renderer {
 	return &renderer{out: out, tool: tool, atLineStart: true, streamed: map[string]bool{}}
+}
+
+// newTranscript returns the renderer of a command's transcript on
+// env.Stdout: coloured on a terminal, telling status (may be nil) what
+// happens, with thinking shown when verbose.
+func newTranscript(env *Env, tool *toolLog, status *statusLine, verbose bool) *renderer {
+	r := newRenderer(env.Stdout, tool)
+	r.pal = colorFor(env, env.StdoutIsTerminal)
+	r.status, r.thinking = status, verbose
+	return r
 }
 
 func (r *renderer) write(s string) {
@@ -87,19 +101,7 @@ func (r *renderer) handle(m claude.Message) {
 		if m.ParentToolUseID != "" {
 			return // a sub-agent's stream: its tool calls are shown, not its text
 		}
-		switch m.Event.Type {
-		case "message_start":
-			var msg struct {
-				ID string `json:"id"`
-			}
-			_ = json.Unmarshal(m.Event.Message, &msg)
-			r.current = msg.ID
-		case "content_block_delta":
-			if d := m.Event.Delta; d != nil && d.Type == "text_delta" {
-				r.streamed[r.current] = true
-				r.text(d.Text)
-			}
-		}
+		r.streamEvent(m.Event)
 	case *claude.AssistantMessage:
 		sub := m.ParentToolUseID != ""
 		for _, b := range m.Message.Content {
@@ -110,11 +112,17 @@ func (r *renderer) handle(m claude.Message) {
 				if !sub && !r.streamed[m.Message.ID] && m.Error == "" {
 					r.text(b.Text)
 				}
+			case *claude.ThinkingBlock:
+				if !sub && r.thinking {
+					r.showThinking(b.Thinking)
+				}
 			case *claude.ToolUseBlock:
-				r.line(indent(sub) + toolLine(b.Name, b.Input))
+				r.line(indent(sub) + r.toolLine(b.Name, b.Input))
 				r.tool.shown(b.ID)
+				r.status.set(toolActivity(b.Name, b.Input))
 			case *claude.ServerToolUseBlock:
-				r.line(indent(sub) + toolLine(b.Name, b.Input))
+				r.line(indent(sub) + r.toolLine(b.Name, b.Input))
+				r.status.set(toolActivity(b.Name, b.Input))
 			}
 		}
 	case *claude.UserMessage:
@@ -122,12 +130,98 @@ func (r *renderer) handle(m claude.Message) {
 		if m.Message.Content.IsText() {
 			return
 		}
+		results := false
 		for _, b := range m.Message.Content.Blocks {
 			if tr, ok := b.(*claude.ToolResultBlock); ok {
-				r.line(indent(sub) + resultLine(tr))
+				line := indent(sub) + resultLine(tr)
+				if tr.IsError {
+					line = r.pal.err(line)
+				}
+				r.line(line)
+				results = true
 			}
 		}
+		if results && !sub {
+			r.status.set("thinking")
+		}
+	case *claude.SystemInit:
+		r.status.set("thinking")
+	case *claude.ResultMessage:
+		if claude.ThreadOf(m).IsMain() {
+			r.status.idle()
+		}
 	}
+}
+
+// streamEvent handles an event of the main thread's stream: reply text is
+// printed as it comes; the rest tells the status line what happens.
+func (r *renderer) streamEvent(ev claude.StreamEventData) {
+	switch ev.Type {
+	case "message_start":
+		var msg struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(ev.Message, &msg)
+		r.current = msg.ID
+		r.status.messageStarted()
+		r.status.set("thinking")
+	case "content_block_start":
+		var b struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(ev.ContentBlock, &b)
+		switch b.Type {
+		case "thinking", "redacted_thinking":
+			r.status.set("thinking")
+		case "text":
+			r.status.set("writing")
+		case "tool_use", "server_tool_use":
+			r.status.set("preparing " + b.Name)
+		}
+	case "content_block_delta":
+		d := ev.Delta
+		if d == nil {
+			return
+		}
+		r.status.streamed(len(d.Text) + len(d.Thinking) + len(d.PartialJSON))
+		if d.Type == "text_delta" {
+			r.streamed[r.current] = true
+			r.text(d.Text)
+		}
+	case "message_delta":
+		if ev.Usage != nil && ev.Usage.OutputTokens > 0 {
+			r.status.outputTokens(ev.Usage.OutputTokens)
+		}
+	}
+}
+
+// showThinking prints a thinking block, dimmed, set apart like a tool line.
+func (r *renderer) showThinking(text string) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return
+	}
+	r.endLine()
+	if r.last == printedText {
+		r.write("\n")
+	}
+	r.write(r.pal.dim("✻ Thinking…") + "\n")
+	for _, l := range strings.Split(text, "\n") {
+		r.write(r.pal.dim("  "+l) + "\n")
+	}
+	r.last = printedTool
+}
+
+// toolLine is toolLine with the tool's name coloured.
+func (r *renderer) toolLine(name string, input json.RawMessage) string {
+	if !r.pal.on {
+		return toolLine(name, input)
+	}
+	if s := toolSummary(name, input); s != "" {
+		return "⏺ " + r.pal.tool(name) + "(" + s + ")"
+	}
+	return "⏺ " + r.pal.tool(name)
 }
 
 func indent(sub bool) string {

@@ -4,9 +4,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
 // These tests run resume, fork, close and interrupt against an in-process
@@ -21,11 +23,16 @@ func TestCloseThenResume(t *testing.T) {
 	id := d.create(t, t.TempDir(), "My colour is blue.")
 	d.waitResults(t, id, 1)
 
-	// A session with its CLI cannot be resumed; the daemon says why.
-	o := claudectl(t, d.inv(), "resume", id, "hello?")
-	if o.code != 1 || !strings.Contains(o.stderr, "resuming session "+id+": not possible now:") ||
-		!strings.Contains(o.stderr, "already running") || !strings.Contains(o.stderr, "claudectl send "+id) {
-		t.Errorf("resume of a running session: exit %d, stderr %q; want 1 with the daemon's reason", o.code, o.stderr)
+	// A session with its CLI (idle, as sessions shows it) needs no resume:
+	// claudectl says so, not "already running".
+	o := claudectl(t, d.inv(), "resume", id)
+	if want := "Session " + id + " is idle with its CLI: nothing to resume (claudectl send " + id + " TEXT talks to it).\n"; o.code != 0 || o.stdout != want || o.stderr != "" {
+		t.Errorf("resume of an idle session: exit %d, stdout %q, stderr %q; want 0 and %q", o.code, o.stdout, o.stderr, want)
+	}
+	// Nor is there a turn to interrupt.
+	o = claudectl(t, d.inv(), "interrupt", id)
+	if want := "Session " + id + " is idle: no turn was running, nothing to interrupt.\n"; o.code != 0 || o.stdout != want {
+		t.Errorf("interrupt of an idle session: exit %d, stdout %q, stderr %q; want 0 and %q", o.code, o.stdout, o.stderr, want)
 	}
 
 	o = claudectl(t, d.inv(), "close", id)
@@ -78,5 +85,44 @@ func TestCloseThenResume(t *testing.T) {
 	}
 	if st := d.session(t, id).Status; st == v1.SessionStatus_SESSION_STATUS_CLOSED || st == v1.SessionStatus_SESSION_STATUS_FAILED {
 		t.Errorf("after resume --attach the session is %s, want it left running", statusName(st))
+	}
+}
+
+// TestResumeRunningSendsPrompt: resume with a prompt of a session that has
+// its CLI sends the prompt, as send does.
+func TestResumeRunningSendsPrompt(t *testing.T) {
+	t.Parallel()
+	d, model := startDaemonModel(t, nil,
+		claudetest.Reply(claudetest.Text("Noted: green.")),
+		claudetest.Reply(claudetest.Text("It was green.")))
+	id := d.create(t, t.TempDir(), "My colour is green.")
+	d.waitResults(t, id, 1)
+	d.waitStatus(t, id, v1.SessionStatus_SESSION_STATUS_IDLE)
+	o := claudectl(t, d.inv(), "resume", id, "What", "was", "it?")
+	if want := "Session " + id + " was idle with its CLI: nothing to resume; sent the prompt to it.\n"; o.code != 0 || o.stdout != want {
+		t.Fatalf("resume of an idle session with a prompt: exit %d, stdout %q, stderr %q; want 0 and %q", o.code, o.stdout, o.stderr, want)
+	}
+	d.waitResults(t, id, 2)
+	if conv := lastConversation(t, model); !strings.Contains(conv, "user: What was it?") {
+		t.Errorf("the prompt did not reach the model:\n%s", conv)
+	}
+}
+
+// TestSuspendedSession: interrupt of a suspended session says there was
+// no turn; resume starts its CLI again.
+func TestSuspendedSession(t *testing.T) {
+	t.Parallel()
+	d, _ := startDaemonModel(t, &daemontest.Options{IdleTimeout: 300 * time.Millisecond},
+		claudetest.Reply(claudetest.Text("Noted.")))
+	id := d.create(t, t.TempDir(), "Remember this.")
+	d.waitResults(t, id, 1)
+	d.waitStatus(t, id, v1.SessionStatus_SESSION_STATUS_SUSPENDED)
+	o := claudectl(t, d.inv(), "interrupt", id)
+	if want := "Session " + id + " is suspended: no turn was running, nothing to interrupt.\n"; o.code != 0 || o.stdout != want {
+		t.Errorf("interrupt of a suspended session: exit %d, stdout %q, stderr %q; want 0 and %q", o.code, o.stdout, o.stderr, want)
+	}
+	o = claudectl(t, d.inv(), "resume", id)
+	if o.code != 0 || !regexp.MustCompile(`^Resumed session `+id+` \((starting|idle|running)\)\.\n$`).MatchString(o.stdout) {
+		t.Errorf("resume of a suspended session: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -133,6 +134,11 @@ func rulesAdd(rest []string, project, session string) (rulesCall, error) {
 	return func(ctx context.Context, env *Env, dc *daemonClient) error {
 		res, err := dc.perms.AddRule(ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: rule}))
 		if err != nil {
+			var ce *connect.Error
+			if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument {
+				// The daemon judges the pattern: a bad one is bad usage.
+				return usagef("%s", userMessage(ce.Message()))
+			}
 			return dc.explain(err, "adding the rule")
 		}
 		r := res.Msg.Rule
@@ -152,6 +158,9 @@ func rulesRemove(rest []string) (rulesCall, error) {
 	id := rest[0]
 	return func(ctx context.Context, env *Env, dc *daemonClient) error {
 		if _, err := dc.perms.RemoveRule(ctx, connect.NewRequest(&v1.RemoveRuleRequest{RuleId: id})); err != nil {
+			if connect.CodeOf(err) == connect.CodeNotFound {
+				return exitWith(ExitFailure, "no rule %s (claudectl rules list shows them)", id)
+			}
 			return dc.explain(err, fmt.Sprintf("removing rule %s", id))
 		}
 		fmt.Fprintf(env.Stdout, "Removed rule %s.\n", id)

@@ -45,7 +45,13 @@ func TestClientRules(t *testing.T) {
 		t.Fatalf("rules list after rm: exit %d, stdout %q", o.code, o.stdout)
 	}
 	o = claudectl(t, d.inv(), "rules", "rm", id)
-	if o.code != 1 || !strings.Contains(o.stderr, "not found") {
-		t.Errorf("rules rm twice: exit %d, stderr %q; want 1 and not found", o.code, o.stderr)
+	if want := "claudectl rules: no rule " + id + " (claudectl rules list shows them)\n"; o.code != 1 || o.stderr != want {
+		t.Errorf("rules rm twice: exit %d, stderr %q; want 1 and %q", o.code, o.stderr, want)
+	}
+	// A pattern the daemon cannot parse is bad usage, said without its layers.
+	o = claudectl(t, d.inv(), "rules", "add", "Bash(ls", "allow")
+	if o.code != 2 || !strings.HasPrefix(o.stderr, "claudectl rules: ") || strings.Contains(o.stderr, "permission:") ||
+		!strings.Contains(o.stderr, "Bash(ls") {
+		t.Errorf("rules add of a bad pattern: exit %d, stderr %q; want 2", o.code, o.stderr)
 	}
 }

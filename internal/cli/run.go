@@ -130,7 +130,7 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the CLI's stderr, and cost, tokens, duration and session id at the end (on stderr)")
 	fs.Func("timeout", "give up after `DURATION`, e.g. 90s or 10m (0: no limit)", parseNonNegDuration(&cfg.timeout, "0 means no limit"))
 	fs.StringVar(&cfg.server.server, "server", "", "run in a session of the claudectl daemon at `URL` (default $CLAUDECTL_SERVER; none: a local CLI)")
-	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` (default $CLAUDECTL_TOKEN)")
+	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` "+tokenDefaultHelp)
 	fs.BoolVar(&cfg.keep, "keep", false, "with --server: keep the daemon session open after the turn (default: closed)")
 	return fs
 }
@@ -282,7 +282,6 @@ func (r *runner) options() *claude.Options {
 
 func (r *runner) run(ctx context.Context) error {
 	env, cfg := r.env, r.cfg
-	stderr := env.Stderr
 	if cfg.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
@@ -294,13 +293,19 @@ func (r *runner) run(ctx context.Context) error {
 
 	var tools *toolLog
 	var render *renderer
+	// The status line, and colour, only with the transcript.
+	env, status := withStatusLine(env, cfg.outputFormat == formatText)
+	defer status.close()
+	r.env = env
+	stderr := env.Stderr
 	if cfg.outputFormat == formatText {
 		tools = newToolLog()
-		render = newRenderer(env.Stdout, tools)
+		render = newTranscript(env, tools, status, cfg.verbose)
 	}
 	opts := r.options()
 	if env.StdinIsTerminal() {
 		ask := newAsker(stderr, env.Stdin, tools)
+		ask.pal = colorFor(env, env.StderrIsTerminal)
 		defer ask.close()
 		opts.CanUseTool = claude.AnswerQuestions(ask.answer, ask.canUseTool)
 	} else {
@@ -462,7 +467,7 @@ func (r *runner) report(ctx context.Context, s *claude.Session, t turnResult, cl
 		r.printStats(t.res)
 	}
 	if t.res.Err() != nil {
-		fmt.Fprintf(stderr, "claudectl run: %s\n", describeResultError(t.res))
+		fmt.Fprintf(stderr, "claudectl run: %s\n", colorFor(r.env, r.env.StderrIsTerminal).err(describeResultError(t.res)))
 		if t.apiError == "authentication_failed" {
 			fmt.Fprintln(stderr, "claudectl run: hint: set ANTHROPIC_API_KEY, or log in once with `claude /login`")
 		}

@@ -97,6 +97,11 @@ func (r *serverRunner) run(ctx context.Context) error {
 	}
 	defer closeSession()
 
+	env, status := withStatusLine(env, cfg.outputFormat == formatText)
+	defer status.close()
+	stderr = env.Stderr
+	status.set("starting Claude Code")
+
 	var result *claude.ResultMessage
 	f := &follower{env: env, dc: dc, id: id, raw: cfg.outputFormat == formatStreamJSON,
 		verbose: cfg.verbose, client: client,
@@ -116,10 +121,11 @@ func (r *serverRunner) run(ctx context.Context) error {
 		}}
 	if cfg.outputFormat == formatText {
 		f.tools = newToolLog()
-		f.render = newRenderer(env.Stdout, f.tools)
+		f.render = newTranscript(env, f.tools, status, cfg.verbose)
 	}
 	if env.StdinIsTerminal() {
 		ask := newAsker(stderr, env.Stdin, f.tools)
+		ask.pal = colorFor(env, env.StderrIsTerminal)
 		defer ask.close()
 		f.decide = claude.AnswerQuestions(ask.answer, ask.canUseTool)
 	} else {
@@ -166,7 +172,7 @@ func (r *serverRunner) run(ctx context.Context) error {
 		(&runner{env: env, cfg: cfg}).printStats(result)
 	}
 	if result.Err() != nil {
-		fmt.Fprintf(stderr, "claudectl run: %s\n", describeResultError(result))
+		fmt.Fprintf(stderr, "claudectl run: %s\n", colorFor(env, env.StderrIsTerminal).err(describeResultError(result)))
 		return exitSilently(ExitFailure)
 	}
 	return nil

@@ -426,3 +426,29 @@ func TestRunTimeout(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 }
+
+// TestRunPromptShowsDiff: the permission prompt for Write shows the new
+// file as a diff, every line added.
+func TestRunPromptShowsDiff(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "notes.txt")
+	f := newFake(t,
+		claudetest.Reply(claudetest.ToolUse("Write", map[string]any{"file_path": path, "content": "first line\nsecond line\n"})),
+		claudetest.Reply(claudetest.Text("Written.")))
+	f.cwd = dir
+	o := f.run(t, invocation{tty: true, stdin: "y\n"}, "write the notes")
+	if o.code != 0 {
+		t.Fatalf("exit %d", o.code)
+	}
+	want := "  --- " + path + "\n  +++ " + path + "\n  @@ -0,0 +1,2 @@\n  +first line\n  +second line\n"
+	if i := strings.Index(o.stderr, want); i < 0 || i > strings.Index(o.stderr, "Allow Write: "+path+"?") {
+		t.Errorf("the prompt does not show the diff:\n%s\nwant:\n%s", o.stderr, want)
+	}
+	if strings.Contains(o.stderr, "\x1b[") {
+		t.Errorf("colour on a stderr that is not a terminal: %q", o.stderr)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "first line\nsecond line\n" {
+		t.Errorf("the file after an allowed Write: %q, %v", b, err)
+	}
+}

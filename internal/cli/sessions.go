@@ -25,7 +25,9 @@ const sessionsUsage = `Usage: claudectl sessions [flags]
 Lists the sessions the daemon hosts: id, status, model, working directory
 and cost so far; the session a fork was made from (PARENT) and why a failed
 or closed session ended (ERROR, its first line: --json has all of it) when
-any session has one. When the daemon judges its Claude Code less than
+any session has one; for a waiting session, the tool and the id of the
+permission request it waits on (WAITING FOR: claudectl approve or deny
+answers it, claudectl pending lists them all). When the daemon judges its Claude Code less than
 likely compatible (degraded: see claudectl doctor --server), a line above
 the table says why.
 ` + clientFlagsHelp
@@ -42,6 +44,23 @@ type sessionJSON struct {
 	Worker          string  `json:"worker,omitempty"`
 	ParentID        string  `json:"parent_id,omitempty"`
 	Error           string  `json:"error,omitempty"`
+	// WaitingFor are the permission requests the session waits on.
+	WaitingFor []waitingJSON `json:"waiting_for,omitempty"`
+}
+
+// waitingJSON is a request a session waits on, in sessions --json.
+type waitingJSON struct {
+	RequestID string `json:"request_id"`
+	Tool      string `json:"tool"`
+}
+
+// waitingText says what a session waits for: "Bash (request 3f2a…)".
+func waitingText(ws []waitingJSON) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = fmt.Sprintf("%s (request %s)", w.Tool, w.RequestID)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // sessionToJSON returns s as sessions --json prints it.
@@ -89,9 +108,18 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return dc.explain(err, "listing sessions")
 	}
+	// What the waiting sessions wait for (an older daemon may not say).
+	waiting := map[string][]waitingJSON{}
+	if pres, err := dc.perms.ListPending(ctx, connect.NewRequest(&v1.ListPendingRequest{})); err == nil {
+		for _, r := range pres.Msg.Requests {
+			waiting[r.SessionId] = append(waiting[r.SessionId], waitingJSON{RequestID: r.RequestId, Tool: r.ToolName})
+		}
+	}
 	list := make([]sessionJSON, 0, len(res.Msg.Sessions))
 	for _, s := range res.Msg.Sessions {
-		list = append(list, sessionToJSON(s))
+		j := sessionToJSON(s)
+		j.WaitingFor = waiting[s.Id]
+		list = append(list, j)
 	}
 	if asJSON {
 		return writeJSON(env.Stdout, list)
@@ -105,10 +133,11 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	}
 	// PARENT and ERROR are shown only when a session has one; ERROR is
 	// last, so that a long one does not widen the columns.
-	var parents, errs bool
+	var parents, errs, waits bool
 	for _, s := range list {
 		parents = parents || s.ParentID != ""
 		errs = errs || endedError(s) != ""
+		waits = waits || len(s.WaitingFor) > 0
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	row := func(cells ...string) {
@@ -118,6 +147,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	if parents {
 		head = append(head, "PARENT")
 	}
+	if waits {
+		head = append(head, "WAITING FOR")
+	}
 	if errs {
 		head = append(head, "ERROR")
 	}
@@ -126,6 +158,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 		cells := []string{s.ID, s.Status, orDash(s.Model), s.Cwd, fmt.Sprintf("$%.4f", s.CostUSD)}
 		if parents {
 			cells = append(cells, orDash(s.ParentID))
+		}
+		if waits {
+			cells = append(cells, orDash(waitingText(s.WaitingFor)))
 		}
 		if errs {
 			cells = append(cells, orDash(endedError(s)))

@@ -37,7 +37,7 @@ func TestClientSessionsAndSend(t *testing.T) {
 	}
 
 	o = claudectl(t, d.inv(), "send", "no-such-session", "hello")
-	if o.code != 1 || !strings.Contains(o.stderr, "not found") || !strings.Contains(o.stderr, "no-such-session") {
+	if o.code != 1 || o.stderr != "claudectl send: sending to session no-such-session: no session \"no-such-session\" (claudectl sessions lists them)\n" {
 		t.Errorf("send to unknown id: exit %d, stderr %q; want 1 and not found", o.code, o.stderr)
 	}
 

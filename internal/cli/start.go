@@ -64,6 +64,7 @@ func runStart(ctx context.Context, env *Env, name, text string, args []string) e
 
 	var sess *v1.Session
 	var after int64 // follow the events after this one
+	var done string // what resume did, when it was not a resume
 	switch name {
 	case "resume":
 		if attach {
@@ -75,10 +76,14 @@ func runStart(ctx context.Context, env *Env, name, text string, args []string) e
 			after = res.Msg.Session.LastSeq
 		}
 		res, err := dc.sessions.ResumeSession(ctx, connect.NewRequest(&v1.ResumeSessionRequest{SessionId: id, Prompt: prompt}))
+		if isAlreadyRunning(err) {
+			sess, done, err = resumeRunning(ctx, dc, id, prompt)
+		} else if err == nil {
+			sess = res.Msg.Session
+		}
 		if err != nil {
 			return interruptedOr(detached, lifecycleError(dc, err, name, id))
 		}
-		sess = res.Msg.Session
 	case "fork":
 		res, err := dc.sessions.ForkSession(ctx, connect.NewRequest(&v1.ForkSessionRequest{SessionId: id, Prompt: prompt}))
 		if err != nil {
@@ -94,6 +99,8 @@ func runStart(ctx context.Context, env *Env, name, text string, args []string) e
 		return writeJSON(env.Stdout, sessionToJSON(sess))
 	case name == "fork":
 		fmt.Fprintf(env.Stdout, "Forked session %s as %s (%s).\n", id, sess.Id, statusName(sess.Status))
+	case done != "":
+		fmt.Fprintln(env.Stdout, done)
 	default:
 		fmt.Fprintf(env.Stdout, "Resumed session %s (%s).\n", sess.Id, statusName(sess.Status))
 	}

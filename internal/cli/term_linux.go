@@ -20,3 +20,20 @@ func hasTermAttrs(f *os.File) bool {
 	})
 	return err == nil && errno == 0
 }
+
+// termWidth returns f's terminal width in columns, 0 if unknown.
+func termWidth(f *os.File) int {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var ws struct{ row, col, x, y uint16 }
+	var errno syscall.Errno
+	err = rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws)))
+	})
+	if err != nil || errno != 0 {
+		return 0
+	}
+	return int(ws.col)
+}

@@ -123,7 +123,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 
 	path, err := claude.FindBinary(&claude.FindOptions{Path: s.CLI, Env: getenv})
 	if err != nil {
-		return nil, &StartError{Code: ExitCLIMissing, Err: fmt.Errorf("claude CLI not found: %w", err)}
+		return nil, &StartError{Code: ExitCLIMissing, Err: err} // it says "Claude Code CLI not found"
 	}
 	v, err := claude.VersionOf(ctx, path)
 	if err != nil {

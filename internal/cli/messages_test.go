@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestUserMessage(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"sqlite: DeleteRule 2: not found":         "not found",
+		"permission: no such pending request":     "no such pending request",
+		`daemon: no session "x" (claudectl ...)`:  `no session "x" (claudectl ...)`,
+		"permission: bad rule \"Bash(\": missing": "bad rule \"Bash(\": missing",
+		"plain words": "plain words",
+	} {
+		if got := userMessage(in); got != want {
+			t.Errorf("userMessage(%q) = %q, want %q", in, got, want)
+		}
+	}
+	m := storeNotFound.FindStringSubmatch("sqlite: DeleteRule 2: not found")
+	if m == nil || m[1] != "Rule" || m[2] != "2" {
+		t.Errorf("storeNotFound: %q", m)
+	}
+}
+
+// TestMessagesSayItOnce: doctor and serve with a --cli that is not Claude
+// Code say what is wrong once.
+func TestMessagesSayItOnce(t *testing.T) {
+	t.Parallel()
+	o := claudectl(t, invocation{}, "doctor", "--cli", "/bin/true")
+	if o.code != ExitUnavailable {
+		t.Errorf("doctor --cli /bin/true: exit %d, want %d", o.code, ExitUnavailable)
+	}
+	if n := strings.Count(o.stdout, "GNU coreutils"); n > 1 {
+		t.Errorf("doctor --cli /bin/true shows true's output %d times:\n%s", n, o.stdout)
+	}
+	if !strings.Contains(o.stdout, "it is not Claude Code") {
+		t.Errorf("doctor --cli /bin/true does not say it is not Claude Code:\n%s", o.stdout)
+	}
+
+	o = claudectl(t, invocation{getenv: map[string]string{"XDG_DATA_HOME": t.TempDir()}}, "serve", "--cli", "/nonexistent", "--listen", "127.0.0.1:0")
+	if o.code != ExitNotFound || strings.Count(strings.ToLower(o.stderr), "not found") != 1 || !strings.Contains(o.stderr, "/nonexistent: does not exist") {
+		t.Errorf("serve --cli /nonexistent: exit %d, stderr %q; want %d saying not found once", o.code, o.stderr, ExitNotFound)
+	}
+}
+
+// TestTokenFileHelp: --token-file's default is where the token comes from,
+// not a file named by $CLAUDECTL_TOKEN.
+func TestTokenFileHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"sessions", "-h"}, {"pending", "-h"}, {"run", "-h"}} {
+		o := claudectl(t, invocation{}, args...)
+		if o.code != 0 || strings.Contains(o.stdout, "(default $CLAUDECTL_TOKEN)") ||
+			!strings.Contains(o.stdout, "default: the CLAUDECTL_TOKEN variable, else the daemon's token file in its data dir") {
+			t.Errorf("%v: exit %d, --token-file's help:\n%s", args, o.code, o.stdout)
+		}
+	}
+}

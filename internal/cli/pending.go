@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+)
+
+// PendingCommand is "claudectl pending": the permission requests waiting
+// for a decision.
+type PendingCommand struct{ Env *Env }
+
+// Name implements Command.
+func (*PendingCommand) Name() string { return "pending" }
+
+// Summary implements Command.
+func (*PendingCommand) Summary() string { return "list the permission requests waiting for a decision" }
+
+const pendingUsage = `Usage: claudectl pending [flags]
+
+Lists the permission requests the daemon's sessions wait on: the request's
+id, its session, the tool, what it would do (one line) and how long it has
+waited. Answer one with claudectl approve or claudectl deny and its id, or
+a unique prefix of it; claudectl attach SESSION_ID shows it in full.
+` + clientFlagsHelp
+
+// pendingJSON is one request in pending --json.
+type pendingJSON struct {
+	RequestID string          `json:"request_id"`
+	SessionID string          `json:"session_id"`
+	Tool      string          `json:"tool"`
+	Summary   string          `json:"summary,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Since     *time.Time      `json:"since,omitempty"` // when it was asked, if the session's log says
+}
+
+// Run implements Command.
+func (c *PendingCommand) Run(ctx context.Context, args []string) error {
+	env := c.Env.withDefaults()
+	var cf clientFlags
+	var asJSON bool
+	var session string
+	fs := newFlagSet("pending")
+	fs.BoolVar(&asJSON, "json", false, "print the requests as a JSON array")
+	fs.StringVar(&session, "session", "", "only the requests of the session `ID`")
+	cf.register(fs)
+	pos, help, err := parseClient(env, pendingUsage, fs, args)
+	if help || err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q: pending takes no arguments (--session ID picks a session)", pos[0])
+	}
+	dc, err := cf.dial(env)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	res, err := dc.perms.ListPending(ctx, connect.NewRequest(&v1.ListPendingRequest{SessionId: session}))
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeNotFound && session != "" {
+			return noSession(session)
+		}
+		return dc.explain(err, "listing the pending requests")
+	}
+	reqs := res.Msg.Requests
+	since := askedAt(ctx, dc, reqs)
+	list := make([]pendingJSON, 0, len(reqs))
+	for _, r := range reqs {
+		p := pendingJSON{RequestID: r.RequestId, SessionID: r.SessionId, Tool: r.ToolName,
+			Summary: toolSummary(r.ToolName, r.Input), Input: jsonOrString(r.Input)}
+		if t, ok := since[r.RequestId]; ok {
+			p.Since = &t
+		}
+		list = append(list, p)
+	}
+	if asJSON {
+		return writeJSON(env.Stdout, list)
+	}
+	if len(list) == 0 {
+		if session != "" {
+			fmt.Fprintf(env.Stdout, "No pending requests in session %s.\n", session)
+		} else {
+			fmt.Fprintln(env.Stdout, "No pending requests.")
+		}
+		return nil
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REQUEST\tSESSION\tTOOL\tAGE\tSUMMARY")
+	for _, p := range list {
+		age := "-"
+		if p.Since != nil {
+			age = elapsedText(now.Sub(*p.Since))
+		}
+		summary := strings.ReplaceAll(p.Summary, "\t", " ")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.RequestID, p.SessionID, p.Tool, age, orDash(summary))
+	}
+	return tw.Flush()
+}
+
+// askedAt finds when each request was asked, from its event in its
+// session's log (the API does not say). Requests it cannot find within a
+// few seconds are left out.
+func askedAt(ctx context.Context, dc *daemonClient, reqs []*v1.PermissionRequest) map[string]time.Time {
+	want := map[string][]string{} // session: request ids
+	for _, r := range reqs {
+		want[r.SessionId] = append(want[r.SessionId], r.RequestId)
+	}
+	found := map[string]time.Time{}
+	for sid, ids := range want {
+		sres, err := dc.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: sid}))
+		if err != nil {
+			continue
+		}
+		last := sres.Msg.Session.LastSeq
+		if last == 0 {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		stream, err := dc.sessions.Subscribe(sctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: sid}))
+		if err != nil {
+			cancel()
+			continue
+		}
+		left := len(ids)
+		for left > 0 && stream.Receive() {
+			ev := stream.Msg().GetEvent()
+			if pr := ev.GetPermissionRequest(); pr != nil && slices.Contains(ids, pr.RequestId) {
+				if _, dup := found[pr.RequestId]; !dup {
+					left--
+				}
+				found[pr.RequestId] = ev.GetTime().AsTime()
+			}
+			if ev.GetSeq() >= last {
+				break // the history is read: what follows is new
+			}
+		}
+		stream.Close()
+		cancel()
+	}
+	return found
+}
+
+// noSession is the error for a session id the daemon does not know.
+func noSession(id string) error {
+	return exitWith(ExitFailure, "no session %s (claudectl sessions lists them)", id)
+}
+
+// resolveRequest returns the id of the pending request whose id is id or,
+// failing that, starts with id; several are a usage error (exit 2) listing
+// them. With none, or when the daemon cannot list its requests, id is
+// taken as it is: Decide then says who decided it, or that there is none.
+func resolveRequest(ctx context.Context, dc *daemonClient, id string) (string, error) {
+	res, err := dc.perms.ListPending(ctx, connect.NewRequest(&v1.ListPendingRequest{}))
+	if err != nil {
+		return id, nil // Decide says what is wrong
+	}
+	var matches []*v1.PermissionRequest
+	for _, r := range res.Msg.Requests {
+		if r.RequestId == id {
+			return id, nil
+		}
+		if strings.HasPrefix(r.RequestId, id) {
+			matches = append(matches, r)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return id, nil // Decide says whether it was decided already, and by whom
+	case 1:
+		return matches[0].RequestId, nil
+	}
+	var b strings.Builder
+	for _, r := range matches {
+		fmt.Fprintf(&b, "\n  %s  %s in session %s", r.RequestId, r.ToolName, r.SessionId)
+		if s := toolSummary(r.ToolName, r.Input); s != "" {
+			fmt.Fprintf(&b, ": %s", s)
+		}
+	}
+	return "", exitWith(ExitUsage, "%q is the start of %d pending requests; give more of the id:%s", id, len(matches), b.String())
+}
+
+// noRequest is the error for a request that is not pending.
+func noRequest(id string) error {
+	return exitWith(ExitFailure, "no pending request %s (claudectl pending lists them)", id)
+}
