@@ -724,8 +724,9 @@ const Usage = `Settings file:
                                  -1 for no limit (default 10485760, 10 MiB)
   daemon.full_sync               true: fsync every commit, surviving power loss
                                  (default false)
-  daemon.subscriber_buffer       live events a subscriber may fall behind before
-                                 it is dropped (default 8192)
+  daemon.subscriber_buffer       recent events of a session kept in memory for its
+                                 subscribers; one further behind reads the store
+                                 (default 8192)
   permissions.watched_timeout    how long a permission request waits while someone
                                  watches its session (default "5m")
   permissions.unwatched_timeout  how long it waits while nobody does (default "24h")
