@@ -233,6 +233,7 @@ func (s *Session) answerHook(ctx context.Context, req json.RawMessage) (any, err
 		cb = s.hooks.byID[hc.CallbackID]
 	}
 	if cb == nil {
+		//lint:ignore ST1005 the official SDKs' words, which the CLI relays
 		return nil, fmt.Errorf("No hook callback found for ID: %s", hc.CallbackID)
 	}
 	in, err := decodeHookInput(hc.Input, cb.event)

@@ -42,7 +42,8 @@ type person struct {
 	ID       int64             `json:"id,string"`
 	Labels   map[string]string `json:",omitempty"`
 	Skipped  string            `json:"-"`
-	private  string
+	//lint:ignore U1000 an unexported field the schema must leave out
+	private string
 	Embedded
 	hidden
 }

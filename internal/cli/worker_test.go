@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +22,10 @@ import (
 func buildClaudectl(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "claudectl")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go is not on PATH: %v", err)
+	}
 	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/claudectl/claudectl/cmd/claudectl").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -136,6 +136,7 @@ func (s *standin) handle(line []byte) error {
 		} `json:"request"`
 	}
 	if err := json.Unmarshal(line, &m); err != nil {
+		//lint:ignore ST1005 the real CLI's words
 		return fmt.Errorf("Error parsing streaming input line: %w", err)
 	}
 	switch m.Type {
