@@ -163,21 +163,30 @@ func TestWorkerLinkCuts(t *testing.T) {
 		}
 		conn.CloseWrite()
 	}()
+	// Cuts follow the reader's progress, not a clock: a fast machine
+	// relays every line before any timer fires.
 	cuts := 0
 	stopCuts := make(chan struct{})
+	progress := make(chan struct{}, 1)
 	go func() {
 		defer bg.Done()
 		for range 6 {
 			select {
 			case <-stopCuts:
 				return
-			case <-time.After(150 * time.Millisecond):
+			case <-progress:
 			}
 			cuts += proxy.Cut()
 		}
 	}()
 	nextN, nextEcho := 0, 0
-	for {
+	for read := 1; ; read++ {
+		if read%(lines/8) == 0 {
+			select {
+			case progress <- struct{}{}:
+			default:
+			}
+		}
 		ln, err := conn.ReadLine()
 		if err == io.EOF {
 			break
