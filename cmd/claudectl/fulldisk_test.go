@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,49 +17,8 @@ import (
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/internal/testdisk"
 )
-
-// smallDiskEnv names, in the child that runs the test, the tmpfs its
-// parent mounted for it (through unshare).
-const smallDiskEnv = "CLAUDECTL_TEST_SMALL_DISK"
-
-// smallDisk returns a directory on a fresh tmpfs of size (such as "6m"),
-// or runs the test again in a user and mount namespace (unshare -rm) that
-// mounts one, and returns "" (the child did the test). Without either it
-// skips, or fails under CI=true.
-func smallDisk(t *testing.T, size string) string {
-	if dir := os.Getenv(smallDiskEnv); dir != "" {
-		return dir
-	}
-	dir := t.TempDir()
-	if os.Getuid() == 0 {
-		err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size)
-		if err == nil {
-			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-			return dir
-		}
-		t.Logf("mount tmpfs: %v; trying unshare", err)
-	}
-	if unshare, err := exec.LookPath("unshare"); err == nil {
-		cmd := exec.Command(unshare, "-rm", "sh", "-c", `mount -t tmpfs -o size="$1" tmpfs "$2" && exec "$3" -test.run "^$4\$" -test.v -test.count=1`,
-			"sh", size, dir, os.Args[0], t.Name())
-		cmd.Env = append(os.Environ(), smallDiskEnv+"="+dir)
-		out, err := cmd.CombinedOutput()
-		switch {
-		case err == nil && strings.Contains(string(out), "--- PASS: "+t.Name()):
-			t.Logf("ran in a mount namespace:\n%s", out)
-			return ""
-		case strings.Contains(string(out), "=== RUN"):
-			t.Fatalf("the test failed in its mount namespace: %v\n%s", err, out)
-		}
-		t.Logf("unshare: %v\n%s", err, out)
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("cannot mount a small tmpfs: neither root nor unshare -rm works")
-	}
-	t.Skip("cannot mount a small tmpfs: neither root nor unshare -rm works")
-	return ""
-}
 
 // TestServeFullDisk runs claudectl serve with its data dir on a 6 MiB
 // tmpfs, 2 MiB of it taken by a ballast file, and a session that streams
@@ -72,7 +30,7 @@ func TestServeFullDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the daemon and the CLI on a small disk")
 	}
-	dataDir := smallDisk(t, "6m")
+	dataDir := testdisk.Small(t, "6m")
 	if dataDir == "" {
 		return
 	}

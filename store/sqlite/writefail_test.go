@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/claudectl/claudectl/internal/testdisk"
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/sqlite"
 	"github.com/claudectl/claudectl/store/sqlite/sqlitetest"
@@ -153,56 +152,13 @@ func TestFullDatabaseFailsAndRecovers(t *testing.T) {
 	checkIntegrity(t, path, s, acked+1)
 }
 
-// tmpfsChildEnv names the directory of a tmpfs mounted for the test by
-// the parent process (through unshare), in the child that runs it.
-const tmpfsChildEnv = "CLAUDECTL_TEST_TMPFS"
-
-// smallDisk returns a directory on a fresh tmpfs of size bytes, or runs
-// the test again in a user and mount namespace (unshare -rm) where it can
-// mount one and returns "" (the caller then returns: the child did the
-// test). Without either, the test is skipped, or fails under CI=true.
-func smallDisk(t *testing.T, size string) string {
-	if dir := os.Getenv(tmpfsChildEnv); dir != "" {
-		return dir
-	}
-	dir := t.TempDir()
-	if os.Getuid() == 0 {
-		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err == nil {
-			t.Cleanup(func() { syscall.Unmount(dir, 0) })
-			return dir
-		} else {
-			t.Logf("mount tmpfs: %v; trying unshare", err)
-		}
-	}
-	unshare, err := exec.LookPath("unshare")
-	if err == nil {
-		cmd := exec.Command(unshare, "-rm", "sh", "-c", `mount -t tmpfs -o size="$1" tmpfs "$2" && exec "$3" -test.run "^$4\$" -test.v -test.count=1`,
-			"sh", size, dir, os.Args[0], t.Name())
-		cmd.Env = append(os.Environ(), tmpfsChildEnv+"="+dir)
-		out, err := cmd.CombinedOutput()
-		switch {
-		case err == nil && strings.Contains(string(out), "--- PASS: "+t.Name()):
-			t.Logf("ran in a mount namespace:\n%s", out)
-			return ""
-		case strings.Contains(string(out), "=== RUN"):
-			t.Fatalf("the test failed in its mount namespace: %v\n%s", err, out)
-		}
-		t.Logf("unshare: %v\n%s", err, out)
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("cannot mount a small tmpfs: neither root nor unshare -rm works")
-	}
-	t.Skip("cannot mount a small tmpfs: neither root nor unshare -rm works")
-	return ""
-}
-
 // TestFullDiskFailsAndRecovers puts the database on a 2 MiB tmpfs with a
 // filler file and appends until the disk is full: the append fails with
 // ErrWriteFailed, WriteHealth says so, reads go on; removing the filler
 // lets the next append succeed, and the file reopens with integrity_check
 // ok and every acknowledged event.
 func TestFullDiskFailsAndRecovers(t *testing.T) {
-	dir := smallDisk(t, "2m")
+	dir := testdisk.Small(t, "2m")
 	if dir == "" {
 		return
 	}
