@@ -115,7 +115,7 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.appendSystemPrompt, "append-system-prompt", "", "add `TEXT` to the default system prompt")
 	fs.Var(stringList{"add-dir", &cfg.addDirs}, "add-dir", "let tools use this `DIR` too (repeatable)")
 	fs.Func("output-format", "output `FORMAT`: text (the reply, tool calls and results; the default) or stream-json (each message as an NDJSON line)", parseChoice(&cfg.outputFormat, formatText, formatStreamJSON))
-	fs.StringVar(&cfg.cliPath, "cli", "", "the claude executable at `PATH` (default: $CLAUDE_BIN, ~/.claude/local/claude, /usr/local/bin/claude, then claude on $PATH)")
+	fs.StringVar(&cfg.cliPath, "cli", "", "the claude executable at `PATH` (default: the daemon's: the settings file's \"cli\", else $CLAUDE_BIN, the CLI make installed, ~/.claude/local/claude, /usr/local/bin/claude, then claude on $PATH)")
 	fs.Func("max-payload-bytes", "deliver CLI output lines up to `N` bytes whole, truncate longer ones (0: 10 MiB; else at least 1024)", func(s string) error {
 		var n int
 		if err := parseNonNegInt(&n, "0 means 10 MiB, otherwise at least 1024")(s); err != nil {
@@ -234,7 +234,9 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		return (&serverRunner{env: env, cfg: cfg}).run(ctx)
 	}
 	if cfg.cliPath == "" {
-		p, err := claude.FindBinary(&claude.FindOptions{Env: env.Getenv})
+		// The CLI the daemon would run: the settings file's "cli", else the
+		// same search.
+		p, err := claude.FindBinary(&claude.FindOptions{Path: settingsCLI(env), Env: env.Getenv})
 		if err != nil {
 			return exitWith(ExitFailure, "%v", err)
 		}
@@ -573,4 +575,15 @@ func describeResultError(res *claude.ResultMessage) string {
 		return detail
 	}
 	return "the turn ended with an error (Claude Code gave no detail)"
+}
+
+// settingsCLI returns the "cli" of claudectl serve's default settings file
+// ("" when there is none, or the file cannot be read: run then searches as
+// the daemon would without it).
+func settingsCLI(env *Env) string {
+	s, err := loadSettings("", env.Getenv)
+	if err != nil {
+		return ""
+	}
+	return s.CLI
 }

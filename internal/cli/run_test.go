@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -398,6 +399,25 @@ func TestRunCLIFails(t *testing.T) {
 	}
 	if !strings.Contains(o.stderr, "boom: something is broken") || !strings.Contains(o.stderr, "code 3") {
 		t.Errorf("stderr = %q", o.stderr)
+	}
+}
+
+// Without --cli, run runs the CLI the daemon would: the settings file's
+// "cli" first.
+func TestRunUsesSettingsCLI(t *testing.T) {
+	t.Parallel()
+	cli := script(t, `head -n 2 >/dev/null; echo "the settings' CLI ran" >&2; exit 3`)
+	config := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(config, "claudectl"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	settings := fmt.Sprintf(`{"cli": %q}`, cli)
+	if err := os.WriteFile(filepath.Join(config, "claudectl", "settings.json"), []byte(settings), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := claudectl(t, invocation{getenv: map[string]string{"XDG_CONFIG_HOME": config, "HOME": t.TempDir(), "PATH": t.TempDir()}}, "run", "hi")
+	if o.code != 1 || !strings.Contains(o.stderr, "the settings' CLI ran") {
+		t.Errorf("exit %d, stderr %q; want the CLI named in settings.json run", o.code, o.stderr)
 	}
 }
 
