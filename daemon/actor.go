@@ -328,10 +328,7 @@ func (a *actor) read() error {
 			}
 			if claude.ThreadOf(m).IsMain() {
 				a.status(ctx, store.StatusIdle, "")
-				if a.inflight.Add(-1) <= 0 {
-					a.inflight.Store(0)
-					a.becameIdle()
-				}
+				a.turnEnded()
 			}
 		}
 	}
@@ -401,13 +398,7 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 }
 
 // daemonEvent makes the stored form of b.
-func (a *actor) daemonEvent(b Body) (Event, error) {
-	raw, err := encodeBody(b)
-	if err != nil {
-		return Event{}, err
-	}
-	return Event{Event: store.Event{SessionID: a.id, Direction: store.FromDaemon, Type: b.EventType(), Raw: raw}, Body: b}, nil
-}
+func (a *actor) daemonEvent(b Body) (Event, error) { return newEvent(a.id, b) }
 
 // log logs an event the daemon made itself and waits for its commit.
 func (a *actor) log(ctx context.Context, b Body) {
@@ -555,11 +546,18 @@ func (a *actor) send(ctx context.Context, text string) error {
 		return errSuspending
 	}
 	err := a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.SendText(ctx, text) })
-	if err != nil && a.inflight.Add(-1) <= 0 { // the prompt never reached the CLI
+	if err != nil { // the prompt never reached the CLI
+		a.turnEnded()
+	}
+	return err
+}
+
+// turnEnded counts a turn as over; with none left the session is idle.
+func (a *actor) turnEnded() {
+	if a.inflight.Add(-1) <= 0 {
 		a.inflight.Store(0)
 		a.becameIdle()
 	}
-	return err
 }
 
 // becameIdle notes that no turn runs: the idle timer starts, and a session

@@ -187,9 +187,9 @@ func (d *Daemon) markInterrupted(ctx context.Context) error {
 		return fmt.Errorf("daemon: marking interrupted sessions: %w", err)
 	}
 	for _, id := range ids {
-		raw, _ := encodeBody(&StatusChange{Status: store.StatusInterrupted,
+		ev, _ := newEvent(id, &StatusChange{Status: store.StatusInterrupted,
 			Detail: "the daemon stopped while the session ran; the next prompt resumes it"})
-		if _, err := d.db.Append(ctx, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw}); err != nil {
+		if _, err := d.db.Append(ctx, &ev.Event); err != nil {
 			return fmt.Errorf("daemon: logging the interruption of %s: %w", id, err)
 		}
 	}
@@ -589,10 +589,8 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 // without a CLI (suspended, say) has no turn to stop: that is no error.
 func (d *Daemon) Interrupt(ctx context.Context, id, by string) error {
 	a, err := d.actor(ctx, id)
-	if errors.Is(err, ErrNotRunning) {
-		if s, serr := d.stored(ctx, id); serr == nil && s.Status.Resumable() {
-			return nil
-		}
+	if d.suspendedSession(ctx, err, id) {
+		return nil
 	}
 	if err != nil {
 		return err
@@ -683,12 +681,11 @@ func (d *Daemon) CloseSession(ctx context.Context, id, by string) error {
 		return err
 	}
 	st := store.StatusClosed
-	raw, err := encodeBody(&StatusChange{Status: st, Detail: "closed by " + clientName(by)})
+	ev, err := newEvent(id, &StatusChange{Status: st, Detail: "closed by " + clientName(by)})
 	if err != nil {
 		return err
 	}
-	return appendUpdate(ctx, d.db, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw},
-		store.SessionUpdate{Status: &st})
+	return appendUpdate(ctx, d.db, &ev.Event, store.SessionUpdate{Status: &st})
 }
 
 // Running returns how many sessions have a live CLI.

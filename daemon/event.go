@@ -191,6 +191,15 @@ func encodeBody(b Body) ([]byte, error) {
 	return append(raw, fields[1:]...), nil
 }
 
+// newEvent makes the stored form of b, one of session id's own events.
+func newEvent(id string, b Body) (Event, error) {
+	raw, err := encodeBody(b)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{Event: store.Event{SessionID: id, Direction: store.FromDaemon, Type: b.EventType(), Raw: raw}, Body: b}, nil
+}
+
 // EventFromStore returns a stored event with its Body decoded when it is
 // one of the daemon's own. A line that does not decode keeps a nil Body:
 // clients then get it as a raw message.

@@ -49,7 +49,7 @@ func TestSuspendLeavesNoOrphans(t *testing.T) {
 	} else if f := strings.Fields(string(stat)); len(f) < 6 || f[5] != strconv.Itoa(pid) {
 		t.Fatalf("the tool is not in its own session (%s): the test proves nothing", stat)
 	}
-	waitStored(t, td, s.ID, store.StatusSuspended)
+	waitStatus(t, td.D, td.Ctx, s.ID, store.StatusSuspended)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

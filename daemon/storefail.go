@@ -152,19 +152,18 @@ func (d *Daemon) writeGaps() {
 // harm (the stored status is right).
 func (d *Daemon) writeGap(id string, l lostEvents) error {
 	ctx := context.WithoutCancel(d.ctx)
-	gap, err := encodeBody(&Gap{Lost: l.n, From: l.from, To: l.to, Reason: l.reason})
+	gap, err := newEvent(id, &Gap{Lost: l.n, From: l.from, To: l.to, Reason: l.reason})
 	if err != nil {
 		return err
 	}
 	st := store.StatusSuspended
-	if err := appendUpdate(ctx, d.db, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "gap", Raw: gap},
-		store.SessionUpdate{Status: &st}); err != nil {
+	if err := appendUpdate(ctx, d.db, &gap.Event, store.SessionUpdate{Status: &st}); err != nil {
 		return err
 	}
-	status, err := encodeBody(&StatusChange{Status: st,
+	status, err := newEvent(id, &StatusChange{Status: st,
 		Detail: fmt.Sprintf("suspended while the store could not write (%d events lost); the next prompt resumes it", l.n)})
 	if err == nil {
-		_, err = d.db.Append(ctx, &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: status})
+		_, err = d.db.Append(ctx, &status.Event)
 	}
 	if err != nil {
 		d.log.Warn("recording a session's status after its gap", "session", id, "err", err)

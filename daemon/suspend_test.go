@@ -12,26 +12,6 @@ import (
 	"github.com/claudectl/claudectl/store"
 )
 
-// waitStored waits until session id is stored with status want and
-// returns it.
-func waitStored(t *testing.T, td *daemontest.Daemon, id string, want store.SessionStatus) *store.Session {
-	t.Helper()
-	for {
-		s, err := td.D.Session(td.Ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Status == want {
-			return s
-		}
-		select {
-		case <-td.Ctx.Done():
-			t.Fatalf("session %s is %s (%s), want %s", id, s.Status, s.Error, want)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 // lastStatus returns the detail of the last status event of session id.
 func lastStatus(t *testing.T, td *daemontest.Daemon, id string) *daemon.StatusChange {
 	t.Helper()
@@ -68,7 +48,7 @@ func TestIdleSessionSuspendsAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitStored(t, td, s.ID, store.StatusSuspended)
+	waitStatus(t, td.D, td.Ctx, s.ID, store.StatusSuspended)
 	if st := lastStatus(t, td, s.ID); st == nil || !strings.Contains(st.Detail, "idle for 300ms") {
 		t.Errorf("suspension's status event: %+v", st)
 	}
@@ -84,7 +64,7 @@ func TestIdleSessionSuspendsAndResumes(t *testing.T) {
 	if err := d.Send(ctx, s.ID, "Which number?"); err != nil {
 		t.Fatal(err)
 	}
-	got := waitStored(t, td, s.ID, store.StatusSuspended) // the turn, then idle again
+	got := waitStatus(t, td.D, td.Ctx, s.ID, store.StatusSuspended) // the turn, then idle again
 	if got.Process != 2 || got.Totals.Turns != 2 || got.Model != "claude-sonnet-4-5" {
 		t.Errorf("after the resumed turn: process %d, turns %d, model %q", got.Process, got.Totals.Turns, got.Model)
 	}
@@ -107,11 +87,11 @@ func TestSuspendedBeforeAnyPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitStored(t, td, s.ID, store.StatusSuspended)
+	waitStatus(t, td.D, td.Ctx, s.ID, store.StatusSuspended)
 	if err := td.D.Send(td.Ctx, s.ID, "hi"); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitStored(t, td, s.ID, store.StatusSuspended); got.Totals.Turns != 1 || got.ClaudeSessionID == "" {
+	if got := waitStatus(t, td.D, td.Ctx, s.ID, store.StatusSuspended); got.Totals.Turns != 1 || got.ClaudeSessionID == "" {
 		t.Errorf("after the first prompt: turns %d, claude id %q", got.Totals.Turns, got.ClaudeSessionID)
 	}
 }
@@ -166,11 +146,11 @@ func TestMaxRunningQueues(t *testing.T) {
 	if b.s.ID != queuedID {
 		t.Errorf("queued %s, started %s", queuedID, b.s.ID)
 	}
-	waitStored(t, td, a.ID, store.StatusSuspended)
+	waitStatus(t, td.D, td.Ctx, a.ID, store.StatusSuspended)
 	if st := lastStatus(t, td, a.ID); st == nil || !strings.Contains(st.Detail, "make room") {
 		t.Errorf("A's suspension: %+v", st)
 	}
-	waitStored(t, td, b.s.ID, store.StatusIdle)
+	waitStatus(t, td.D, td.Ctx, b.s.ID, store.StatusIdle)
 	if n := d.Running(); n != 1 {
 		t.Errorf("%d sessions run, want 1", n)
 	}
@@ -178,8 +158,8 @@ func TestMaxRunningQueues(t *testing.T) {
 	if err := d.Send(ctx, a.ID, "and again"); err != nil {
 		t.Fatal(err)
 	}
-	waitStored(t, td, b.s.ID, store.StatusSuspended)
-	if got := waitStored(t, td, a.ID, store.StatusIdle); got.Totals.Turns != 2 {
+	waitStatus(t, td.D, td.Ctx, b.s.ID, store.StatusSuspended)
+	if got := waitStatus(t, td.D, td.Ctx, a.ID, store.StatusIdle); got.Totals.Turns != 2 {
 		t.Errorf("A after its second prompt: %d turns", got.Totals.Turns)
 	}
 }

@@ -257,16 +257,19 @@ func (a *asker) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 // asked about, in words ([]string), when a daemon said it.
 type alwaysKey struct{}
 
+// destinations says where the CLI keeps a permission update, in words.
+var destinations = map[string]string{
+	"userSettings": "in your user settings (~/.claude/settings.json)", "projectSettings": "in the project's .claude/settings.json",
+	"localSettings": "in the project's .claude/settings.local.json", "session": "for this session",
+}
+
 // describeSuggestions says in words what the CLI does with its suggested
 // permission updates when the user answers always (a local run: the CLI
 // applies them itself).
 func describeSuggestions(sugs []claude.PermissionUpdate) []string {
 	var parts []string
 	for _, u := range sugs {
-		where := map[string]string{
-			"userSettings": "in your user settings (~/.claude/settings.json)", "projectSettings": "in the project's .claude/settings.json",
-			"localSettings": "in the project's .claude/settings.local.json", "session": "for this session",
-		}[u.Destination]
+		where := destinations[u.Destination]
 		if where == "" {
 			where = "(" + u.Destination + ")"
 		}
