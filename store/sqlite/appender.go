@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,10 +54,9 @@ type appender struct {
 	// committed, if set, is called after each commit; it must not block.
 	committed func()
 
-	w       *sql.DB
-	insert  *sql.Stmt // one row
-	insertN *sql.Stmt // insertRows rows
-	lookup  *sql.Stmt
+	w      *sql.DB
+	insert *sql.Stmt // one chunk
+	lookup *sql.Stmt
 	// stmts are the statements of session updates and the usage ledger
 	// that run in the writer's transactions, prepared on first use
 	// (outside a transaction: the writer has one connection).
@@ -69,9 +67,13 @@ type appender struct {
 	// it; it is right because every event and every session deletion is
 	// written by that goroutine.
 	sessions map[string]sessionState
-	// changed and args are write's scratch space, kept between batches.
+	// changed and chunks are write's scratch space, kept between batches:
+	// the batch's changes to sessions, and the chunk of each session the
+	// batch appends to (by sessions.pk), reused from batch to batch.
 	changed map[string]sessionState
-	args    []any
+	chunks  map[int64]*chunkWriter
+	open    []*chunkWriter // the chunks holding events not inserted yet, in order of their first event
+	free    []*chunkWriter // chunk writers to reuse, at most maxFreeChunks
 	health  *health
 	commits atomic.Int64 // batches written (for tests)
 
@@ -88,33 +90,22 @@ func newAppender(w *sql.DB, maxBatch int, h *health) (*appender, error) {
 		health:   h,
 		sessions: make(map[string]sessionState),
 		changed:  make(map[string]sessionState),
-		args:     make([]any, 0, 8*insertRows),
+		chunks:   make(map[int64]*chunkWriter),
 		maxBatch: maxBatch,
 		in:       make(chan *appendRequest, 1024),
 		exited:   make(chan struct{}),
 	}
-	// Rows go in by insertRows per statement: the per-statement cost of
-	// database/sql and SQLite is then paid once for many rows.
-	const row = "(?, ?, ?, ?, ?, ?, ?, ?)"
-	const insert = `INSERT INTO events (session, seq, time, direction, type, subtype, raw, original_size) VALUES `
 	var err error
-	if a.insert, err = w.PrepareContext(ctx, insert+row); err != nil {
-		return nil, err
-	}
-	if a.insertN, err = w.PrepareContext(ctx, insert+strings.Repeat(row+", ", insertRows-1)+row); err != nil {
-		a.insert.Close()
+	if a.insert, err = w.PrepareContext(ctx, insertChunkSQL); err != nil {
 		return nil, err
 	}
 	// No row: no such session.
-	if a.lookup, err = w.PrepareContext(ctx, `SELECT pk, COALESCE((SELECT MAX(seq) FROM events WHERE session = sessions.pk), 0)
-		FROM sessions WHERE id = ?`); err != nil {
+	if a.lookup, err = w.PrepareContext(ctx, `SELECT pk, `+lastSeqSQL+` FROM sessions WHERE id = ?`); err != nil {
 		a.insert.Close()
-		a.insertN.Close()
 		return nil, err
 	}
 	if err := a.prepareKnown(ctx); err != nil {
 		a.insert.Close()
-		a.insertN.Close()
 		a.lookup.Close()
 		for _, st := range a.stmts {
 			st.Close()
@@ -170,11 +161,6 @@ func (a *appender) prepareKnown(ctx context.Context) error {
 
 func first[T, U any](t T, _ U) T { return t }
 
-// insertRows is the number of rows of the multi-row insert. 64 rows
-// (512 arguments) cost the writer less CPU per event than 16 in the
-// daemon's benchmark.
-const insertRows = 64
-
 // enqueue queues r for the writer. It fails if ctx ends before r could be
 // queued (the queue is full: the writer is behind) or the appender is
 // closed.
@@ -229,7 +215,6 @@ func (a *appender) close() {
 	a.mu.Unlock()
 	<-a.exited
 	a.insert.Close()
-	a.insertN.Close()
 	a.lookup.Close()
 	for _, st := range a.stmts {
 		st.Close()
@@ -345,28 +330,25 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 	}
 	defer tx.Rollback()
 	insert := tx.StmtContext(ctx, a.insert)
-	insertN := tx.StmtContext(ctx, a.insertN)
 	lookup := tx.StmtContext(ctx, a.lookup)
-	buf := a.args[:0]
-	args := buf // rows not inserted yet
+	// flush inserts the open chunks, or, without all, those full enough.
 	flush := func(all bool) error {
-		if len(args) == cap(buf) {
-			_, err := insertN.ExecContext(ctx, args...)
-			args = buf[:0]
-			return err
-		}
-		if !all {
-			return nil
-		}
-		for rest := args; len(rest) > 0; rest = rest[8:] {
-			if _, err := insert.ExecContext(ctx, rest[:8]...); err != nil {
+		kept := a.open[:0]
+		for _, c := range a.open {
+			if !all && len(c.buf) < maxChunkBytes {
+				kept = append(kept, c)
+				continue
+			}
+			if _, err := insert.ExecContext(ctx, c.pk, c.first, c.last, c.buf); err != nil {
+				a.dropChunks()
 				return err
 			}
+			c.reset(c.pk, c.last+1)
 		}
-		args = buf[:0] // the whole array again, for the next full insert
+		a.open = kept
 		return nil
 	}
-	defer clear(buf[:cap(buf)]) // let the events' payloads be collected
+	defer a.dropChunks() // let the events' payloads be collected
 	// changed holds this batch's changes to a.sessions, merged on commit.
 	changed := a.changed
 	clear(changed)
@@ -391,6 +373,9 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 	// writeFailure says otherwise.
 	one := func(i int, r *appendRequest) error {
 		if id := r.deleteSession; id != "" {
+			if err := flush(true); err != nil { // the session's events go with it
+				return err
+			}
 			res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 			if err != nil {
 				return err
@@ -417,16 +402,30 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 				st = a.sessions[ev.SessionID]
 			}
 			st.last++
-			args = append(args, st.pk, st.last, ev.Time.UnixNano(), int64(ev.Direction),
-				ev.Type, ev.Subtype, ev.Raw, ev.OriginalSize)
-			if err := flush(false); err != nil {
-				return err
+			c := a.chunks[st.pk]
+			if c == nil {
+				c = a.newChunk()
+				c.reset(st.pk, st.last)
+				a.chunks[st.pk] = c
+			}
+			if c.empty() {
+				if c.first != st.last {
+					c.reset(st.pk, st.last)
+				}
+				a.open = append(a.open, c)
+			}
+			c.add(ev, st.last)
+			if len(c.buf) >= maxChunkBytes {
+				if err := flush(false); err != nil {
+					return err
+				}
 			}
 			changed[ev.SessionID] = st
 			ev.Seq = st.last
 		}
-		if r.then != nil || careful {
-			if err := flush(true); err != nil { // then may read them
+		if careful {
+			// The request's rows go in inside its savepoint.
+			if err := flush(true); err != nil {
 				return err
 			}
 		}
@@ -457,7 +456,7 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			if _, err := tx.ExecContext(ctx, `ROLLBACK TO request`); err != nil {
 				return err
 			}
-			args = buf[:0] // the request flushed or failed flushing: nothing of it is pending
+			a.dropChunks() // what the request added and did not insert
 			a.restoreStates(saved)
 			for _, ev := range r.evs {
 				ev.Seq = 0
@@ -491,6 +490,39 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 		}
 	}
 	return nil
+}
+
+// maxFreeChunks bounds the chunk writers kept between batches, and
+// maxFreeChunkBytes the buffer of each: a batch of ten thousand sessions
+// or of one 10 MiB line does not stay in memory after it.
+const (
+	maxFreeChunks     = 256
+	maxFreeChunkBytes = 2 * maxChunkBytes
+)
+
+// newChunk returns a chunk writer, reused when one is free.
+func (a *appender) newChunk() *chunkWriter {
+	if n := len(a.free); n > 0 {
+		c := a.free[n-1]
+		a.free[n-1] = nil
+		a.free = a.free[:n-1]
+		return c
+	}
+	return new(chunkWriter)
+}
+
+// dropChunks forgets the batch's chunks, inserted or not, keeping some
+// writers for the next batches.
+func (a *appender) dropChunks() {
+	for _, c := range a.chunks {
+		if len(a.free) < maxFreeChunks && cap(c.buf) <= maxFreeChunkBytes {
+			c.buf = c.buf[:0]
+			a.free = append(a.free, c)
+		}
+	}
+	clear(a.chunks)
+	clear(a.open)
+	a.open = a.open[:0]
 }
 
 // A savedState is an entry of the batch's changes before a request: ok

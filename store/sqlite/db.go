@@ -138,6 +138,14 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// after, when set, runs in the migration's transaction after its SQL:
+	// the part of a migration SQL cannot express.
+	after func(ctx context.Context, tx *sql.Tx) error
+}
+
+// migrationSteps are the Go parts of migrations, by version.
+var migrationSteps = map[int]func(ctx context.Context, tx *sql.Tx) error{
+	4: convertEvents,
 }
 
 // migrations returns the embedded migrations in order. Their files are
@@ -159,7 +167,7 @@ func migrations() []migration {
 		if err != nil {
 			panic(err)
 		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+		ms = append(ms, migration{version: v, name: base, sql: string(b), after: migrationSteps[v]})
 	}
 	return ms
 }
@@ -301,6 +309,11 @@ func migrate(ctx context.Context, w *sql.DB) (err error) {
 }
 
 func migrateTx(ctx context.Context, conn *sql.Conn) error {
+	return migrateTo(ctx, conn, SchemaVersion())
+}
+
+// migrateTo applies the migrations the database lacks up to version to.
+func migrateTo(ctx context.Context, conn *sql.Conn, to int) error {
 	ms := migrations()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -322,9 +335,14 @@ func migrateTx(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("%w: the database is at version %d, this binary knows up to %d; use a newer claudectl",
 			store.ErrSchemaTooNew, cur, len(ms))
 	}
-	for _, m := range ms[cur:] {
+	for _, m := range ms[cur:max(cur, to)] {
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+		if m.after != nil {
+			if err := m.after(ctx, tx); err != nil {
+				return fmt.Errorf("migration %s: %w", m.name, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 			m.version, m.name, time.Now().UnixNano()); err != nil {

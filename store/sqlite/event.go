@@ -212,9 +212,10 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 		}
 		var last, first sql.NullInt64
 		var pk int64
+		// first: where the chunk holding the event after after begins.
 		err := db.r.QueryRowContext(ctx, `SELECT pk,
-			(SELECT MAX(seq) FROM events WHERE session = sessions.pk),
-			(SELECT MIN(seq) FROM events WHERE session = sessions.pk AND seq > ?2)
+			(SELECT MAX(last_seq) FROM event_chunks WHERE session = sessions.pk),
+			(SELECT first_seq FROM event_chunks WHERE session = sessions.pk AND last_seq > ?2 ORDER BY last_seq LIMIT 1)
 			FROM sessions WHERE id = ?1`, id, after).Scan(&pk, &last, &first)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -226,7 +227,7 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 		case after < 0 || after > last.Int64:
 			fail(fmt.Errorf("%w: after seq %d, the log ends at %d", store.ErrUnavailable, after, last.Int64))
 			return
-		case after < last.Int64 && first.Int64 != after+1:
+		case after < last.Int64 && first.Int64 > after+1:
 			fail(fmt.Errorf("%w: the log resumes at %d, not %d", store.ErrUnavailable, first.Int64, after+1))
 			return
 		}
@@ -260,24 +261,31 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 // eventPage appends to page the events of id from seq from to seq to, up to
 // pageEvents of them or about pageBytes of payload.
 func (db *DB) eventPage(ctx context.Context, id string, pk, from, to int64, page []store.Event) ([]store.Event, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT seq, time, direction, type, subtype, raw, original_size
-		FROM events WHERE session = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?`,
+	rows, err := db.r.QueryContext(ctx, `SELECT first_seq, events FROM event_chunks
+		WHERE session = ? AND last_seq >= ? AND first_seq <= ? ORDER BY last_seq LIMIT ?`,
 		pk, from, to, pageEvents)
 	if err != nil {
 		return page, err
 	}
 	defer rows.Close()
 	size := 0
-	for rows.Next() {
-		ev := store.Event{SessionID: id}
-		var t int64
-		if err := rows.Scan(&ev.Seq, &t, &ev.Direction, &ev.Type, &ev.Subtype, &ev.Raw, &ev.OriginalSize); err != nil {
+	full := func() bool { return len(page) >= pageEvents || size >= pageBytes }
+	for !full() && rows.Next() {
+		var first int64
+		var data []byte
+		if err := rows.Scan(&first, &data); err != nil {
 			return page, err
 		}
-		ev.Time = fromNanos(t)
-		page = append(page, ev)
-		if size += len(ev.Raw); size >= pageBytes {
-			break
+		err := decodeChunk(id, first, data, from, func(ev store.Event) bool {
+			if ev.Seq > to {
+				return false
+			}
+			page = append(page, ev)
+			size += len(ev.Raw)
+			return !full()
+		})
+		if err != nil {
+			return page, err
 		}
 	}
 	return page, rows.Err()

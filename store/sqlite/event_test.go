@@ -254,14 +254,17 @@ func TestEventsEndsAtCall(t *testing.T) {
 func TestEventsRefusesPartial(t *testing.T) {
 	db, path := mustOpen(t, nil)
 	s := mustSession(t, db)
-	appendN(t, db, s.ID, 10)
+	appendN(t, db, s.ID, 3) // a commit each: a chunk each
+	appendN(t, db, s.ID, 7)
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	if _, err := raw.Exec(`DELETE FROM events WHERE session = (SELECT pk FROM sessions WHERE id = ?) AND seq <= 3`, s.ID); err != nil {
+	if res, err := raw.Exec(`DELETE FROM event_chunks WHERE session = (SELECT pk FROM sessions WHERE id = ?) AND last_seq <= 3`, s.ID); err != nil {
 		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("deleted %d chunks, want the first", n)
 	}
 	evs, err := collect(t, db, s.ID, 1)
 	if !errors.Is(err, store.ErrUnavailable) || len(evs) != 0 {

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/claudectl/claudectl/store"
 )
@@ -50,3 +51,22 @@ func (db *DB) AppendExecAsync(ctx context.Context, done func(error), ev *store.E
 // Commits returns the number of transactions the writer has committed or
 // tried to.
 func (db *DB) Commits() int64 { return db.app.commits.Load() }
+
+// CreateAtVersion creates a database at path with the migrations up to
+// version only, as an older claudectl left it.
+func CreateAtVersion(ctx context.Context, path string, version int) error {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return migrateTo(ctx, conn, version)
+}
+
+// MaxChunkBytes is the size at which the writer ends a chunk.
+const MaxChunkBytes = maxChunkBytes

@@ -15,8 +15,11 @@ import (
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id,
-	COALESCE((SELECT MAX(seq) FROM events WHERE session = sessions.pk), 0)`
+	error, worker, parent_id, `+lastSeqSQL
+
+// lastSeqSQL is the seq of the last event of the session of a row of
+// sessions, 0 for none.
+const lastSeqSQL = `COALESCE((SELECT MAX(last_seq) FROM event_chunks WHERE session = sessions.pk), 0)`
 
 type scanner interface{ Scan(dest ...any) error }
 
