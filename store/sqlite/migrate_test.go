@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/sqlite"

@@ -15,7 +15,7 @@ import (
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id, `+lastSeqSQL
+	error, worker, parent_id, ` + lastSeqSQL
 
 // lastSeqSQL is the seq of the last event of the session of a row of
 // sessions, 0 for none.
