@@ -70,7 +70,10 @@ var benchSessions = func() int {
 // 100 models stream; 30ms at about a real model's rate. Their prompts go
 // out all at once, so each turn starts and ends with 100 stand-in processes
 // waking on the same 2 cores as the daemon; 30ms/staggered spreads the
-// prompts over a turn's length, as sessions that are not in lockstep are.
+// prompts over a turn's length, as sessions that are not in lockstep are;
+// 30ms/inprocess is 30ms with the CLIs in the daemon's process (no process,
+// no pipe; each line stamped as the session's reader takes it): what is
+// left is the daemon's own part, from its reader to the subscriber.
 func BenchmarkDaemon100Sessions(b *testing.B) {
 	standin := buildStandin(b)
 	for _, c := range []struct {
@@ -83,9 +86,21 @@ func BenchmarkDaemon100Sessions(b *testing.B) {
 		{"stream=10ms", 100, 10 * time.Millisecond, false},
 		{"stream=30ms", 40, 30 * time.Millisecond, false}, // about the rate of a real CLI streaming tokens
 		{"stream=30ms/staggered", 40, 30 * time.Millisecond, true},
+		// The CLIs in this process (stampCLI): the same turns and pacing
+		// with no process to schedule, no pipe and the lines stamped as the
+		// session's reader takes them: the daemon's own part of the
+		// latency.
+		{"stream=30ms/inprocess", 40, 30 * time.Millisecond, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			f := startFleet(b, standin, benchSessions, c.deltas, c.interval)
+			var f *fleet
+			if strings.HasSuffix(c.name, "/inprocess") {
+				cli := &stampCLI{inner: &daemontest.InProcessCLI{Script: func(int) [][]byte { return benchTurn(c.deltas) }}, interval: c.interval}
+				f = createSessions(b, daemontest.Start(b, &daemontest.Options{Transport: cli}), benchSessions, c.deltas)
+				f.subscribe()
+			} else {
+				f = startFleet(b, standin, benchSessions, c.deltas, c.interval)
+			}
 			if c.stagger {
 				f.stagger = time.Duration(c.deltas) * c.interval / time.Duration(benchSessions)
 			}
@@ -562,6 +577,38 @@ func benchTurn(deltas int) [][]byte {
 		ev(`{"type":"message_stop"}`),
 		fmt.Appendf(nil, `{"type":"result","subtype":"success","is_error":false,"result":"ok",%s,"total_cost_usd":0.001,"duration_ms":1,"num_turns":1}`, sid),
 	)
+}
+
+// stampCLI is inner whose CLIs print their stream events one per
+// interval, each stamped with "standin_ns" as the session's reader takes
+// it (BenchmarkDaemon100Sessions/stream=30ms/inprocess).
+type stampCLI struct {
+	inner    *daemontest.InProcessCLI
+	interval time.Duration
+}
+
+func (p *stampCLI) Start(ctx context.Context, cmd *claude.Command) (claude.Conn, error) {
+	c, err := p.inner.Start(ctx, cmd)
+	if err != nil {
+		return c, err
+	}
+	return &stampConn{Conn: c, interval: p.interval}, nil
+}
+
+type stampConn struct {
+	claude.Conn
+	interval time.Duration
+}
+
+func (c *stampConn) ReadLine() (claude.Line, error) {
+	l, err := c.Conn.ReadLine()
+	if err == nil && bytes.HasPrefix(l.Data, streamEventPrefix) {
+		time.Sleep(c.interval)
+		d := append(bytes.Clone(bytes.TrimSuffix(l.Data, []byte("}"))), `,"standin_ns":`...)
+		d = strconv.AppendInt(d, time.Now().UnixNano(), 10)
+		l.Data = append(d, '}')
+	}
+	return l, err
 }
 
 // pacedCLI is inner whose first CLI prints its stream events one per
