@@ -144,38 +144,21 @@ func chunkBytes(d []byte) (v, rest []byte, ok bool) {
 
 // internType returns the common types and subtypes without allocating.
 func internType(b []byte) string {
-	switch string(b) {
-	case "":
-		return ""
-	case "stream_event":
-		return "stream_event"
-	case "text_delta":
-		return "text_delta"
-	case "assistant":
-		return "assistant"
-	case "user":
-		return "user"
-	case "result":
-		return "result"
-	case "system":
-		return "system"
-	case "status":
-		return "status"
-	case "control_request":
-		return "control_request"
-	case "control_response":
-		return "control_response"
-	case "tool_use":
-		return "tool_use"
-	case "usage_report":
-		return "usage_report"
-	case "success":
-		return "success"
-	case "init":
-		return "init"
+	if s, ok := commonTypes[string(b)]; ok { // no allocation for the lookup
+		return s
 	}
 	return string(b)
 }
+
+// commonTypes are the event types and subtypes most lines have.
+var commonTypes = func() map[string]string {
+	m := map[string]string{}
+	for _, t := range []string{"", "stream_event", "text_delta", "assistant", "user", "result", "system", "status",
+		"control_request", "control_response", "tool_use", "usage_report", "success", "init"} {
+		m[t] = t
+	}
+	return m
+}()
 
 // convertEvents is migration 4's Go step: it moves the events of the
 // row-per-event table of version 3 into chunks, a run of consecutive seqs
