@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/daemon"
@@ -133,4 +134,25 @@ func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.Lis
 		out.Decisions = append(out.Decisions, decisionToProto(d))
 	}
 	return connect.NewResponse(out), nil
+}
+
+// WatchPending implements PermissionService.
+func (s *Service) WatchPending(ctx context.Context, req *connect.Request[v1.WatchPendingRequest], stream *connect.ServerStream[v1.WatchPendingResponse]) error {
+	for ch, err := range s.D.WatchPending(ctx, req.Msg.SessionId) {
+		if err != nil {
+			return toConnect(err)
+		}
+		out := &v1.WatchPendingResponse{Snapshot: ch.Snapshot}
+		for _, p := range ch.Pending {
+			out.Requests = append(out.Requests, pendingToProto(p, s.D.AlwaysOf(ctx, p)))
+		}
+		if st := ch.Settled; st != nil {
+			out.Settled = &v1.SettledRequest{RequestId: st.RequestID, SessionId: st.SessionID, Outcome: st.Outcome,
+				By: st.By, At: timestamppb.New(st.At)}
+		}
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -151,3 +151,20 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[v1.Subscri
 	}
 	return nil
 }
+
+// WatchSessions implements SessionService.
+func (s *Service) WatchSessions(ctx context.Context, _ *connect.Request[v1.WatchSessionsRequest], stream *connect.ServerStream[v1.WatchSessionsResponse]) error {
+	for ch, err := range s.D.WatchSessions(ctx) {
+		if err != nil {
+			return toConnect(err)
+		}
+		out := &v1.WatchSessionsResponse{Snapshot: ch.Snapshot}
+		for _, ss := range ch.Sessions {
+			out.Sessions = append(out.Sessions, sessionToProto(ss))
+		}
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}

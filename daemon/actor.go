@@ -370,7 +370,7 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 	committed := func(err error) {
 		switch {
 		case err == nil:
-			a.hub.publish(ev) // se is ev's own: its seq is set
+			a.publish(ev) // se is ev's own: its seq is set
 		case writeFailed(err):
 			a.lost(err)
 		case !wait:
@@ -395,6 +395,13 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 		a.d.log.Error("logging an event", "session", a.id, "type", se.Type, "err", err)
 	}
 	return err
+}
+
+// publish fans ev out to the session's subscribers and tells the session
+// watchers that the session changed.
+func (a *actor) publish(ev Event) {
+	a.hub.publish(ev)
+	a.d.feed.changed(a.id)
 }
 
 // daemonEvent makes the stored form of b.
@@ -434,7 +441,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 	done := make(chan usageOutcome, 1)
 	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
 		if err == nil {
-			a.hub.publish(Event{Event: *ev})
+			a.publish(Event{Event: *ev})
 		} else if writeFailed(err) {
 			a.lost(err)
 		}

@@ -143,6 +143,7 @@ type Daemon struct {
 	mu     sync.Mutex
 	actors map[string]*actor // guarded by mu; only sessions with a live CLI
 	hubs   map[string]*hub   // guarded by mu; sessions with an actor or a subscriber (subscribe.go)
+	feed   sessionFeed       // tells session watchers what changed (watch.go)
 	closed bool              // guarded by mu
 }
 
@@ -614,6 +615,7 @@ func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
 	a, err := d.actor(ctx, id)
 	if d.suspendedSession(ctx, err, id) { // taken by the next resume
 		_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{Model: &model})
+		d.feed.changed(id)
 		return err
 	}
 	if err != nil {
@@ -624,6 +626,7 @@ func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
 		return err
 	}
 	_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{Model: &model})
+	d.feed.changed(id)
 	return err
 }
 
@@ -638,6 +641,7 @@ func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
 	a, err := d.actor(ctx, id)
 	if d.suspendedSession(ctx, err, id) { // taken by the next resume
 		_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{PermissionMode: &mode})
+		d.feed.changed(id)
 		return err
 	}
 	if err != nil {
@@ -650,6 +654,7 @@ func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
 		return err
 	}
 	_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{PermissionMode: &mode})
+	d.feed.changed(id)
 	return err
 }
 

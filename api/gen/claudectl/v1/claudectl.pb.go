@@ -2862,6 +2862,280 @@ func (x *Warning) GetClaudeCodeVersion() string {
 	return ""
 }
 
+type WatchSessionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionsRequest) Reset() {
+	*x = WatchSessionsRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionsRequest) ProtoMessage() {}
+
+func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
+func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
+}
+
+type WatchSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot: sessions is every session, replacing what the watcher has;
+	// otherwise the sessions that changed.
+	Snapshot      bool       `protobuf:"varint,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Sessions      []*Session `protobuf:"bytes,2,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionsResponse) Reset() {
+	*x = WatchSessionsResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionsResponse) ProtoMessage() {}
+
+func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
+func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WatchSessionsResponse) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *WatchSessionsResponse) GetSessions() []*Session {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+type WatchPendingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPendingRequest) Reset() {
+	*x = WatchPendingRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPendingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPendingRequest) ProtoMessage() {}
+
+func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPendingRequest.ProtoReflect.Descriptor instead.
+func (*WatchPendingRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *WatchPendingRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type WatchPendingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot: requests is everything pending now, replacing what the
+	// watcher has; otherwise requests holds a new one, or settled is set.
+	Snapshot      bool                 `protobuf:"varint,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Requests      []*PermissionRequest `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty"`
+	Settled       *SettledRequest      `protobuf:"bytes,3,opt,name=settled,proto3" json:"settled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPendingResponse) Reset() {
+	*x = WatchPendingResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPendingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPendingResponse) ProtoMessage() {}
+
+func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPendingResponse.ProtoReflect.Descriptor instead.
+func (*WatchPendingResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WatchPendingResponse) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *WatchPendingResponse) GetRequests() []*PermissionRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *WatchPendingResponse) GetSettled() *SettledRequest {
+	if x != nil {
+		return x.Settled
+	}
+	return nil
+}
+
+// SettledRequest is a pending request that ended.
+type SettledRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// outcome: "allowed", "denied", "expired" or "withdrawn".
+	Outcome       string                 `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	By            string                 `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"` // "client:alice", "timeout", "cli", …
+	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettledRequest) Reset() {
+	*x = SettledRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettledRequest) ProtoMessage() {}
+
+func (x *SettledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettledRequest.ProtoReflect.Descriptor instead.
+func (*SettledRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *SettledRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SettledRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SettledRequest) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *SettledRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *SettledRequest) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 type ListPendingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -2871,7 +3145,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3157,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3170,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListPendingRequest) GetSessionId() string {
@@ -2915,7 +3189,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2927,7 +3201,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2940,7 +3214,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListPendingResponse) GetRequests() []*PermissionRequest {
@@ -2966,7 +3240,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3252,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3265,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DecideRequest) GetRequestId() string {
@@ -3045,7 +3319,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +3331,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +3344,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DecideResponse) GetDecision() *Decision {
@@ -3094,7 +3368,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3380,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3393,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Rule) GetId() string {
@@ -3172,7 +3446,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3458,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3471,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
 }
 
 type ListRulesResponse struct {
@@ -3209,7 +3483,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3495,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3508,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -3253,7 +3527,7 @@ type AddRuleRequest struct {
 
 func (x *AddRuleRequest) Reset() {
 	*x = AddRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3265,7 +3539,7 @@ func (x *AddRuleRequest) String() string {
 func (*AddRuleRequest) ProtoMessage() {}
 
 func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3278,7 +3552,7 @@ func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleRequest.ProtoReflect.Descriptor instead.
 func (*AddRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AddRuleRequest) GetRule() *Rule {
@@ -3297,7 +3571,7 @@ type AddRuleResponse struct {
 
 func (x *AddRuleResponse) Reset() {
 	*x = AddRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3583,7 @@ func (x *AddRuleResponse) String() string {
 func (*AddRuleResponse) ProtoMessage() {}
 
 func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3596,7 @@ func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleResponse.ProtoReflect.Descriptor instead.
 func (*AddRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AddRuleResponse) GetRule() *Rule {
@@ -3341,7 +3615,7 @@ type RemoveRuleRequest struct {
 
 func (x *RemoveRuleRequest) Reset() {
 	*x = RemoveRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3627,7 @@ func (x *RemoveRuleRequest) String() string {
 func (*RemoveRuleRequest) ProtoMessage() {}
 
 func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3640,7 @@ func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RemoveRuleRequest) GetRuleId() string {
@@ -3384,7 +3658,7 @@ type RemoveRuleResponse struct {
 
 func (x *RemoveRuleResponse) Reset() {
 	*x = RemoveRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3670,7 @@ func (x *RemoveRuleResponse) String() string {
 func (*RemoveRuleResponse) ProtoMessage() {}
 
 func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3683,7 @@ func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleResponse.ProtoReflect.Descriptor instead.
 func (*RemoveRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
 }
 
 type ListDecisionsRequest struct {
@@ -3422,7 +3696,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3708,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3721,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListDecisionsRequest) GetSessionId() string {
@@ -3473,7 +3747,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3485,7 +3759,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3498,7 +3772,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*Decision {
@@ -3516,7 +3790,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3802,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3815,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
 }
 
 type HealthResponse struct {
@@ -3553,7 +3827,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3565,7 +3839,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3578,7 +3852,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HealthResponse) GetOk() bool {
@@ -3615,7 +3889,7 @@ type ClaudeCodeStatus struct {
 
 func (x *ClaudeCodeStatus) Reset() {
 	*x = ClaudeCodeStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3901,7 @@ func (x *ClaudeCodeStatus) String() string {
 func (*ClaudeCodeStatus) ProtoMessage() {}
 
 func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3914,7 @@ func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeStatus.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClaudeCodeStatus) GetVersion() string {
@@ -3717,7 +3991,7 @@ type CompatibilityReason struct {
 
 func (x *CompatibilityReason) Reset() {
 	*x = CompatibilityReason{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3729,7 +4003,7 @@ func (x *CompatibilityReason) String() string {
 func (*CompatibilityReason) ProtoMessage() {}
 
 func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3742,7 +4016,7 @@ func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompatibilityReason.ProtoReflect.Descriptor instead.
 func (*CompatibilityReason) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CompatibilityReason) GetKind() string {
@@ -3833,7 +4107,7 @@ type ClaudeCodeVersion struct {
 
 func (x *ClaudeCodeVersion) Reset() {
 	*x = ClaudeCodeVersion{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3845,7 +4119,7 @@ func (x *ClaudeCodeVersion) String() string {
 func (*ClaudeCodeVersion) ProtoMessage() {}
 
 func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3858,7 +4132,7 @@ func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeVersion.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeVersion) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClaudeCodeVersion) GetVersion() string {
@@ -3929,7 +4203,7 @@ type DegradedSession struct {
 
 func (x *DegradedSession) Reset() {
 	*x = DegradedSession{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3941,7 +4215,7 @@ func (x *DegradedSession) String() string {
 func (*DegradedSession) ProtoMessage() {}
 
 func (x *DegradedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3954,7 +4228,7 @@ func (x *DegradedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DegradedSession.ProtoReflect.Descriptor instead.
 func (*DegradedSession) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DegradedSession) GetSessionId() string {
@@ -3993,7 +4267,7 @@ type HealthDetailsRequest struct {
 
 func (x *HealthDetailsRequest) Reset() {
 	*x = HealthDetailsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4005,7 +4279,7 @@ func (x *HealthDetailsRequest) String() string {
 func (*HealthDetailsRequest) ProtoMessage() {}
 
 func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4018,7 +4292,7 @@ func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsRequest.ProtoReflect.Descriptor instead.
 func (*HealthDetailsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
 }
 
 type HealthDetailsResponse struct {
@@ -4040,7 +4314,7 @@ type HealthDetailsResponse struct {
 
 func (x *HealthDetailsResponse) Reset() {
 	*x = HealthDetailsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4052,7 +4326,7 @@ func (x *HealthDetailsResponse) String() string {
 func (*HealthDetailsResponse) ProtoMessage() {}
 
 func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4065,7 +4339,7 @@ func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsResponse.ProtoReflect.Descriptor instead.
 func (*HealthDetailsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *HealthDetailsResponse) GetOk() bool {
@@ -4158,7 +4432,7 @@ type StoreStatus struct {
 
 func (x *StoreStatus) Reset() {
 	*x = StoreStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4444,7 @@ func (x *StoreStatus) String() string {
 func (*StoreStatus) ProtoMessage() {}
 
 func (x *StoreStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4457,7 @@ func (x *StoreStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreStatus.ProtoReflect.Descriptor instead.
 func (*StoreStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *StoreStatus) GetOk() bool {
@@ -4421,7 +4695,26 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x05level\x18\x02 \x01(\x0e2 .claudectl.v1.CompatibilityLevelR\x05level\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
 	"\x05items\x18\x04 \x03(\tR\x05items\x12.\n" +
-	"\x13claude_code_version\x18\x05 \x01(\tR\x11claudeCodeVersion\"3\n" +
+	"\x13claude_code_version\x18\x05 \x01(\tR\x11claudeCodeVersion\"\x16\n" +
+	"\x14WatchSessionsRequest\"f\n" +
+	"\x15WatchSessionsResponse\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x121\n" +
+	"\bsessions\x18\x02 \x03(\v2\x15.claudectl.v1.SessionR\bsessions\"4\n" +
+	"\x13WatchPendingRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xa7\x01\n" +
+	"\x14WatchPendingResponse\x12\x1a\n" +
+	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x12;\n" +
+	"\brequests\x18\x02 \x03(\v2\x1f.claudectl.v1.PermissionRequestR\brequests\x126\n" +
+	"\asettled\x18\x03 \x01(\v2\x1c.claudectl.v1.SettledRequestR\asettled\"\xa4\x01\n" +
+	"\x0eSettledRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"3\n" +
 	"\x12ListPendingRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"R\n" +
@@ -4555,7 +4848,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"$COMPATIBILITY_LEVEL_FULLY_COMPATIBLE\x10\x01\x12)\n" +
 	"%COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE\x10\x02\x12 \n" +
 	"\x1cCOMPATIBILITY_LEVEL_DEGRADED\x10\x03\x12$\n" +
-	" COMPATIBILITY_LEVEL_INCOMPATIBLE\x10\x042\xa5\a\n" +
+	" COMPATIBILITY_LEVEL_INCOMPATIBLE\x10\x042\x81\b\n" +
 	"\x0eSessionService\x12X\n" +
 	"\rCreateSession\x12\".claudectl.v1.CreateSessionRequest\x1a#.claudectl.v1.CreateSessionResponse\x12U\n" +
 	"\fListSessions\x12!.claudectl.v1.ListSessionsRequest\x1a\".claudectl.v1.ListSessionsResponse\x12O\n" +
@@ -4568,9 +4861,11 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\fCloseSession\x12!.claudectl.v1.CloseSessionRequest\x1a\".claudectl.v1.CloseSessionResponse\x12X\n" +
 	"\rResumeSession\x12\".claudectl.v1.ResumeSessionRequest\x1a#.claudectl.v1.ResumeSessionResponse\x12R\n" +
 	"\vForkSession\x12 .claudectl.v1.ForkSessionRequest\x1a!.claudectl.v1.ForkSessionResponse\x12N\n" +
-	"\tSubscribe\x12\x1e.claudectl.v1.SubscribeRequest\x1a\x1f.claudectl.v1.SubscribeResponse0\x012\xed\x03\n" +
+	"\tSubscribe\x12\x1e.claudectl.v1.SubscribeRequest\x1a\x1f.claudectl.v1.SubscribeResponse0\x01\x12Z\n" +
+	"\rWatchSessions\x12\".claudectl.v1.WatchSessionsRequest\x1a#.claudectl.v1.WatchSessionsResponse0\x012\xc6\x04\n" +
 	"\x11PermissionService\x12R\n" +
-	"\vListPending\x12 .claudectl.v1.ListPendingRequest\x1a!.claudectl.v1.ListPendingResponse\x12C\n" +
+	"\vListPending\x12 .claudectl.v1.ListPendingRequest\x1a!.claudectl.v1.ListPendingResponse\x12W\n" +
+	"\fWatchPending\x12!.claudectl.v1.WatchPendingRequest\x1a\".claudectl.v1.WatchPendingResponse0\x01\x12C\n" +
 	"\x06Decide\x12\x1b.claudectl.v1.DecideRequest\x1a\x1c.claudectl.v1.DecideResponse\x12L\n" +
 	"\tListRules\x12\x1e.claudectl.v1.ListRulesRequest\x1a\x1f.claudectl.v1.ListRulesResponse\x12F\n" +
 	"\aAddRule\x12\x1c.claudectl.v1.AddRuleRequest\x1a\x1d.claudectl.v1.AddRuleResponse\x12O\n" +
@@ -4594,7 +4889,7 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                     // 1: claudectl.v1.Behavior
@@ -4640,38 +4935,43 @@ var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(*StatusChange)(nil),              // 41: claudectl.v1.StatusChange
 	(*Error)(nil),                     // 42: claudectl.v1.Error
 	(*Warning)(nil),                   // 43: claudectl.v1.Warning
-	(*ListPendingRequest)(nil),        // 44: claudectl.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),       // 45: claudectl.v1.ListPendingResponse
-	(*DecideRequest)(nil),             // 46: claudectl.v1.DecideRequest
-	(*DecideResponse)(nil),            // 47: claudectl.v1.DecideResponse
-	(*Rule)(nil),                      // 48: claudectl.v1.Rule
-	(*ListRulesRequest)(nil),          // 49: claudectl.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),         // 50: claudectl.v1.ListRulesResponse
-	(*AddRuleRequest)(nil),            // 51: claudectl.v1.AddRuleRequest
-	(*AddRuleResponse)(nil),           // 52: claudectl.v1.AddRuleResponse
-	(*RemoveRuleRequest)(nil),         // 53: claudectl.v1.RemoveRuleRequest
-	(*RemoveRuleResponse)(nil),        // 54: claudectl.v1.RemoveRuleResponse
-	(*ListDecisionsRequest)(nil),      // 55: claudectl.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),     // 56: claudectl.v1.ListDecisionsResponse
-	(*HealthRequest)(nil),             // 57: claudectl.v1.HealthRequest
-	(*HealthResponse)(nil),            // 58: claudectl.v1.HealthResponse
-	(*ClaudeCodeStatus)(nil),          // 59: claudectl.v1.ClaudeCodeStatus
-	(*CompatibilityReason)(nil),       // 60: claudectl.v1.CompatibilityReason
-	(*ClaudeCodeVersion)(nil),         // 61: claudectl.v1.ClaudeCodeVersion
-	(*DegradedSession)(nil),           // 62: claudectl.v1.DegradedSession
-	(*HealthDetailsRequest)(nil),      // 63: claudectl.v1.HealthDetailsRequest
-	(*HealthDetailsResponse)(nil),     // 64: claudectl.v1.HealthDetailsResponse
-	(*StoreStatus)(nil),               // 65: claudectl.v1.StoreStatus
-	nil,                               // 66: claudectl.v1.Usage.ByModelEntry
-	nil,                               // 67: claudectl.v1.DecideRequest.AnswersEntry
-	(*timestamppb.Timestamp)(nil),     // 68: google.protobuf.Timestamp
+	(*WatchSessionsRequest)(nil),      // 44: claudectl.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),     // 45: claudectl.v1.WatchSessionsResponse
+	(*WatchPendingRequest)(nil),       // 46: claudectl.v1.WatchPendingRequest
+	(*WatchPendingResponse)(nil),      // 47: claudectl.v1.WatchPendingResponse
+	(*SettledRequest)(nil),            // 48: claudectl.v1.SettledRequest
+	(*ListPendingRequest)(nil),        // 49: claudectl.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),       // 50: claudectl.v1.ListPendingResponse
+	(*DecideRequest)(nil),             // 51: claudectl.v1.DecideRequest
+	(*DecideResponse)(nil),            // 52: claudectl.v1.DecideResponse
+	(*Rule)(nil),                      // 53: claudectl.v1.Rule
+	(*ListRulesRequest)(nil),          // 54: claudectl.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),         // 55: claudectl.v1.ListRulesResponse
+	(*AddRuleRequest)(nil),            // 56: claudectl.v1.AddRuleRequest
+	(*AddRuleResponse)(nil),           // 57: claudectl.v1.AddRuleResponse
+	(*RemoveRuleRequest)(nil),         // 58: claudectl.v1.RemoveRuleRequest
+	(*RemoveRuleResponse)(nil),        // 59: claudectl.v1.RemoveRuleResponse
+	(*ListDecisionsRequest)(nil),      // 60: claudectl.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),     // 61: claudectl.v1.ListDecisionsResponse
+	(*HealthRequest)(nil),             // 62: claudectl.v1.HealthRequest
+	(*HealthResponse)(nil),            // 63: claudectl.v1.HealthResponse
+	(*ClaudeCodeStatus)(nil),          // 64: claudectl.v1.ClaudeCodeStatus
+	(*CompatibilityReason)(nil),       // 65: claudectl.v1.CompatibilityReason
+	(*ClaudeCodeVersion)(nil),         // 66: claudectl.v1.ClaudeCodeVersion
+	(*DegradedSession)(nil),           // 67: claudectl.v1.DegradedSession
+	(*HealthDetailsRequest)(nil),      // 68: claudectl.v1.HealthDetailsRequest
+	(*HealthDetailsResponse)(nil),     // 69: claudectl.v1.HealthDetailsResponse
+	(*StoreStatus)(nil),               // 70: claudectl.v1.StoreStatus
+	nil,                               // 71: claudectl.v1.Usage.ByModelEntry
+	nil,                               // 72: claudectl.v1.DecideRequest.AnswersEntry
+	(*timestamppb.Timestamp)(nil),     // 73: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,  // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	68, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	68, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	73, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	73, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
-	66, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	71, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
 	7,  // 5: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
 	4,  // 6: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
 	0,  // 7: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
@@ -4680,7 +4980,7 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	4,  // 10: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
 	4,  // 11: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
 	30, // 12: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	68, // 13: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	73, // 13: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
 	33, // 14: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
 	34, // 15: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
 	35, // 16: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
@@ -4692,88 +4992,96 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	43, // 22: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
 	31, // 23: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
 	32, // 24: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
-	68, // 25: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	68, // 26: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	73, // 25: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	73, // 26: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
 	37, // 27: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	68, // 28: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	48, // 29: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
+	73, // 28: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	53, // 29: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
 	39, // 30: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
 	1,  // 31: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	68, // 32: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	73, // 32: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
 	5,  // 33: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
 	5,  // 34: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
 	0,  // 35: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
 	3,  // 36: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
-	36, // 37: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	1,  // 38: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	67, // 39: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	39, // 40: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
-	1,  // 41: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
-	2,  // 42: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	68, // 43: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	48, // 44: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	48, // 45: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	48, // 46: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	39, // 47: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
-	3,  // 48: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	60, // 49: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	61, // 50: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	62, // 51: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
-	3,  // 52: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	68, // 53: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	68, // 54: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
-	3,  // 55: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 56: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 57: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	68, // 58: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	59, // 59: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	65, // 60: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
-	68, // 61: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	68, // 62: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	6,  // 63: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	8,  // 64: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	10, // 65: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	12, // 66: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	14, // 67: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	16, // 68: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	18, // 69: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	20, // 70: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	22, // 71: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	24, // 72: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	26, // 73: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	28, // 74: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	44, // 75: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	46, // 76: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	49, // 77: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	51, // 78: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	53, // 79: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	55, // 80: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	57, // 81: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	63, // 82: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	9,  // 83: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	11, // 84: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	13, // 85: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	15, // 86: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	17, // 87: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	19, // 88: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	21, // 89: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	23, // 90: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	25, // 91: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	27, // 92: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	29, // 93: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	45, // 94: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	47, // 95: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	50, // 96: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	52, // 97: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	54, // 98: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	56, // 99: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	58, // 100: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	64, // 101: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	83, // [83:102] is the sub-list for method output_type
-	64, // [64:83] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	4,  // 37: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	36, // 38: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	48, // 39: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
+	73, // 40: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	36, // 41: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	1,  // 42: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
+	72, // 43: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	39, // 44: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	1,  // 45: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
+	2,  // 46: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
+	73, // 47: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	53, // 48: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	53, // 49: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	53, // 50: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	39, // 51: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	3,  // 52: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
+	65, // 53: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	66, // 54: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	67, // 55: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	3,  // 56: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
+	73, // 57: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	73, // 58: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	3,  // 59: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 60: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 61: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
+	73, // 62: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	64, // 63: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	70, // 64: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	73, // 65: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	73, // 66: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	6,  // 67: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	8,  // 68: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	10, // 69: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	12, // 70: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	14, // 71: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	16, // 72: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	18, // 73: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	20, // 74: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	22, // 75: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	24, // 76: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	26, // 77: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	28, // 78: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	44, // 79: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	49, // 80: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	46, // 81: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	51, // 82: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	54, // 83: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	56, // 84: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	58, // 85: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	60, // 86: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	62, // 87: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	68, // 88: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	9,  // 89: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	11, // 90: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	13, // 91: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	15, // 92: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	17, // 93: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	19, // 94: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	21, // 95: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	23, // 96: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	25, // 97: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	27, // 98: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	29, // 99: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	45, // 100: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	50, // 101: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	47, // 102: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	52, // 103: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	55, // 104: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	57, // 105: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	59, // 106: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	61, // 107: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	63, // 108: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	69, // 109: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	89, // [89:110] is the sub-list for method output_type
+	68, // [68:89] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -4800,7 +5108,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   64,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -73,9 +73,15 @@ const (
 	// SessionServiceSubscribeProcedure is the fully-qualified name of the SessionService's Subscribe
 	// RPC.
 	SessionServiceSubscribeProcedure = "/claudectl.v1.SessionService/Subscribe"
+	// SessionServiceWatchSessionsProcedure is the fully-qualified name of the SessionService's
+	// WatchSessions RPC.
+	SessionServiceWatchSessionsProcedure = "/claudectl.v1.SessionService/WatchSessions"
 	// PermissionServiceListPendingProcedure is the fully-qualified name of the PermissionService's
 	// ListPending RPC.
 	PermissionServiceListPendingProcedure = "/claudectl.v1.PermissionService/ListPending"
+	// PermissionServiceWatchPendingProcedure is the fully-qualified name of the PermissionService's
+	// WatchPending RPC.
+	PermissionServiceWatchPendingProcedure = "/claudectl.v1.PermissionService/WatchPending"
 	// PermissionServiceDecideProcedure is the fully-qualified name of the PermissionService's Decide
 	// RPC.
 	PermissionServiceDecideProcedure = "/claudectl.v1.PermissionService/Decide"
@@ -119,6 +125,11 @@ type SessionServiceClient interface {
 	// too far behind is dropped with RESOURCE_EXHAUSTED and can resubscribe
 	// from the last seq it saw.
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest]) (*connect.ServerStreamForClient[v1.SubscribeResponse], error)
+	// WatchSessions streams the session list: first every session (snapshot),
+	// then the sessions that changed (status, model, cost, last event), at
+	// most a few times a second; a new snapshot when the watcher fell too far
+	// behind to say what changed.
+	WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest]) (*connect.ServerStreamForClient[v1.WatchSessionsResponse], error)
 }
 
 // NewSessionServiceClient constructs a client for the claudectl.v1.SessionService service. By
@@ -198,6 +209,12 @@ func NewSessionServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sessionServiceMethods.ByName("Subscribe")),
 			connect.WithClientOptions(opts...),
 		),
+		watchSessions: connect.NewClient[v1.WatchSessionsRequest, v1.WatchSessionsResponse](
+			httpClient,
+			baseURL+SessionServiceWatchSessionsProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("WatchSessions")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -214,6 +231,7 @@ type sessionServiceClient struct {
 	resumeSession     *connect.Client[v1.ResumeSessionRequest, v1.ResumeSessionResponse]
 	forkSession       *connect.Client[v1.ForkSessionRequest, v1.ForkSessionResponse]
 	subscribe         *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
+	watchSessions     *connect.Client[v1.WatchSessionsRequest, v1.WatchSessionsResponse]
 }
 
 // CreateSession calls claudectl.v1.SessionService.CreateSession.
@@ -271,6 +289,11 @@ func (c *sessionServiceClient) Subscribe(ctx context.Context, req *connect.Reque
 	return c.subscribe.CallServerStream(ctx, req)
 }
 
+// WatchSessions calls claudectl.v1.SessionService.WatchSessions.
+func (c *sessionServiceClient) WatchSessions(ctx context.Context, req *connect.Request[v1.WatchSessionsRequest]) (*connect.ServerStreamForClient[v1.WatchSessionsResponse], error) {
+	return c.watchSessions.CallServerStream(ctx, req)
+}
+
 // SessionServiceHandler is an implementation of the claudectl.v1.SessionService service.
 type SessionServiceHandler interface {
 	CreateSession(context.Context, *connect.Request[v1.CreateSessionRequest]) (*connect.Response[v1.CreateSessionResponse], error)
@@ -292,6 +315,11 @@ type SessionServiceHandler interface {
 	// too far behind is dropped with RESOURCE_EXHAUSTED and can resubscribe
 	// from the last seq it saw.
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest], *connect.ServerStream[v1.SubscribeResponse]) error
+	// WatchSessions streams the session list: first every session (snapshot),
+	// then the sessions that changed (status, model, cost, last event), at
+	// most a few times a second; a new snapshot when the watcher fell too far
+	// behind to say what changed.
+	WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest], *connect.ServerStream[v1.WatchSessionsResponse]) error
 }
 
 // NewSessionServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -367,6 +395,12 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sessionServiceMethods.ByName("Subscribe")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sessionServiceWatchSessionsHandler := connect.NewServerStreamHandler(
+		SessionServiceWatchSessionsProcedure,
+		svc.WatchSessions,
+		connect.WithSchema(sessionServiceMethods.ByName("WatchSessions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/claudectl.v1.SessionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SessionServiceCreateSessionProcedure:
@@ -391,6 +425,8 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 			sessionServiceForkSessionHandler.ServeHTTP(w, r)
 		case SessionServiceSubscribeProcedure:
 			sessionServiceSubscribeHandler.ServeHTTP(w, r)
+		case SessionServiceWatchSessionsProcedure:
+			sessionServiceWatchSessionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -444,9 +480,16 @@ func (UnimplementedSessionServiceHandler) Subscribe(context.Context, *connect.Re
 	return connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.Subscribe is not implemented"))
 }
 
+func (UnimplementedSessionServiceHandler) WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest], *connect.ServerStream[v1.WatchSessionsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.WatchSessions is not implemented"))
+}
+
 // PermissionServiceClient is a client for the claudectl.v1.PermissionService service.
 type PermissionServiceClient interface {
 	ListPending(context.Context, *connect.Request[v1.ListPendingRequest]) (*connect.Response[v1.ListPendingResponse], error)
+	// WatchPending streams what waits for a person: first every pending
+	// request (snapshot), then each new one and each one settled (by whom).
+	WatchPending(context.Context, *connect.Request[v1.WatchPendingRequest]) (*connect.ServerStreamForClient[v1.WatchPendingResponse], error)
 	// Decide answers a pending request. The first valid decision wins; a later
 	// one fails with FAILED_PRECONDITION naming the winner.
 	Decide(context.Context, *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error)
@@ -472,6 +515,12 @@ func NewPermissionServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			httpClient,
 			baseURL+PermissionServiceListPendingProcedure,
 			connect.WithSchema(permissionServiceMethods.ByName("ListPending")),
+			connect.WithClientOptions(opts...),
+		),
+		watchPending: connect.NewClient[v1.WatchPendingRequest, v1.WatchPendingResponse](
+			httpClient,
+			baseURL+PermissionServiceWatchPendingProcedure,
+			connect.WithSchema(permissionServiceMethods.ByName("WatchPending")),
 			connect.WithClientOptions(opts...),
 		),
 		decide: connect.NewClient[v1.DecideRequest, v1.DecideResponse](
@@ -510,6 +559,7 @@ func NewPermissionServiceClient(httpClient connect.HTTPClient, baseURL string, o
 // permissionServiceClient implements PermissionServiceClient.
 type permissionServiceClient struct {
 	listPending   *connect.Client[v1.ListPendingRequest, v1.ListPendingResponse]
+	watchPending  *connect.Client[v1.WatchPendingRequest, v1.WatchPendingResponse]
 	decide        *connect.Client[v1.DecideRequest, v1.DecideResponse]
 	listRules     *connect.Client[v1.ListRulesRequest, v1.ListRulesResponse]
 	addRule       *connect.Client[v1.AddRuleRequest, v1.AddRuleResponse]
@@ -520,6 +570,11 @@ type permissionServiceClient struct {
 // ListPending calls claudectl.v1.PermissionService.ListPending.
 func (c *permissionServiceClient) ListPending(ctx context.Context, req *connect.Request[v1.ListPendingRequest]) (*connect.Response[v1.ListPendingResponse], error) {
 	return c.listPending.CallUnary(ctx, req)
+}
+
+// WatchPending calls claudectl.v1.PermissionService.WatchPending.
+func (c *permissionServiceClient) WatchPending(ctx context.Context, req *connect.Request[v1.WatchPendingRequest]) (*connect.ServerStreamForClient[v1.WatchPendingResponse], error) {
+	return c.watchPending.CallServerStream(ctx, req)
 }
 
 // Decide calls claudectl.v1.PermissionService.Decide.
@@ -550,6 +605,9 @@ func (c *permissionServiceClient) ListDecisions(ctx context.Context, req *connec
 // PermissionServiceHandler is an implementation of the claudectl.v1.PermissionService service.
 type PermissionServiceHandler interface {
 	ListPending(context.Context, *connect.Request[v1.ListPendingRequest]) (*connect.Response[v1.ListPendingResponse], error)
+	// WatchPending streams what waits for a person: first every pending
+	// request (snapshot), then each new one and each one settled (by whom).
+	WatchPending(context.Context, *connect.Request[v1.WatchPendingRequest], *connect.ServerStream[v1.WatchPendingResponse]) error
 	// Decide answers a pending request. The first valid decision wins; a later
 	// one fails with FAILED_PRECONDITION naming the winner.
 	Decide(context.Context, *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error)
@@ -571,6 +629,12 @@ func NewPermissionServiceHandler(svc PermissionServiceHandler, opts ...connect.H
 		PermissionServiceListPendingProcedure,
 		svc.ListPending,
 		connect.WithSchema(permissionServiceMethods.ByName("ListPending")),
+		connect.WithHandlerOptions(opts...),
+	)
+	permissionServiceWatchPendingHandler := connect.NewServerStreamHandler(
+		PermissionServiceWatchPendingProcedure,
+		svc.WatchPending,
+		connect.WithSchema(permissionServiceMethods.ByName("WatchPending")),
 		connect.WithHandlerOptions(opts...),
 	)
 	permissionServiceDecideHandler := connect.NewUnaryHandler(
@@ -607,6 +671,8 @@ func NewPermissionServiceHandler(svc PermissionServiceHandler, opts ...connect.H
 		switch r.URL.Path {
 		case PermissionServiceListPendingProcedure:
 			permissionServiceListPendingHandler.ServeHTTP(w, r)
+		case PermissionServiceWatchPendingProcedure:
+			permissionServiceWatchPendingHandler.ServeHTTP(w, r)
 		case PermissionServiceDecideProcedure:
 			permissionServiceDecideHandler.ServeHTTP(w, r)
 		case PermissionServiceListRulesProcedure:
@@ -628,6 +694,10 @@ type UnimplementedPermissionServiceHandler struct{}
 
 func (UnimplementedPermissionServiceHandler) ListPending(context.Context, *connect.Request[v1.ListPendingRequest]) (*connect.Response[v1.ListPendingResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.PermissionService.ListPending is not implemented"))
+}
+
+func (UnimplementedPermissionServiceHandler) WatchPending(context.Context, *connect.Request[v1.WatchPendingRequest], *connect.ServerStream[v1.WatchPendingResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.PermissionService.WatchPending is not implemented"))
 }
 
 func (UnimplementedPermissionServiceHandler) Decide(context.Context, *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error) {
