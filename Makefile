@@ -110,7 +110,8 @@ generate:
 	GOBIN=$(TOOLS)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go
 	GOBIN=$(TOOLS)/bin $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go
 	PATH=$(TOOLS)/bin:$$PATH buf lint
-	rm -rf api/gen && PATH=$(TOOLS)/bin:$$PATH buf generate
+	cd web && npm ci --no-audit --no-fund
+	rm -rf api/gen web/src/gen && PATH=$(TOOLS)/bin:$$PATH buf generate
 
 clean:
 	rm -rf bin

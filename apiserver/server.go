@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/claudectl/claudectl/web"
 )
 
 // ErrTokenRequired is returned by NewServer for a non-loopback address
@@ -106,6 +108,10 @@ func requireToken(h http.Handler, token, workerToken string) http.Handler {
 				markAuthenticated(r.Context())
 			}
 			h.ServeHTTP(w, r)
+			return
+		}
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && web.IsPage(r.URL.Path) {
+			h.ServeHTTP(w, r) // the page's files: public code; the API calls it makes carry the token
 			return
 		}
 		if subtle.ConstantTimeCompare(got, want) != 1 {

@@ -24,6 +24,9 @@ type Service struct {
 	D *daemon.Daemon
 	// VersionOf asks the CLI's version; nil means claude.VersionOf.
 	VersionOf func(ctx context.Context, path string) (claude.Version, error)
+	// Page, if set, serves the web page at / (web.Handler): its files need
+	// no token (see requireToken), the API it calls does.
+	Page http.Handler
 }
 
 var (
@@ -53,6 +56,9 @@ func NewHandler(s *Service) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(r))
 	if w := s.D.Workers(); w != nil {
 		mux.Handle(WorkerPath, w)
+	}
+	if s.Page != nil {
+		mux.Handle("/", s.Page)
 	}
 	return mux
 }

@@ -124,6 +124,9 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string) {
 %s
   Data directory: %s
 
+  Web page (watch, steer and approve from a browser; the address logs it in):
+    %s
+
   In another terminal, point claudectl at this demo:
     export CLAUDECTL_SERVER=%s %s
 
@@ -146,7 +149,7 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string) {
   Ctrl-C stops the demo.
 %s
 
-`, bar, d.model.URL, bar, where, url, tokenExport, self, self, self, self, self, self, self, claudetest.DemoFile,
+`, bar, d.model.URL, bar, where, srv.PageURL(), url, tokenExport, self, self, self, self, self, self, self, claudetest.DemoFile,
 		claudetest.DemoKeywords, bar)
 }
 

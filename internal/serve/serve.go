@@ -14,10 +14,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/claudectl/claudectl/web"
 
 	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claude"
@@ -88,6 +91,7 @@ type Server struct {
 	srv     *http.Server
 	served  chan error
 	lock    *dataDirLock
+	tls     bool // served with TLS
 }
 
 // DefaultDataDir returns $XDG_DATA_HOME/claudectl, else
@@ -195,7 +199,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
-	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon}), serverOpts)
+	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler()}), serverOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +213,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	srv.srv = hs
 	srv.served = make(chan error, 1)
 	useTLS := serverOpts.TLS != nil // read before Serve: it configures hs
+	srv.tls = useTLS
 	go func() {
 		if useTLS {
 			srv.served <- hs.ServeTLS(ln, "", "")
@@ -223,8 +228,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	case s.LogFormat == "json":
 		log.Info("clients read the token from the token file", "server", scheme(useTLS)+"://"+srv.Addr, "token_file", srv.TokenFile)
 	default:
-		fmt.Fprintf(stderr, "\nClients: claudectl --server %s (the token is in %s; claudectl commands of this user on this machine read it by themselves)\n\n",
-			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile)
+		fmt.Fprintf(stderr, "\nClients: claudectl --server %s (the token is in %s; claudectl commands of this user on this machine read it by themselves)\nWeb page: %s\n\n",
+			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile, srv.PageURL())
 	}
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
 		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
@@ -326,4 +331,15 @@ func orDefault[T int | time.Duration](v, def T) T {
 		return 0
 	}
 	return v
+}
+
+// PageURL is the address of the web page that logs a browser in: the token
+// rides in the fragment, which browsers never send to the server (so it is
+// in no log) and which the page removes from the address bar.
+func (srv *Server) PageURL() string {
+	u := scheme(srv.tls) + "://" + srv.Addr + "/"
+	if srv.Token != "" {
+		u += "#token=" + url.QueryEscape(srv.Token)
+	}
+	return u
 }

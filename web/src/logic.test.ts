@@ -1,0 +1,97 @@
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, test } from "vitest";
+import {
+  EventSchema, PermissionRequestSchema, SessionSchema, SessionStatus, SettledRequestSchema,
+} from "./gen/claudectl/v1/claudectl_pb";
+import { Log, buildConversation, diffLines, fieldOf, filterSessions, mergeInbox, mergeSessions, tokenFromHash, toolDiff } from "./logic";
+
+const enc = new TextEncoder();
+const msg = (seq: number, obj: unknown, toCli = false) =>
+  create(EventSchema, { seq: BigInt(seq), kind: { case: "message", value: { type: (obj as any).type, raw: enc.encode(JSON.stringify(obj)), toCli } } });
+const delta = (seq: number, text: string, parent = "") =>
+  create(EventSchema, { seq: BigInt(seq), kind: { case: "textDelta", value: { text, parentToolUseId: parent } } });
+
+describe("login", () => {
+  test("takes the token from the fragment and leaves the rest", () => {
+    expect(tokenFromHash("#token=abc")).toEqual({ token: "abc", rest: "" });
+    expect(tokenFromHash("#token=a%2Bb&s=1")).toEqual({ token: "a+b", rest: "#s=1" });
+    expect(tokenFromHash("#s=1")).toEqual({ token: null, rest: "#s=1" });
+  });
+});
+
+describe("Log", () => {
+  test("a replay after a reconnect neither doubles nor skips", () => {
+    const l = new Log();
+    expect(l.apply(delta(1, "a"))).toBe("added");
+    expect(l.apply(delta(2, "b"))).toBe("added");
+    // reconnect: Subscribe from last (2) may still hand over 2 again
+    expect(l.apply(delta(2, "b"))).toBe("duplicate");
+    expect(l.apply(delta(4, "d"))).toBe("gap");
+    expect(l.apply(delta(3, "c"))).toBe("added");
+    expect(l.events.map((e) => e.seq)).toEqual([1n, 2n, 3n]);
+    expect(l.last).toBe(3n);
+  });
+});
+
+describe("sessions and inbox", () => {
+  const s = (id: string, status: SessionStatus, sec: number, cwd = "/src") =>
+    create(SessionSchema, { id, status, cwd, updatedAt: { seconds: BigInt(sec), nanos: 0 } });
+  test("a snapshot replaces, a change updates, newest first", () => {
+    let l = mergeSessions([], { snapshot: true, sessions: [s("a", SessionStatus.IDLE, 1), s("b", SessionStatus.RUNNING, 2)] });
+    expect(l.map((x) => x.id)).toEqual(["b", "a"]);
+    l = mergeSessions(l, { snapshot: false, sessions: [s("a", SessionStatus.WAITING, 3)] });
+    expect(l.map((x) => x.id)).toEqual(["a", "b"]);
+    expect(l[0].status).toBe(SessionStatus.WAITING);
+    expect(filterSessions(l, "waiting for you", "").map((x) => x.id)).toEqual(["a"]);
+    expect(filterSessions(l, "", "nope")).toEqual([]);
+  });
+  test("the inbox: new first, settled removed and remembered", () => {
+    const r = (id: string) => create(PermissionRequestSchema, { requestId: id, toolName: "Bash" });
+    let box = mergeInbox({ pending: [], settled: new Map() }, { snapshot: true, requests: [r("1")] });
+    box = mergeInbox(box, { snapshot: false, requests: [r("2")] });
+    expect(box.pending.map((p) => p.requestId)).toEqual(["2", "1"]);
+    box = mergeInbox(box, { snapshot: false, requests: [r("2")] });
+    expect(box.pending.length).toBe(2);
+    box = mergeInbox(box, { snapshot: false, requests: [], settled: create(SettledRequestSchema, { requestId: "1", by: "client:bob", outcome: "allowed" }) });
+    expect(box.pending.map((p) => p.requestId)).toEqual(["2"]);
+    expect(box.settled.get("1")?.by).toBe("client:bob");
+  });
+});
+
+describe("conversation", () => {
+  test("streamed text once, tool results attached, sub-agents grouped", () => {
+    const evs = [
+      msg(1, { type: "user", message: { role: "user", content: "hi" } }, true),
+      delta(2, "Hel"), delta(3, "lo"),
+      msg(4, { type: "assistant", message: { content: [{ type: "thinking", thinking: "hmm" }, { type: "text", text: "Hello" }] } }),
+      create(EventSchema, { seq: 5n, kind: { case: "toolUse", value: { toolUseId: "t1", name: "Task", input: enc.encode("{}") } } }),
+      create(EventSchema, { seq: 6n, kind: { case: "toolUse", value: { toolUseId: "t2", name: "Bash", input: enc.encode(`{"command":"ls"}`), parentToolUseId: "t1" } } }),
+      msg(7, { type: "user", message: { content: [{ type: "tool_result", tool_use_id: "t2", content: "a.txt" }] } }),
+      msg(8, { type: "assistant", message: { content: [{ type: "text", text: "not streamed" }] } }),
+    ];
+    const items = buildConversation(evs);
+    expect(items.map((i) => i.kind)).toEqual(["user", "text", "thinking", "tool", "text"]);
+    expect((items[1] as any).text).toBe("Hello");
+    const task = items[3] as any;
+    expect(task.children.length).toBe(1);
+    expect(task.children[0].name).toBe("Bash");
+    expect(task.children[0].result).toBe("a.txt");
+    expect((items[4] as any).text).toBe("not streamed");
+  });
+});
+
+describe("diffs and field errors", () => {
+  test("an Edit as a line diff", () => {
+    expect(diffLines("a\nb\nc", "a\nB\nc")).toEqual([
+      { op: " ", text: "a" }, { op: "-", text: "b" }, { op: "+", text: "B" }, { op: " ", text: "c" },
+    ]);
+    expect(toolDiff("Write", { content: "x\ny" })).toEqual([{ op: "+", text: "x" }, { op: "+", text: "y" }]);
+    expect(toolDiff("Bash", { command: "ls" })).toBeNull();
+  });
+  test("the field a daemon error names", () => {
+    const f = ["cwd", "model", "permission_mode", "prompt"];
+    expect(fieldOf(`daemon: invalid cwd "rel": must be an absolute path`, f)).toBe("cwd");
+    expect(fieldOf(`invalid permission_mode "x": must be one of`, f)).toBe("permission_mode");
+    expect(fieldOf("something else", f)).toBeNull();
+  });
+});

@@ -1,0 +1,266 @@
+// The page's logic, apart from the DOM so that Vitest tests it: the login
+// token, catching up a session's log without a gap or a duplicate, the
+// session list and the inbox as snapshots and changes, and the
+// conversation built from a session's events.
+
+import type { Event, PermissionRequest, Session, SettledRequest } from "./gen/claudectl/v1/claudectl_pb";
+import { SessionStatus } from "./gen/claudectl/v1/claudectl_pb";
+
+// --- login ---
+
+// tokenFromHash takes "#token=…" from the address (claudectl serve prints
+// that URL) and returns the token and the hash to leave in the address
+// bar: the token never stays there (history.replaceState), and a fragment
+// is never sent to the server, so never in its logs.
+export function tokenFromHash(hash: string): { token: string | null; rest: string } {
+  const h = hash.startsWith("#") ? hash.slice(1) : hash;
+  const params = new URLSearchParams(h);
+  const token = params.get("token");
+  if (token === null) return { token: null, rest: hash };
+  params.delete("token");
+  const rest = params.toString();
+  return { token, rest: rest ? "#" + rest : "" };
+}
+
+// --- a session's log ---
+
+// A Log holds one session's events in seq order: apply takes an event
+// only if it is the next one, so a replay after a reconnect (Subscribe
+// from the last seq) never doubles an event, and a hole is reported.
+export class Log {
+  events: Event[] = [];
+  get last(): bigint {
+    return this.events.length ? this.events[this.events.length - 1].seq : 0n;
+  }
+  // apply returns "added", "duplicate" (already had it) or "gap" (an
+  // event is missing before it: resubscribe from last).
+  apply(ev: Event): "added" | "duplicate" | "gap" {
+    if (ev.seq <= this.last) return "duplicate";
+    if (ev.seq !== this.last + 1n) return "gap";
+    this.events.push(ev);
+    return "added";
+  }
+}
+
+// --- session list and inbox ---
+
+export function mergeSessions(list: Session[], change: { snapshot: boolean; sessions: Session[] }): Session[] {
+  if (change.snapshot) return sortSessions([...change.sessions]);
+  const byId = new Map(list.map((s) => [s.id, s]));
+  for (const s of change.sessions) byId.set(s.id, s);
+  return sortSessions([...byId.values()]);
+}
+
+function sortSessions(l: Session[]): Session[] {
+  return l.sort((a, b) => ts(b.updatedAt) - ts(a.updatedAt) || a.id.localeCompare(b.id));
+}
+
+export function ts(t: { seconds: bigint; nanos: number } | undefined): number {
+  return t ? Number(t.seconds) * 1000 + Math.floor(t.nanos / 1e6) : 0;
+}
+
+export const statusNames: Record<number, string> = {
+  [SessionStatus.STARTING]: "starting",
+  [SessionStatus.RUNNING]: "running",
+  [SessionStatus.IDLE]: "idle",
+  [SessionStatus.WAITING]: "waiting for you",
+  [SessionStatus.INTERRUPTED]: "interrupted",
+  [SessionStatus.CLOSED]: "closed",
+  [SessionStatus.FAILED]: "failed",
+  [SessionStatus.SUSPENDED]: "suspended",
+  [SessionStatus.QUEUED]: "queued",
+};
+
+export function statusName(s: SessionStatus): string {
+  return statusNames[s] ?? "unknown";
+}
+
+export function filterSessions(list: Session[], status: string, cwd: string): Session[] {
+  return list.filter((s) => (!status || statusName(s.status) === status) && (!cwd || s.cwd.includes(cwd)));
+}
+
+// An Inbox is what waits for a person, newest first, and the requests
+// settled while the page watched (who answered), so that a card can say
+// so where it was.
+export interface Inbox {
+  pending: PermissionRequest[];
+  settled: Map<string, SettledRequest>;
+}
+
+export function mergeInbox(
+  inbox: Inbox,
+  change: { snapshot: boolean; requests: PermissionRequest[]; settled?: SettledRequest },
+): Inbox {
+  let pending = change.snapshot ? [] : [...inbox.pending];
+  const settled = new Map(inbox.settled);
+  for (const r of change.requests) {
+    if (!pending.some((p) => p.requestId === r.requestId)) pending.unshift(r);
+  }
+  if (change.settled) {
+    settled.set(change.settled.requestId, change.settled);
+    pending = pending.filter((p) => p.requestId !== change.settled!.requestId);
+  }
+  return { pending, settled };
+}
+
+// --- the conversation ---
+
+export type Item =
+  | { kind: "user"; seq: bigint; text: string }
+  | { kind: "text"; seq: bigint; text: string; parent: string }
+  | { kind: "thinking"; seq: bigint; text: string; parent: string }
+  | { kind: "tool"; seq: bigint; id: string; name: string; input: any; result?: string; isError?: boolean; parent: string; children: Item[] }
+  | { kind: "permission"; seq: bigint; request: PermissionRequest; resolution?: { behavior: string; by: string; message: string } }
+  | { kind: "usage"; seq: bigint; costUsd: number; inputTokens: bigint; outputTokens: bigint; totalUsd: number }
+  | { kind: "notice"; seq: bigint; text: string; level: "info" | "error" };
+
+const decoder = new TextDecoder();
+
+function parse(raw: Uint8Array): any {
+  try {
+    return JSON.parse(decoder.decode(raw));
+  } catch {
+    return null;
+  }
+}
+
+// buildConversation turns a session's events into what the page shows:
+// prompts, text as it streamed, thinking, tool calls with their results
+// (sub-agents' under their Task call), permission cards and usage.
+export function buildConversation(events: Event[]): Item[] {
+  const items: Item[] = [];
+  const tools = new Map<string, Extract<Item, { kind: "tool" }>>();
+  const perms = new Map<string, Extract<Item, { kind: "permission" }>>();
+  const streamed = new Set<string>(); // threads with text deltas since their last assistant message
+  let openText: Extract<Item, { kind: "text" }> | null = null;
+  const place = (it: Item, parent: string) => {
+    const t = parent ? tools.get(parent) : undefined;
+    (t ? t.children : items).push(it);
+  };
+  for (const ev of events) {
+    const k = ev.kind;
+    switch (k.case) {
+      case "textDelta": {
+        const parent = k.value.parentToolUseId;
+        streamed.add(parent);
+        if (openText && openText.parent === parent) openText.text += k.value.text;
+        else {
+          openText = { kind: "text", seq: ev.seq, text: k.value.text, parent };
+          place(openText, parent);
+        }
+        continue;
+      }
+      case "toolUse": {
+        const it: Extract<Item, { kind: "tool" }> = {
+          kind: "tool", seq: ev.seq, id: k.value.toolUseId, name: k.value.name,
+          input: parse(k.value.input), parent: k.value.parentToolUseId, children: [],
+        };
+        tools.set(it.id, it);
+        place(it, it.parent);
+        break;
+      }
+      case "message": {
+        const m = parse(k.value.raw);
+        if (!m) break;
+        if (k.value.toCli && m.type === "user") {
+          const c = m.message?.content;
+          const text = typeof c === "string" ? c : Array.isArray(c) ? c.filter((b: any) => b.type === "text").map((b: any) => b.text).join("\n") : "";
+          if (text) items.push({ kind: "user", seq: ev.seq, text });
+        } else if (!k.value.toCli && m.type === "assistant") {
+          const parent = m.parent_tool_use_id ?? "";
+          for (const b of m.message?.content ?? []) {
+            if (b.type === "thinking" && b.thinking) place({ kind: "thinking", seq: ev.seq, text: b.thinking, parent }, parent);
+            if (b.type === "text" && !streamed.has(parent)) place({ kind: "text", seq: ev.seq, text: b.text, parent }, parent);
+          }
+          streamed.delete(parent);
+        } else if (!k.value.toCli && m.type === "user") {
+          for (const b of Array.isArray(m.message?.content) ? m.message.content : []) {
+            if (b.type !== "tool_result") continue;
+            const t = tools.get(b.tool_use_id);
+            if (!t) continue;
+            t.result = typeof b.content === "string" ? b.content
+              : Array.isArray(b.content) ? b.content.map((c: any) => c.text ?? "").join("\n") : "";
+            t.isError = !!b.is_error;
+          }
+        }
+        break;
+      }
+      case "permissionRequest": {
+        const it: Extract<Item, { kind: "permission" }> = { kind: "permission", seq: ev.seq, request: k.value };
+        perms.set(k.value.requestId, it);
+        items.push(it);
+        break;
+      }
+      case "permissionResolved": {
+        const it = perms.get(k.value.requestId);
+        const d = k.value.decision;
+        if (it && d) it.resolution = { behavior: d.behavior === 1 ? "allowed" : d.behavior === 2 ? "denied" : "settled", by: d.decidedBy, message: d.message };
+        break;
+      }
+      case "usageReport": {
+        const t = k.value.turn, all = k.value.sessionTotals;
+        items.push({ kind: "usage", seq: ev.seq, costUsd: t?.costUsd ?? 0, inputTokens: t?.inputTokens ?? 0n, outputTokens: t?.outputTokens ?? 0n, totalUsd: all?.costUsd ?? 0 });
+        break;
+      }
+      case "error":
+        items.push({ kind: "notice", seq: ev.seq, text: k.value.message, level: "error" });
+        break;
+      case "interrupted":
+        items.push({ kind: "notice", seq: ev.seq, text: `interrupted by ${k.value.by}`, level: "info" });
+        break;
+      case "gap":
+        items.push({ kind: "notice", seq: ev.seq, text: `${k.value.lost} events could not be stored: ${k.value.reason}`, level: "error" });
+        break;
+      default:
+        continue; // status changes and warnings do not end a streamed text
+    }
+    openText = null;
+  }
+  return items;
+}
+
+// --- Edit/Write/MultiEdit as a diff ---
+
+export interface DiffLine { op: " " | "-" | "+"; text: string }
+
+// diffLines is a line diff (longest common subsequence), enough for the
+// edits a tool makes; very long inputs fall back to all-removed, all-added.
+export function diffLines(a: string, b: string): DiffLine[] {
+  const x = a.split("\n"), y = b.split("\n");
+  if (x.length * y.length > 250_000) return [...x.map((t) => ({ op: "-" as const, text: t })), ...y.map((t) => ({ op: "+" as const, text: t }))];
+  const n = x.length, m = y.length;
+  const L: number[][] = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = x[i] === y[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  const out: DiffLine[] = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { out.push({ op: " ", text: x[i] }); i++; j++; }
+    else if (L[i + 1][j] >= L[i][j + 1]) out.push({ op: "-", text: x[i++] });
+    else out.push({ op: "+", text: y[j++] });
+  }
+  while (i < n) out.push({ op: "-", text: x[i++] });
+  while (j < m) out.push({ op: "+", text: y[j++] });
+  return out;
+}
+
+// toolDiff returns the diff an Edit, MultiEdit or Write input makes, or null.
+export function toolDiff(name: string, input: any): DiffLine[] | null {
+  if (!input) return null;
+  if (name === "Edit") return diffLines(input.old_string ?? "", input.new_string ?? "");
+  if (name === "Write") return String(input.content ?? "").split("\n").map((text) => ({ op: "+" as const, text }));
+  if (name === "MultiEdit" && Array.isArray(input.edits)) return input.edits.flatMap((e: any) => diffLines(e.old_string ?? "", e.new_string ?? ""));
+  return null;
+}
+
+// --- the field an error of the daemon names ---
+
+// fieldOf finds which form field a daemon validation error is about
+// ("invalid cwd …", "cwd: …"), so that the form shows it there.
+export function fieldOf(message: string, fields: string[]): string | null {
+  const m = message.toLowerCase();
+  for (const f of fields) {
+    const re = new RegExp(`(^|[^a-z_])${f}([^a-z_]|$)`);
+    if (re.test(m)) return f;
+  }
+  return null;
+}

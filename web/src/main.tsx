@@ -1,0 +1,565 @@
+// The claudectl web page: the inbox, the sessions, a session's
+// conversation and the rules, live over the daemon's API (see README.md).
+import { render } from "preact";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { Behavior, RuleScope, type Decision, type PermissionRequest, type Rule, type Session } from "./gen/claudectl/v1/claudectl_pb";
+import { clientName, getToken, health, permissions, sessions, setToken } from "./api";
+import {
+  Log, buildConversation, fieldOf, filterSessions, mergeInbox, mergeSessions, statusName, statusNames,
+  tokenFromHash, toolDiff, ts, type Inbox, type Item,
+} from "./logic";
+import "./style.css";
+
+// --- connection state shared by the views ---
+
+type Conn = "ok" | "connecting" | "gone" | "auth";
+
+// retry runs a stream again after it ends, backing off, until the page
+// logs out; it reports the connection state.
+async function retry(run: (signal: AbortSignal) => Promise<void>, signal: AbortSignal, onState: (c: Conn) => void) {
+  let delay = 250;
+  while (!signal.aborted) {
+    try {
+      await run(signal);
+      delay = 250;
+    } catch (e) {
+      if (signal.aborted) return;
+      const ce = ConnectError.from(e);
+      if (ce.code === Code.Unauthenticated) {
+        onState("auth");
+        return;
+      }
+      onState("gone");
+    }
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 4000);
+  }
+}
+
+// --- the app ---
+
+function App() {
+  const [token, setTok] = useState<string | null>(() => {
+    const { token, rest } = tokenFromHash(location.hash);
+    if (token !== null) {
+      setToken(token);
+      history.replaceState(null, "", location.pathname + location.search + rest);
+    }
+    return getToken();
+  });
+  const [conn, setConn] = useState<Conn>("connecting");
+  const [list, setList] = useState<Session[]>([]);
+  const [inbox, setInbox] = useState<Inbox>({ pending: [], settled: new Map() });
+  const [route, setRoute] = useState(location.hash || "#/inbox");
+
+  useEffect(() => {
+    const f = () => setRoute(location.hash || "#/inbox");
+    addEventListener("hashchange", f);
+    return () => removeEventListener("hashchange", f);
+  }, []);
+
+  useEffect(() => {
+    if (!token) return;
+    const ac = new AbortController();
+    setConn("connecting");
+    const state = (c: Conn) => {
+      setConn(c);
+      if (c === "auth") {
+        setToken(null);
+        setTok(null);
+      }
+    };
+    retry(async (signal) => {
+      for await (const ch of sessions.watchSessions({}, { signal })) {
+        setConn("ok");
+        setList((l) => mergeSessions(l, ch));
+      }
+    }, ac.signal, state);
+    retry(async (signal) => {
+      for await (const ch of permissions.watchPending({}, { signal })) {
+        setInbox((b) => {
+          const next = mergeInbox(b, ch);
+          if (!ch.snapshot && ch.requests.length && document.hidden) notify(ch.requests[0]);
+          return next;
+        });
+      }
+    }, ac.signal, state);
+    return () => ac.abort();
+  }, [token]);
+
+  useEffect(() => {
+    const n = inbox.pending.length;
+    document.title = n ? `(${n}) claudectl` : "claudectl";
+  }, [inbox.pending.length]);
+
+  if (!token || conn === "auth") return <Login wrong={conn === "auth"} onToken={(t) => { setToken(t); setTok(t); setConn("connecting"); }} />;
+
+  const sessionID = route.startsWith("#/s/") ? decodeURIComponent(route.slice(4)) : null;
+  return (
+    <div class="app">
+      <header>
+        <strong>claudectl</strong>
+        <nav>
+          <a href="#/inbox" class={route === "#/inbox" ? "on" : ""}>Inbox <span class="count" data-testid="inbox-count">{inbox.pending.length}</span></a>
+          <a href="#/sessions" class={route === "#/sessions" ? "on" : ""}>Sessions</a>
+          <a href="#/rules" class={route === "#/rules" ? "on" : ""}>Rules</a>
+        </nav>
+        <span class={"conn " + conn} data-testid="conn">{conn === "ok" ? "live" : conn === "gone" ? "daemon unreachable, retrying…" : "connecting…"}</span>
+      </header>
+      {conn === "gone" && <div class="banner error" data-testid="gone">The daemon does not answer. The page reconnects by itself and catches up.</div>}
+      <main>
+        {sessionID ? <SessionView id={sessionID} session={list.find((s) => s.id === sessionID)} inbox={inbox} />
+          : route === "#/sessions" ? <SessionsView list={list} />
+          : route === "#/rules" ? <RulesView />
+          : <InboxView inbox={inbox} list={list} />}
+      </main>
+    </div>
+  );
+}
+
+function notify(r: PermissionRequest) {
+  if (typeof Notification === "undefined" || Notification.permission !== "granted") return;
+  new Notification("claudectl: " + r.toolName + " waits for you", { body: r.description || summary(r), tag: r.requestId });
+}
+
+function Login(props: { wrong: boolean; onToken: (t: string) => void }) {
+  const [v, setV] = useState("");
+  return (
+    <form class="login" data-testid="login" onSubmit={(e) => { e.preventDefault(); if (v.trim()) props.onToken(v.trim()); }}>
+      <h1>claudectl</h1>
+      {props.wrong && <p class="error" data-testid="login-wrong">The daemon refused that token.</p>}
+      <p>Open the address <code>claudectl serve</code> printed, or paste the daemon's token (the file <code>token</code> in its data directory).</p>
+      <input type="password" aria-label="token" placeholder="token" value={v} onInput={(e) => setV((e.target as HTMLInputElement).value)} autofocus />
+      <button type="submit">Log in</button>
+    </form>
+  );
+}
+
+// --- inbox and cards ---
+
+function InboxView(props: { inbox: Inbox; list: Session[] }) {
+  const cards = props.inbox.pending;
+  const focus = useCardKeys(cards);
+  return (
+    <section>
+      <h2>Waiting for you</h2>
+      <NotifyButton />
+      {cards.length === 0 && <p class="muted" data-testid="inbox-empty">Nothing waits for you.</p>}
+      {cards.map((r, i) => (
+        <Card key={r.requestId} request={r} focused={i === focus} session={props.list.find((s) => s.id === r.sessionId)} />
+      ))}
+    </section>
+  );
+}
+
+function NotifyButton() {
+  const [p, setP] = useState(typeof Notification === "undefined" ? "denied" : Notification.permission);
+  if (p !== "default") return null;
+  return <button class="small" onClick={async () => setP(await Notification.requestPermission())}>Notify me when something waits</button>;
+}
+
+// useCardKeys: j/k move the focus among the cards, a/d allow or deny the
+// focused one (clicking its button, so the same path as a tap).
+function useCardKeys(cards: PermissionRequest[]) {
+  const [focus, setFocus] = useState(0);
+  useEffect(() => {
+    const f = (e: KeyboardEvent) => {
+      const t = e.target as HTMLElement;
+      if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) return;
+      if (e.key === "j") setFocus((x) => Math.min(x + 1, cards.length - 1));
+      else if (e.key === "k") setFocus((x) => Math.max(x - 1, 0));
+      else if (e.key === "a" || e.key === "d") {
+        const el = document.querySelector(`.card.focused [data-key="${e.key}"]`) as HTMLElement | null;
+        el?.click();
+      } else return;
+      e.preventDefault();
+    };
+    addEventListener("keydown", f);
+    return () => removeEventListener("keydown", f);
+  }, [cards.length]);
+  return Math.min(focus, Math.max(cards.length - 1, 0));
+}
+
+function summary(r: PermissionRequest): string {
+  const input = parseJSON(r.input);
+  if (r.toolName === "Bash") return input?.command ?? "";
+  return input?.file_path ?? input?.path ?? input?.pattern ?? input?.url ?? "";
+}
+
+function parseJSON(b: Uint8Array): any {
+  try {
+    return JSON.parse(new TextDecoder().decode(b));
+  } catch {
+    return null;
+  }
+}
+
+function Card(props: { request: PermissionRequest; focused?: boolean; session?: Session; settledBy?: string }) {
+  const r = props.request;
+  const [msg, setMsg] = useState("");
+  const [err, setErr] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [answers, setAnswers] = useState<Record<string, string[]>>({});
+  const [other, setOther] = useState<Record<string, string>>({});
+  const input = parseJSON(r.input);
+  const diff = toolDiff(r.toolName, input);
+  const decide = async (behavior: Behavior, always = false) => {
+    setBusy(true);
+    setErr("");
+    const ans: Record<string, string> = {};
+    for (const q of r.questions) {
+      const picked = [...(answers[q.question] ?? [])];
+      if (other[q.question]?.trim()) picked.push(other[q.question].trim());
+      if (picked.length) ans[q.question] = picked.join(", ");
+    }
+    try {
+      await permissions.decide({ requestId: r.requestId, behavior, always, message: msg, answers: ans, client: clientName });
+    } catch (e) {
+      setErr(ConnectError.from(e).rawMessage);
+      setBusy(false);
+    }
+  };
+  if (props.settledBy) {
+    return <div class="card settled" data-testid="card-settled">{r.toolName}: answered by {props.settledBy}</div>;
+  }
+  const pick = (q: string, opt: string, multi: boolean) =>
+    setAnswers((a) => {
+      const cur = a[q] ?? [];
+      return { ...a, [q]: multi ? (cur.includes(opt) ? cur.filter((x) => x !== opt) : [...cur, opt]) : [opt] };
+    });
+  return (
+    <div class={"card" + (props.focused ? " focused" : "")} data-testid="card" data-request={r.requestId}>
+      <div class="card-head">
+        <strong>{r.toolName}</strong>
+        {props.session && <a href={"#/s/" + encodeURIComponent(r.sessionId)} class="muted">{props.session.cwd}</a>}
+      </div>
+      {r.description && <p>{r.description}</p>}
+      {r.toolName === "Bash" && <pre class="cmd">{input?.command}</pre>}
+      {diff && <Diff lines={diff} />}
+      {r.toolName !== "Bash" && !diff && r.questions.length === 0 && <pre class="input">{JSON.stringify(input, null, 2)}</pre>}
+      {r.questions.map((q) => (
+        <fieldset class="question" key={q.question}>
+          <legend>{q.header ? q.header + ": " : ""}{q.question}</legend>
+          {q.options.map((o) => (
+            <label key={o}>
+              <input type={q.multiSelect ? "checkbox" : "radio"} name={r.requestId + q.question}
+                checked={(answers[q.question] ?? []).includes(o)} onChange={() => pick(q.question, o, q.multiSelect)} /> {o}
+            </label>
+          ))}
+          <input type="text" placeholder="Other (free text)" value={other[q.question] ?? ""}
+            onInput={(e) => setOther({ ...other, [q.question]: (e.target as HTMLInputElement).value })} />
+        </fieldset>
+      ))}
+      <div class="actions">
+        <button data-key="a" disabled={busy} onClick={() => decide(Behavior.ALLOW)}>{r.questions.length ? "Answer" : "Allow once"}</button>
+        {(r.alwaysRules.length > 0 || r.alwaysSession.length > 0) && (
+          <button disabled={busy} data-testid="always" onClick={() => decide(Behavior.ALLOW, true)}
+            title="stores the rule shown">Always allow</button>
+        )}
+        <input class="deny-msg" type="text" placeholder="why not (optional)" value={msg} onInput={(e) => setMsg((e.target as HTMLInputElement).value)} />
+        <button data-key="d" class="deny" disabled={busy} onClick={() => decide(Behavior.DENY)}>Deny</button>
+      </div>
+      {(r.alwaysRules.length > 0 || r.alwaysSession.length > 0) && (
+        <p class="muted small" data-testid="always-rules">
+          Always stores: {r.alwaysRules.map((x) => x.pattern + " (" + scopeName(x.scope) + ")").concat(r.alwaysSession).join("; ")}
+        </p>
+      )}
+      {err && <p class="error">{err}</p>}
+    </div>
+  );
+}
+
+function scopeName(s: RuleScope): string {
+  return s === RuleScope.SESSION ? "this session" : s === RuleScope.PROJECT ? "this project" : "everywhere";
+}
+
+function Diff(props: { lines: { op: string; text: string }[] }) {
+  return (
+    <pre class="diff">
+      {props.lines.map((l, i) => <div key={i} class={l.op === "+" ? "add" : l.op === "-" ? "del" : ""}>{l.op} {l.text}</div>)}
+    </pre>
+  );
+}
+
+// --- sessions ---
+
+const modes = ["default", "acceptEdits", "plan", "bypassPermissions"];
+
+function SessionsView(props: { list: Session[] }) {
+  const [status, setStatus] = useState("");
+  const [cwd, setCwd] = useState("");
+  const shown = filterSessions(props.list, status, cwd);
+  return (
+    <section>
+      <h2>Sessions</h2>
+      <NewSession />
+      <div class="filters">
+        <select aria-label="status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+          <option value="">every status</option>
+          {Object.values(statusNames).map((s) => <option key={s} value={s}>{s}</option>)}
+        </select>
+        <input aria-label="cwd filter" placeholder="directory contains…" value={cwd} onInput={(e) => setCwd((e.target as HTMLInputElement).value)} />
+      </div>
+      <ul class="sessions" data-testid="sessions">
+        {shown.map((s) => (
+          <li key={s.id} data-testid="session-row" data-session={s.id}>
+            <a href={"#/s/" + encodeURIComponent(s.id)}>
+              <span class={"status " + statusName(s.status).split(" ")[0]}>{statusName(s.status)}</span>
+              <span class="cwd">{s.cwd}</span>
+              <span class="muted">{s.model || "default model"}</span>
+              <span>${(s.totals?.costUsd ?? 0).toFixed(4)}</span>
+              <span class="muted">{new Date(ts(s.updatedAt)).toLocaleTimeString()}</span>
+              {s.parentId && <span class="muted">fork of {s.parentId.slice(0, 8)}</span>}
+            </a>
+          </li>
+        ))}
+      </ul>
+      {shown.length === 0 && <p class="muted">No session{status || cwd ? " matches" : " yet"}.</p>}
+    </section>
+  );
+}
+
+function NewSession() {
+  const [f, setF] = useState({ cwd: "", model: "", permission_mode: "default", prompt: "" });
+  const [errs, setErrs] = useState<Record<string, string>>({});
+  const [busy, setBusy] = useState(false);
+  const set = (k: string) => (e: Event) => setF({ ...f, [k]: (e.target as HTMLInputElement).value });
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setErrs({});
+    try {
+      const res = await sessions.createSession({
+        options: { cwd: f.cwd, model: f.model, permissionMode: f.permission_mode, includePartialMessages: true },
+        prompt: f.prompt,
+      });
+      location.hash = "#/s/" + encodeURIComponent(res.session!.id);
+    } catch (err) {
+      const m = ConnectError.from(err).rawMessage;
+      const field = fieldOf(m, ["cwd", "model", "permission_mode", "mode", "prompt"]) ?? "form";
+      setErrs({ [field === "mode" ? "permission_mode" : field]: m });
+    }
+    setBusy(false);
+  };
+  const err = (k: string) => errs[k] && <span class="error field-error" data-testid={"error-" + k}>{errs[k]}</span>;
+  return (
+    <details class="new" open>
+      <summary>Start a session</summary>
+      <form onSubmit={submit} data-testid="new-session">
+        <label>Directory <input name="cwd" value={f.cwd} onInput={set("cwd")} placeholder="/absolute/path" required />{err("cwd")}</label>
+        <label>Model <input name="model" value={f.model} onInput={set("model")} placeholder="default" />{err("model")}</label>
+        <label>Permission mode
+          <select name="permission_mode" value={f.permission_mode} onChange={set("permission_mode")}>
+            {modes.map((m) => <option key={m}>{m}</option>)}
+          </select>{err("permission_mode")}
+        </label>
+        <label>First prompt <textarea name="prompt" value={f.prompt} onInput={set("prompt")} rows={2} />{err("prompt")}</label>
+        <button type="submit" disabled={busy}>Start</button>
+        {err("form")}
+      </form>
+    </details>
+  );
+}
+
+// SessionView follows one session: its log from the store, then live,
+// resubscribing from the last seq after any drop (nothing missed or
+// doubled: Log.apply).
+function SessionView(props: { id: string; session?: Session; inbox: Inbox }) {
+  const [version, setVersion] = useState(0);
+  const log = useMemo(() => new Log(), [props.id]);
+  const [err, setErr] = useState("");
+  useEffect(() => {
+    const ac = new AbortController();
+    let pending = false;
+    const bump = () => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; setVersion((v) => v + 1); });
+    };
+    retry(async (signal) => {
+      for await (const res of sessions.subscribe({ sessionId: props.id, afterSeq: log.last }, { signal })) {
+        setErr("");
+        if (res.event && log.apply(res.event) === "gap") throw new Error("gap"); // resubscribe from log.last
+        bump();
+      }
+      await new Promise((r) => setTimeout(r, 1000)); // the session ended: look again later
+    }, ac.signal, (c) => c === "gone" && setErr("reconnecting…"));
+    return () => ac.abort();
+  }, [props.id]);
+  const items = useMemo(() => buildConversation(log.events), [version, log]);
+  const s = props.session;
+  const cards = props.inbox.pending.filter((r) => r.sessionId === props.id);
+  const focus = useCardKeys(cards);
+  const bottom = useRef<HTMLDivElement>(null);
+  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }), [items.length]);
+  return (
+    <section class="session" data-testid="session-view" data-last-seq={String(log.last)}>
+      <h2>{s ? s.cwd : props.id}</h2>
+      {s && (
+        <p class="muted">
+          <span class={"status " + statusName(s.status).split(" ")[0]} data-testid="session-status">{statusName(s.status)}</span>
+          {" · "}{s.model || "default model"} · {s.permissionMode || "default"} · ${(s.totals?.costUsd ?? 0).toFixed(4)} ·{" "}
+          {String(s.totals?.inputTokens ?? 0n)} in / {String(s.totals?.outputTokens ?? 0n)} out tokens
+          {s.parentId && <> · fork of <a href={"#/s/" + s.parentId}>{s.parentId.slice(0, 8)}</a></>}
+        </p>
+      )}
+      {err && <p class="muted">{err}</p>}
+      <div class="conversation" data-testid="conversation">
+        {items.map((it) => <ItemView key={String(it.seq) + it.kind} item={it} inbox={props.inbox} />)}
+      </div>
+      {cards.map((r, i) => <Card key={r.requestId} request={r} focused={i === focus} />)}
+      <div ref={bottom} />
+      <Controls id={props.id} session={s} />
+    </section>
+  );
+}
+
+function ItemView(props: { item: Item; inbox: Inbox }) {
+  const it = props.item;
+  switch (it.kind) {
+    case "user":
+      return <div class="msg user"><pre>{it.text}</pre></div>;
+    case "text":
+      return <div class="msg assistant" data-testid="assistant-text"><pre>{it.text}</pre></div>;
+    case "thinking":
+      return <details class="thinking"><summary>thinking</summary><pre>{it.text}</pre></details>;
+    case "tool": {
+      const diff = toolDiff(it.name, it.input);
+      return (
+        <details class={"tool" + (it.isError ? " failed" : "")} data-testid="tool" open={it.name === "Task"}>
+          <summary>{it.name} {it.name === "Bash" ? <code>{it.input?.command}</code> : <span class="muted">{it.input?.file_path ?? it.input?.description ?? ""}</span>}</summary>
+          {diff ? <Diff lines={diff} /> : <pre class="input">{JSON.stringify(it.input, null, 2)}</pre>}
+          {it.result !== undefined && <pre class="result">{it.result}</pre>}
+          {it.children.map((c) => <ItemView key={String(c.seq) + c.kind} item={c} inbox={props.inbox} />)}
+        </details>
+      );
+    }
+    case "permission": {
+      const settled = props.inbox.settled.get(it.request.requestId);
+      const res = it.resolution;
+      if (!res && !settled) return null; // a pending one is shown as a card below
+      return <div class="msg notice" data-testid="permission-item">{it.request.toolName}: {res?.behavior ?? settled?.outcome} by {res?.by ?? settled?.by}{res?.message ? " — " + res.message : ""}</div>;
+    }
+    case "usage":
+      return <div class="usage muted">turn: ${it.costUsd.toFixed(4)}, {String(it.inputTokens)} in / {String(it.outputTokens)} out · session ${it.totalUsd.toFixed(4)}</div>;
+    case "notice":
+      return <div class={"msg notice " + it.level}>{it.text}</div>;
+  }
+}
+
+function Controls(props: { id: string; session?: Session }) {
+  const [text, setText] = useState("");
+  const [err, setErr] = useState("");
+  const s = props.session;
+  const run = async (f: () => Promise<unknown>) => {
+    setErr("");
+    try {
+      await f();
+    } catch (e) {
+      setErr(ConnectError.from(e).rawMessage);
+    }
+  };
+  const send = (e: Event) => {
+    e.preventDefault();
+    const t = text;
+    if (!t.trim()) return;
+    setText("");
+    run(() => sessions.send({ sessionId: props.id, text: t }));
+  };
+  return (
+    <div class="controls">
+      <form onSubmit={send} class="send">
+        <textarea aria-label="message" rows={2} value={text} placeholder="Send the next message…" onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+          onKeyDown={(e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send(e); }} />
+        <button type="submit">Send</button>
+      </form>
+      <div class="buttons">
+        <button onClick={() => run(() => sessions.interrupt({ sessionId: props.id, client: clientName }))}>Interrupt</button>
+        <select aria-label="permission mode" value={s?.permissionMode || "default"}
+          onChange={(e) => run(() => sessions.setPermissionMode({ sessionId: props.id, mode: (e.target as HTMLSelectElement).value }))}>
+          {modes.map((m) => <option key={m}>{m}</option>)}
+        </select>
+        <form class="inline" onSubmit={(e) => { e.preventDefault(); const m = ((e.target as HTMLFormElement).elements.namedItem("model") as HTMLInputElement).value; run(() => sessions.setModel({ sessionId: props.id, model: m })); }}>
+          <input name="model" aria-label="model" placeholder={s?.model || "model"} />
+          <button type="submit">Set model</button>
+        </form>
+        <button onClick={() => run(() => sessions.resumeSession({ sessionId: props.id }))}>Resume</button>
+        <button onClick={() => run(async () => { const r = await sessions.forkSession({ sessionId: props.id }); location.hash = "#/s/" + r.session!.id; })}>Fork</button>
+        <button class="deny" onClick={() => run(() => sessions.closeSession({ sessionId: props.id, client: clientName }))}>Close</button>
+      </div>
+      {err && <p class="error" data-testid="control-error">{err}</p>}
+    </div>
+  );
+}
+
+// --- rules and audit ---
+
+function RulesView() {
+  const [rules, setRules] = useState<Rule[]>([]);
+  const [decisions, setDecisions] = useState<Decision[]>([]);
+  const [err, setErr] = useState("");
+  const [f, setF] = useState({ pattern: "", behavior: "allow", scope: "global", value: "" });
+  const load = async () => {
+    try {
+      setRules((await permissions.listRules({})).rules);
+      setDecisions((await permissions.listDecisions({})).decisions);
+    } catch (e) {
+      setErr(ConnectError.from(e).rawMessage);
+    }
+  };
+  useEffect(() => { load(); }, []);
+  const add = async (e: Event) => {
+    e.preventDefault();
+    setErr("");
+    try {
+      await permissions.addRule({ rule: {
+        pattern: f.pattern, behavior: f.behavior === "allow" ? Behavior.ALLOW : f.behavior === "deny" ? Behavior.DENY : Behavior.ASK,
+        scope: f.scope === "project" ? RuleScope.PROJECT : f.scope === "session" ? RuleScope.SESSION : RuleScope.GLOBAL, scopeValue: f.value,
+      } });
+      setF({ ...f, pattern: "" });
+      load();
+    } catch (e) {
+      setErr(ConnectError.from(e).rawMessage);
+    }
+  };
+  const set = (k: string) => (e: Event) => setF({ ...f, [k]: (e.target as HTMLInputElement).value });
+  return (
+    <section>
+      <h2>Rules</h2>
+      <form class="rule-form" onSubmit={add} data-testid="rule-form">
+        <input aria-label="pattern" placeholder="Bash(git status:*)" value={f.pattern} onInput={set("pattern")} required />
+        <select aria-label="behavior" value={f.behavior} onChange={set("behavior")}><option>allow</option><option>deny</option><option>ask</option></select>
+        <select aria-label="scope" value={f.scope} onChange={set("scope")}><option>global</option><option>project</option><option>session</option></select>
+        {f.scope !== "global" && <input aria-label="scope value" placeholder={f.scope === "project" ? "/project/dir" : "session id"} value={f.value} onInput={set("value")} />}
+        <button type="submit">Add</button>
+      </form>
+      {err && <p class="error" data-testid="rule-error">{err}</p>}
+      <ul class="rules" data-testid="rules">
+        {rules.map((r) => (
+          <li key={r.id}>
+            <code>{r.pattern}</code> {Behavior[r.behavior].toLowerCase()} · {scopeName(r.scope)} {r.scopeValue}
+            <button class="small deny" onClick={async () => { await permissions.removeRule({ ruleId: r.id }); load(); }}>remove</button>
+          </li>
+        ))}
+      </ul>
+      <h2>Decisions</h2>
+      <table class="decisions">
+        <tbody>
+          {decisions.map((d) => (
+            <tr key={d.requestId}>
+              <td>{new Date(ts(d.decidedAt)).toLocaleString()}</td><td>{d.toolName}</td>
+              <td>{Behavior[d.behavior].toLowerCase()}</td><td>{d.decidedBy}</td><td class="muted">{d.message}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+// health is checked once at start so that a wrong token shows the login
+// screen before any stream is opened.
+health.health({}).catch(() => {});
+
+render(<App />, document.getElementById("app")!);
