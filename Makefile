@@ -19,7 +19,7 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures tmux
+.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures tmux web web-deps web-test chromium
 
 all: build
 
@@ -87,11 +87,34 @@ fmt:
 
 # Every test with -race, one line per package as it ends (internal/tools/testsum), then the
 # 10,000-session release test, too slow under the race detector; the total time at the end.
-test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) tmux fmt vet
+test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) tmux chromium web-test fmt vet
 	@start=$$(date +%s); \
 	GO=$(GO) $(GO) run ./internal/tools/testsum -race -count=1 ./... && \
 	GO=$(GO) $(GO) run ./internal/tools/testsum -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/; \
 	code=$$?; echo "make test: $$(( $$(date +%s) - start ))s in all"; exit $$code
+
+# The web page (web/README.md). web-deps installs its locked packages into web/node_modules;
+# web rebuilds web/dist, which is committed and embedded in claudectl (go build alone gives the
+# page); web-test runs its unit tests (Vitest) and checks that the committed build is what the
+# sources build to. The end-to-end tests in Chromium are web/e2e_test.go, run by go test.
+web-deps: web/node_modules/.package-lock.json
+web/node_modules/.package-lock.json: web/package-lock.json web/package.json
+	cd web && npm ci --no-audit --no-fund
+web: web-deps
+	cd web && npx vite build
+web-test: web-deps
+	cd web && npx vitest run
+	@d=$$(mktemp -d) && (cd web && npx vite build --logLevel warn --outDir $$d --emptyOutDir) && \
+		diff -r $$d web/dist >/dev/null && rm -rf $$d && echo "web/dist matches the sources" || \
+		{ rm -rf $$d; echo "web/dist is not what the sources build to: run make web and commit web/dist"; exit 1; }
+
+# The page's end-to-end tests drive Debian's Chromium (playwright-core, no downloaded
+# browser): installed with apt-get when missing and root on Debian; elsewhere they are
+# skipped (and fail under CI=true).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		{ apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }; } || \
+		echo "chromium is missing: the web page's browser tests will be skipped (install chromium)"
 
 # The decoder and daemon benchmarks, then the side-by-side throughput comparison with the
 # official TypeScript SDK (bench/compare/README.md): make bench SCALE=1 for a smaller stream.
@@ -105,12 +128,11 @@ bench: build $(AGENT_SDK_DTS)
 
 # Regenerates api/gen from api/*.proto (the generated code is committed).
 BUF_VERSION ?= v1.57.0
-generate:
+generate: web-deps
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	GOBIN=$(TOOLS)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go
 	GOBIN=$(TOOLS)/bin $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go
 	PATH=$(TOOLS)/bin:$$PATH buf lint
-	cd web && npm ci --no-audit --no-fund
 	rm -rf api/gen web/src/gen && PATH=$(TOOLS)/bin:$$PATH buf generate
 
 clean:

@@ -33,6 +33,9 @@ var demoScenes = []struct {
 	{"question", []string{"question", "ask", "attach"}, []func(*demoCtx) Turn{
 		(*demoCtx).ask, (*demoCtx).answered,
 	}},
+	{"touch", []string{"touch", "always"}, []func(*demoCtx) Turn{
+		(*demoCtx).touch, (*demoCtx).touched,
+	}},
 	{"edit", []string{"edit", "write", "file"}, []func(*demoCtx) Turn{
 		(*demoCtx).write, (*demoCtx).wrote,
 	}},
@@ -47,6 +50,7 @@ const DemoKeywords = `  'tour'                 everything below in one turn (abo
   'show me a tool'       thinking, then Bash ls, which needs permission (claudectl approve ID)
   'ask me a question'    AskUserQuestion: answer it with claudectl attach ID
   'write a file'         Write claudectl-demo.md in the session's directory (asks permission)
+  'touch'                Bash touch, which Claude Code offers to always allow (a rule)
   'think about it'       a thinking block (shown by clients that show thinking)
   anything else          a streamed reply listing these`
 
@@ -220,6 +224,23 @@ func (c *demoCtx) listedSummary() string {
 
 func (c *demoCtx) listed() Turn {
 	return Reply(Text(c.listedSummary() + " The tool ran in the real Claude Code CLI, after the permission went through the daemon.\n\n" + demoTry))
+}
+
+// DemoTouchCommand is the command of the demo's touch scene: one Claude
+// Code asks about and suggests a rule for ("always allow").
+const DemoTouchCommand = "touch claudectl-demo.txt"
+
+func (c *demoCtx) touch() Turn {
+	return Reply(Text("I will create an empty file with touch. Claude Code asks first, and offers a rule to always allow such commands: the daemon keeps that rule, and shows it before you agree."),
+		ToolUse("Bash", map[string]any{"command": DemoTouchCommand, "description": "Create an empty file"}))
+}
+
+func (c *demoCtx) touched() Turn {
+	out, isErr := c.lastResult()
+	if isErr {
+		return Reply(Text("The command did not run (" + firstLine(out) + ").\n\n" + demoTry))
+	}
+	return Reply(Text("Created claudectl-demo.txt.\n\n" + demoTry))
 }
 
 var demoQuestion = map[string]any{"questions": []any{map[string]any{

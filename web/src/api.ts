@@ -6,14 +6,15 @@ import { HealthService, PermissionService, SessionService } from "./gen/claudect
 
 const tokenKey = "claudectl.token";
 
-// The token lives in sessionStorage: it survives a reload of the tab but
-// not the tab itself, and no other site can read it.
+// The token lives in localStorage, the daemon's origin's own: a second tab
+// (a card opened from a notification, say) is logged in too, and no other
+// site can read it. A token the daemon refuses is removed at once.
 export function getToken(): string | null {
-  return sessionStorage.getItem(tokenKey);
+  return localStorage.getItem(tokenKey);
 }
 export function setToken(t: string | null) {
-  if (t === null) sessionStorage.removeItem(tokenKey);
-  else sessionStorage.setItem(tokenKey, t);
+  if (t === null) localStorage.removeItem(tokenKey);
+  else localStorage.setItem(tokenKey, t);
 }
 
 const auth: Interceptor = (next) => async (req) => {

@@ -7,7 +7,7 @@ import { Log, buildConversation, diffLines, fieldOf, filterSessions, mergeInbox,
 
 const enc = new TextEncoder();
 const msg = (seq: number, obj: unknown, toCli = false) =>
-  create(EventSchema, { seq: BigInt(seq), kind: { case: "message", value: { type: (obj as any).type, raw: enc.encode(JSON.stringify(obj)), toCli } } });
+  create(EventSchema, { seq: BigInt(Math.floor(seq)), kind: { case: "message", value: { type: (obj as any).type, raw: enc.encode(JSON.stringify(obj)), toCli } } });
 const delta = (seq: number, text: string, parent = "") =>
   create(EventSchema, { seq: BigInt(seq), kind: { case: "textDelta", value: { text, parentToolUseId: parent } } });
 
@@ -62,7 +62,9 @@ describe("conversation", () => {
   test("streamed text once, tool results attached, sub-agents grouped", () => {
     const evs = [
       msg(1, { type: "user", message: { role: "user", content: "hi" } }, true),
-      delta(2, "Hel"), delta(3, "lo"),
+      delta(2, "Hel"),
+      msg(2.5, { type: "stream_event", event: { type: "content_block_delta" } }),
+      delta(3, "lo"),
       msg(4, { type: "assistant", message: { content: [{ type: "thinking", thinking: "hmm" }, { type: "text", text: "Hello" }] } }),
       create(EventSchema, { seq: 5n, kind: { case: "toolUse", value: { toolUseId: "t1", name: "Task", input: enc.encode("{}") } } }),
       create(EventSchema, { seq: 6n, kind: { case: "toolUse", value: { toolUseId: "t2", name: "Bash", input: enc.encode(`{"command":"ls"}`), parentToolUseId: "t1" } } }),

@@ -161,7 +161,11 @@ export function buildConversation(events: Event[]): Item[] {
       }
       case "message": {
         const m = parse(k.value.raw);
-        if (!m) break;
+        const shown = m && (m.type === "assistant" || (k.value.toCli && m.type === "user"));
+        if (!shown) { // stream events, results, control lines, tool results: no item of their own
+          if (m && !k.value.toCli && m.type === "user") attachResults(m, tools);
+          continue;
+        }
         if (k.value.toCli && m.type === "user") {
           const c = m.message?.content;
           const text = typeof c === "string" ? c : Array.isArray(c) ? c.filter((b: any) => b.type === "text").map((b: any) => b.text).join("\n") : "";
@@ -173,15 +177,6 @@ export function buildConversation(events: Event[]): Item[] {
             if (b.type === "text" && !streamed.has(parent)) place({ kind: "text", seq: ev.seq, text: b.text, parent }, parent);
           }
           streamed.delete(parent);
-        } else if (!k.value.toCli && m.type === "user") {
-          for (const b of Array.isArray(m.message?.content) ? m.message.content : []) {
-            if (b.type !== "tool_result") continue;
-            const t = tools.get(b.tool_use_id);
-            if (!t) continue;
-            t.result = typeof b.content === "string" ? b.content
-              : Array.isArray(b.content) ? b.content.map((c: any) => c.text ?? "").join("\n") : "";
-            t.isError = !!b.is_error;
-          }
         }
         break;
       }
@@ -217,6 +212,19 @@ export function buildConversation(events: Event[]): Item[] {
     openText = null;
   }
   return items;
+}
+
+// attachResults gives the tool calls of a CLI user message's tool_result
+// blocks their output.
+function attachResults(m: any, tools: Map<string, Extract<Item, { kind: "tool" }>>) {
+  for (const b of Array.isArray(m.message?.content) ? m.message.content : []) {
+    if (b.type !== "tool_result") continue;
+    const t = tools.get(b.tool_use_id);
+    if (!t) continue;
+    t.result = typeof b.content === "string" ? b.content
+      : Array.isArray(b.content) ? b.content.map((c: any) => c.text ?? "").join("\n") : "";
+    t.isError = !!b.is_error;
+  }
 }
 
 // --- Edit/Write/MultiEdit as a diff ---

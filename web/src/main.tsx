@@ -4,7 +4,7 @@ import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Behavior, RuleScope, type Decision, type PermissionRequest, type Rule, type Session } from "./gen/claudectl/v1/claudectl_pb";
-import { clientName, getToken, health, permissions, sessions, setToken } from "./api";
+import { clientName, getToken, permissions, sessions, setToken } from "./api";
 import {
   Log, buildConversation, fieldOf, filterSessions, mergeInbox, mergeSessions, statusName, statusNames,
   tokenFromHash, toolDiff, ts, type Inbox, type Item,
@@ -394,7 +394,8 @@ function SessionView(props: { id: string; session?: Session; inbox: Inbox }) {
   const bottom = useRef<HTMLDivElement>(null);
   useEffect(() => bottom.current?.scrollIntoView({ block: "end" }), [items.length]);
   return (
-    <section class="session" data-testid="session-view" data-last-seq={String(log.last)}>
+    <section class="session" data-testid="session-view" data-last-seq={String(log.last)}
+      data-last-event-ms={String(ts(log.events[log.events.length - 1]?.time))}>
       <h2>{s ? s.cwd : props.id}</h2>
       {s && (
         <p class="muted">
@@ -557,9 +558,5 @@ function RulesView() {
     </section>
   );
 }
-
-// health is checked once at start so that a wrong token shows the login
-// screen before any stream is opened.
-health.health({}).catch(() => {});
 
 render(<App />, document.getElementById("app")!);

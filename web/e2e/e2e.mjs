@@ -1,0 +1,226 @@
+// End-to-end tests of the page in real headless Chromium, driven by
+// playwright-core; web/e2e_test.go runs this script against a claudectl
+// serve --demo (the real CLI, the scripted demo model) and restarts the
+// daemon when the script prints RESTART. Every step throws on failure.
+//
+// env: URL (the page's login address, with #token=), TOKEN, CWD (a
+// directory for the sessions), CHROMIUM, SHOTS (a directory for
+// screenshots, optional).
+import { chromium } from "playwright-core";
+import fs from "node:fs";
+import path from "node:path";
+import readline from "node:readline";
+
+const { URL: loginURL, TOKEN, CWD, CHROMIUM, SHOTS } = process.env;
+const base = new URL(loginURL).origin;
+const stdin = readline.createInterface({ input: process.stdin });
+const lines = stdin[Symbol.asyncIterator]();
+
+function step(name) { console.log("STEP " + name); }
+function metric(name, v) { console.log(`METRIC ${name} ${v}`); }
+function assert(cond, msg) { if (!cond) throw new Error("assertion failed: " + msg); }
+async function api(service, method, body = {}) {
+  const r = await fetch(`${base}/claudectl.v1.${service}/${method}`, {
+    method: "POST", headers: { "Content-Type": "application/json", Authorization: "Bearer " + TOKEN }, body: JSON.stringify(body),
+  });
+  if (!r.ok) throw new Error(`${method}: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+async function shot(page, name) { if (SHOTS) await page.screenshot({ path: path.join(SHOTS, name) }); }
+
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const errors = [];
+async function newPage(ctx) {
+  const p = await ctx.newPage();
+  p.on("pageerror", (e) => errors.push(e.message));
+  return p;
+}
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+
+  step("a wrong token shows the login screen");
+  {
+    const p = await newPage(ctx);
+    await p.goto(base + "/#token=wrong");
+    await p.getByTestId("login-wrong").waitFor({ timeout: 10000 });
+    assert(!p.url().includes("token="), "the token stayed in the address bar: " + p.url());
+    await p.close();
+  }
+
+  step("the login address logs in; first load measured");
+  const page = await newPage(ctx);
+  let bytes = 0;
+  page.on("response", async (r) => { const h = await r.allHeaders(); bytes += Number(h["content-length"] || 0); });
+  const t0 = Date.now();
+  await page.goto(loginURL);
+  await page.getByText("Sessions").click();
+  await page.getByTestId("sessions").waitFor({ state: "attached" });
+  await page.getByTestId("conn").filter({ hasText: "live" }).waitFor({ timeout: 10000 });
+  metric("first_load_ms_to_sessions_list", Date.now() - t0);
+  metric("first_load_bytes", bytes);
+  assert(!page.url().includes("token="), "the token stayed in the address bar: " + page.url());
+
+  step("a session started from the form streams its reply");
+  const t1 = Date.now();
+  await page.fill("input[name=cwd]", CWD);
+  await page.fill("textarea[name=prompt]", "hello");
+  await page.getByRole("button", { name: "Start" }).click();
+  await page.getByTestId("session-view").waitFor();
+  await page.getByTestId("assistant-text").first().waitFor({ timeout: 30000 });
+  metric("prompt_to_first_text_ms", Date.now() - t1);
+  await page.getByText("I answer by keyword", { exact: false }).first().waitFor({ timeout: 30000 });
+
+  step("the form shows the daemon's own validation, by field");
+  await page.goto(base + "/#/sessions");
+  await page.fill("input[name=cwd]", "relative/dir");
+  await page.getByRole("button", { name: "Start" }).click();
+  await page.getByTestId("error-cwd").waitFor({ timeout: 10000 });
+
+  step("a permission card approved by a click: the file appears; a second tab sees the card go, with who");
+  await page.goto(base + "/#/sessions");
+  const second = await newPage(ctx);
+  await second.goto(base + "/#/inbox");
+  await second.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
+  await page.fill("input[name=cwd]", CWD);
+  await page.fill("textarea[name=prompt]", "write a file");
+  await page.getByRole("button", { name: "Start" }).click();
+  const card = page.getByTestId("card").first();
+  await card.waitFor({ timeout: 30000 });
+  await second.getByTestId("card").first().waitFor({ timeout: 10000 });
+  await shot(page, "web-session.png");
+  await card.getByRole("button", { name: "Allow once" }).click();
+  await second.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
+  const file = path.join(CWD, "claudectl-demo.md");
+  for (let i = 0; i < 100 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 200));
+  assert(fs.existsSync(file), "the file was not written");
+  await page.getByTestId("permission-item").filter({ hasText: "client:web" }).first().waitFor({ timeout: 10000 });
+  const sessionURL = page.url();
+  await second.goto(sessionURL);
+  await second.getByTestId("permission-item").filter({ hasText: "by client:web" }).first().waitFor({ timeout: 10000 });
+  await second.close();
+
+  step("always allow stores the rule the card shows");
+  fs.rmSync(file);
+  await page.goto(base + "/#/sessions");
+  await page.fill("input[name=cwd]", CWD);
+  await page.fill("textarea[name=prompt]", "touch");
+  await page.getByRole("button", { name: "Start" }).click();
+  const c2 = page.getByTestId("card").first();
+  await c2.waitFor({ timeout: 30000 });
+  const shown = (await c2.getByTestId("always-rules").textContent()) ?? "";
+  await c2.getByTestId("always").click();
+  await c2.waitFor({ state: "detached", timeout: 10000 });
+  const rules = (await api("PermissionService", "ListRules")).rules ?? [];
+  assert(rules.length > 0 && rules.every((r) => shown.includes(r.pattern)), `rules ${JSON.stringify(rules)} vs shown "${shown}"`);
+
+  step("AskUserQuestion answered by clicks reaches the model");
+  await page.goto(base + "/#/sessions");
+  await page.fill("input[name=cwd]", CWD);
+  await page.fill("textarea[name=prompt]", "ask me a question");
+  await page.getByRole("button", { name: "Start" }).click();
+  const q = page.getByTestId("card").first();
+  await q.waitFor({ timeout: 30000 });
+  await q.getByLabel("Thinking").check();
+  await q.getByRole("button", { name: "Answer" }).click();
+  await page.getByText("you chose Thinking").first().waitFor({ timeout: 30000 });
+
+  step("a reload mid-stream resumes with nothing missing or doubled");
+  await page.goto(base + "/#/sessions");
+  await page.fill("input[name=cwd]", CWD);
+  await page.fill("textarea[name=prompt]", "tour");
+  await page.getByRole("button", { name: "Start" }).click();
+  await page.getByTestId("assistant-text").first().waitFor({ timeout: 30000 });
+  const tourURL = page.url();
+  await page.reload();
+  // The tour asks three things; answer them as they come.
+  for (const want of ["Allow once", "Answer", "Allow once"]) {
+    const c = page.getByTestId("card").first();
+    await c.waitFor({ timeout: 60000 });
+    if (want === "Answer") await c.getByLabel("Files").check();
+    await c.getByRole("button", { name: want }).click();
+    await c.waitFor({ state: "detached", timeout: 10000 });
+  }
+  await page.getByText("That was the tour").first().waitFor({ timeout: 60000 });
+  const id = decodeURIComponent(tourURL.split("#/s/")[1]);
+  let stored;
+  for (let i = 0; i < 200; i++) { // the turn's last events follow its text: wait for idle
+    stored = (await api("SessionService", "GetSession", { sessionId: id })).session;
+    if (stored.status === "SESSION_STATUS_IDLE") break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert(stored.status === "SESSION_STATUS_IDLE", "the tour never went idle: " + stored.status);
+  await page.waitForFunction((want) => document.querySelector('[data-testid="session-view"]')?.getAttribute("data-last-seq") === want, String(stored.lastSeq), { timeout: 20000 });
+  const reloaded = await page.getByTestId("conversation").innerText();
+  const fresh = await newPage(ctx);
+  await fresh.goto(tourURL);
+  await fresh.waitForFunction((want) => document.querySelector('[data-testid="session-view"]')?.getAttribute("data-last-seq") === want, String(stored.lastSeq), { timeout: 20000 });
+  const canonical = await fresh.getByTestId("conversation").innerText();
+  assert(reloaded === canonical, "the conversation after a reload differs from a fresh read of the stored log");
+  await fresh.close();
+
+  step("CLI line to text on screen");
+  {
+    await page.goto(base + "/#/sessions");
+    await page.fill("input[name=cwd]", CWD);
+    await page.fill("textarea[name=prompt]", "hello again");
+    await page.getByRole("button", { name: "Start" }).click();
+    await page.getByTestId("session-view").waitFor();
+    // From the daemon storing a line (its event time) to the page
+    // showing it: each time the view renders a newer event.
+    const lat = await page.evaluate(() => new Promise((resolve) => {
+      const out = [];
+      const view = document.querySelector('[data-testid="session-view"]');
+      const obs = new MutationObserver(() => {
+        requestAnimationFrame(() => {
+          const t = Number(view.getAttribute("data-last-event-ms"));
+          if (t > 0) out.push(Date.now() - t);
+        });
+      });
+      obs.observe(view, { attributes: true, attributeFilter: ["data-last-event-ms"] });
+      setTimeout(() => { obs.disconnect(); resolve(out); }, 8000);
+    }));
+    assert(lat.length > 3, "no streaming seen");
+    lat.sort((a, b) => a - b);
+    metric("line_to_screen_p50_ms", lat[Math.floor(lat.length / 2)]);
+    metric("line_to_screen_p99_ms", lat[Math.floor(lat.length * 0.99)]);
+    metric("line_to_screen_max_ms", lat[lat.length - 1]);
+    metric("screen_updates_during_stream", lat.length);
+  }
+
+  step("the phone layout approves a request");
+  {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    const p = await newPage(phone);
+    await p.goto(loginURL);
+    await p.getByTestId("conn").filter({ hasText: "live" }).waitFor({ timeout: 10000 });
+    await api("SessionService", "CreateSession", { options: { cwd: CWD, includePartialMessages: true }, prompt: "write a file" });
+    const c = p.getByTestId("card").first();
+    await c.waitFor({ timeout: 30000 });
+    await shot(p, "web-phone.png");
+    await c.getByRole("button", { name: "Allow once" }).tap();
+    await p.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
+    for (let i = 0; i < 100 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 200));
+    assert(fs.existsSync(file), "the file was not written from the phone");
+    await phone.close();
+  }
+
+  step("the daemon restarted under the page: the page recovers");
+  await page.goto(base + "/#/sessions");
+  await page.getByTestId("conn").filter({ hasText: "live" }).waitFor({ timeout: 10000 });
+  await shot(page, "web-sessions.png");
+  console.log("RESTART");
+  const ack = await lines.next();
+  assert(ack.value === "RESTARTED", "no restart: " + ack.value);
+  await page.getByTestId("conn").filter({ hasText: "live" }).waitFor({ timeout: 30000 });
+  await page.getByTestId("session-row").first().waitFor({ timeout: 10000 });
+
+  assert(errors.length === 0, "errors on the page: " + errors.join("; "));
+  console.log("PASS");
+} finally {
+  await browser.close();
+  stdin.close();
+}
