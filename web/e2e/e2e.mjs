@@ -191,8 +191,29 @@ try {
     metric("screen_updates_during_stream", lat.length);
   }
 
+  step("the keyboard: j/k move between cards, d denies the focused one");
+  {
+    fs.rmSync(file, { force: true });
+    await page.goto(base + "/#/inbox");
+    await page.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
+    await api("SessionService", "CreateSession", { options: { cwd: CWD, includePartialMessages: true }, prompt: "write a file" });
+    await api("SessionService", "CreateSession", { options: { cwd: CWD, includePartialMessages: true }, prompt: "show me a tool" }); // touch is a rule now
+    await page.getByTestId("card").nth(1).waitFor({ timeout: 30000 });
+    await page.keyboard.press("j");
+    const focused = page.locator(".card.focused");
+    const id = await focused.getAttribute("data-request");
+    assert(id === await page.getByTestId("card").nth(1).getAttribute("data-request"), "j did not move to the second card");
+    await page.keyboard.press("k");
+    await page.keyboard.press("j");
+    await page.keyboard.press("d");
+    await page.locator(`[data-request="${id}"]`).waitFor({ state: "detached", timeout: 10000 });
+    await page.keyboard.press("a"); // the other one, focused now
+    await page.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
+  }
+
   step("the phone layout approves a request");
   {
+    fs.rmSync(file, { force: true });
     const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
     const p = await newPage(phone);
     await p.goto(loginURL);
