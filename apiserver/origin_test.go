@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/claudectl/claudectl/apiserver"
+	"github.com/claudectl/claudectl/web"
 )
 
 // TestHostAndOrigin plays a page that DNS-rebinds its name to 127.0.0.1
@@ -69,5 +70,43 @@ func TestHostAndOrigin(t *testing.T) {
 	hs.Handler.ServeHTTP(w, r)
 	if w.Code != 204 || w.Header().Get("Access-Control-Allow-Headers") != "content-type,connect-protocol-version" {
 		t.Errorf("preflight: %d %v", w.Code, w.Header())
+	}
+}
+
+// TestPageNeedsNoTokenAPIDoes: with a token, the web page's files are
+// served to anyone (public code), everything else still needs the token,
+// and a path that only looks like the page's is not let through.
+func TestPageNeedsNoTokenAPIDoes(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("/", web.Handler())
+	mux.HandleFunc("/claudectl.v1.SessionService/ListSessions", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	hs, err := apiserver.NewServer("127.0.0.1:7777", mux, &apiserver.ServerOptions{Token: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		method, path, auth string
+		want               int
+	}{
+		{"GET", "/", "", 200},
+		{"HEAD", "/index.html", "", 200},
+		{"POST", "/", "", 401},
+		{"POST", "/claudectl.v1.SessionService/ListSessions", "", 401},
+		{"GET", "/claudectl.v1.SessionService/ListSessions", "", 401},
+		{"GET", "/assets/../claudectl.v1.SessionService/ListSessions", "", 401},
+		{"POST", "/claudectl.v1.SessionService/ListSessions", "Bearer secret", 200},
+		{"GET", "/", "Bearer wrong", 200}, // the login screen loads whatever the browser holds
+	} {
+		r := httptest.NewRequest(tc.method, "/", nil)
+		r.URL.Path = tc.path
+		r.Host = "127.0.0.1:7777"
+		if tc.auth != "" {
+			r.Header.Set("Authorization", tc.auth)
+		}
+		w := httptest.NewRecorder()
+		hs.Handler.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("%s %s (auth %q): %d, want %d", tc.method, tc.path, tc.auth, w.Code, tc.want)
+		}
 	}
 }

@@ -30,6 +30,9 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 // need no token: they are public code, the same in every claudectl)
 // rather than the API.
 func IsPage(urlPath string) bool {
+	if urlPath != "/" && path.Clean(urlPath) != urlPath { // no "..", "//" or "." past the check
+		return false
+	}
 	return urlPath == "/" || urlPath == "/index.html" || strings.HasPrefix(urlPath, "/assets/")
 }
 
