@@ -313,3 +313,59 @@ func decide(t *testing.T, g *grpcurl, dir, id string, pr *v1.PermissionRequest) 
 		t.Errorf("Decide = %v", &dec)
 	}
 }
+
+// TestGrpcurlWatch follows the session list and the inbox with grpcurl, a
+// gRPC client that is not ours: the session appears and waits for a
+// person, its request comes into the inbox, and leaves it with who
+// answered; a watch of an unknown session is NotFound.
+func TestGrpcurlWatch(t *testing.T) {
+	g := startGrpcurl(t,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "echo hi > w.txt", "description": "Write w.txt"})),
+		claudetest.Reply(claudetest.Text("Done.")))
+	sessions := g.stream("claudectl.v1.SessionService/WatchSessions", map[string]any{})
+	var first v1.WatchSessionsResponse
+	sessions.next(&first)
+	if !first.Snapshot || len(first.Sessions) != 0 {
+		t.Fatalf("first WatchSessions response: %v", &first)
+	}
+	inbox := g.stream("claudectl.v1.PermissionService/WatchPending", map[string]any{})
+	var snap v1.WatchPendingResponse
+	inbox.next(&snap)
+	if !snap.Snapshot || len(snap.Requests) != 0 {
+		t.Fatalf("first WatchPending response: %v", &snap)
+	}
+	dir := t.TempDir()
+	var created v1.CreateSessionResponse
+	g.call("claudectl.v1.SessionService/CreateSession",
+		map[string]any{"options": map[string]any{"cwd": dir}, "prompt": "Write hi to w.txt"}, &created)
+	id := created.GetSession().GetId()
+
+	var pending v1.WatchPendingResponse
+	inbox.next(&pending)
+	if pending.Snapshot || len(pending.Requests) != 1 || pending.Requests[0].SessionId != id || pending.Requests[0].ToolName != "Bash" {
+		t.Fatalf("WatchPending after the request: %v", &pending)
+	}
+	for waiting := false; !waiting; {
+		var ch v1.WatchSessionsResponse
+		sessions.next(&ch)
+		for _, s := range ch.Sessions {
+			waiting = waiting || s.Id == id && s.Status == v1.SessionStatus_SESSION_STATUS_WAITING
+		}
+	}
+	var decided v1.DecideResponse
+	g.call("claudectl.v1.PermissionService/Decide",
+		map[string]any{"request_id": pending.Requests[0].RequestId, "behavior": "BEHAVIOR_ALLOW", "client": "grpcurl"}, &decided)
+	var settled v1.WatchPendingResponse
+	inbox.next(&settled)
+	if st := settled.Settled; st == nil || st.RequestId != pending.Requests[0].RequestId || st.Outcome != "allowed" || st.By != "client:grpcurl" {
+		t.Fatalf("WatchPending after the decision: %v", &settled)
+	}
+	inbox.stop()
+	sessions.stop()
+
+	cmd := g.command("-d", `{"session_id":"no-such-session"}`, g.addr, "claudectl.v1.PermissionService/WatchPending")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "NotFound") {
+		t.Errorf("WatchPending of an unknown session: %v\n%s", err, out)
+	}
+}

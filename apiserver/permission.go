@@ -138,6 +138,11 @@ func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.Lis
 
 // WatchPending implements PermissionService.
 func (s *Service) WatchPending(ctx context.Context, req *connect.Request[v1.WatchPendingRequest], stream *connect.ServerStream[v1.WatchPendingResponse]) error {
+	if id := req.Msg.SessionId; id != "" {
+		if _, err := s.D.Session(ctx, id); err != nil { // a typo would watch nothing, silently
+			return toConnect(err)
+		}
+	}
 	for ch, err := range s.D.WatchPending(ctx, req.Msg.SessionId) {
 		if err != nil {
 			return toConnect(err)
