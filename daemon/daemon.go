@@ -22,7 +22,6 @@ import (
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
-	"github.com/claudectl/claudectl/store/sqlite"
 )
 
 // Errors of the Daemon. Store errors (store.ErrNotFound, store.ErrUnavailable,
@@ -70,7 +69,7 @@ func (e *StateError) Is(target error) bool { return target == ErrNotRunning }
 // Options configures New. DB, Engine and Broker are required; the caller
 // owns them and closes them after Daemon.Close.
 type Options struct {
-	DB     *sqlite.DB
+	DB     store.Store
 	Engine *permission.Engine
 	Broker *permission.Broker
 	// CLIPath is the claude executable; empty means claude.FindBinary.
@@ -118,7 +117,7 @@ type Options struct {
 
 // A Daemon hosts sessions. It is safe for concurrent use.
 type Daemon struct {
-	db          *sqlite.DB
+	db          store.Store
 	engine      *permission.Engine
 	broker      *permission.Broker
 	cliPath     string

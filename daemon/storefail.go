@@ -41,10 +41,7 @@ func writeFailed(err error) bool { return errors.Is(err, store.ErrWriteFailed) }
 // StoreHealth returns whether the store writes, and how many sessions wait
 // for their gap records.
 func (d *Daemon) StoreHealth() (store.WriteHealth, int) {
-	var h store.WriteHealth
-	if wh, ok := any(d.db).(interface{ WriteHealth() store.WriteHealth }); ok {
-		h = wh.WriteHealth()
-	}
+	h := d.db.WriteHealth()
 	d.failures.mu.Lock()
 	defer d.failures.mu.Unlock()
 	return h, len(d.failures.lost)

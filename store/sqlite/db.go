@@ -131,6 +131,9 @@ type DB struct {
 	closeErr  error
 }
 
+// DB is a [store.Store].
+var _ store.Store = (*DB)(nil)
+
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 

@@ -1,0 +1,16 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/storetest"
+)
+
+// TestStore runs the engine-neutral conformance suite on SQLite.
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		db, _ := mustOpen(t, nil)
+		return db
+	})
+}
