@@ -92,8 +92,10 @@ try {
   await card.waitFor({ timeout: 30000 });
   await second.getByTestId("card").first().waitFor({ timeout: 10000 });
   await shot(page, "web-session.png");
+  const reqID = await card.getAttribute("data-request");
   await card.getByRole("button", { name: "Allow once" }).click();
   await second.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
+  await second.locator(`[data-testid="settled"][data-request="${reqID}"]`).filter({ hasText: "allowed by client:web" }).waitFor({ timeout: 10000 });
   const file = path.join(CWD, "claudectl-demo.md");
   for (let i = 0; i < 100 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 200));
   assert(fs.existsSync(file), "the file was not written");
@@ -206,7 +208,7 @@ try {
     await page.keyboard.press("k");
     await page.keyboard.press("j");
     await page.keyboard.press("d");
-    await page.locator(`[data-request="${id}"]`).waitFor({ state: "detached", timeout: 10000 });
+    await page.locator(`.card[data-request="${id}"]`).waitFor({ state: "detached", timeout: 10000 });
     await page.keyboard.press("a"); // the other one, focused now
     await page.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
   }

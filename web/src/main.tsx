@@ -149,7 +149,27 @@ function InboxView(props: { inbox: Inbox; list: Session[] }) {
       {cards.map((r, i) => (
         <Card key={r.requestId} request={r} focused={i === focus} session={props.list.find((s) => s.id === r.sessionId)} />
       ))}
+      <Recent settled={props.inbox.settled} />
     </section>
+  );
+}
+
+// Recent lists the requests settled while the page watched, newest first:
+// a card that vanished says here who answered it.
+function Recent(props: { settled: Inbox["settled"] }) {
+  const recent = [...props.settled.values()].reverse().slice(0, 10);
+  if (recent.length === 0) return null;
+  return (
+    <div class="recent" data-testid="recent">
+      <h3>Just settled</h3>
+      <ul>
+        {recent.map((st) => (
+          <li key={st.requestId} data-testid="settled" data-request={st.requestId}>
+            {st.outcome} by {st.by} <span class="muted">{new Date(ts(st.at)).toLocaleTimeString()}</span>
+          </li>
+        ))}
+      </ul>
+    </div>
   );
 }
 
