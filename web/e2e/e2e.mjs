@@ -26,6 +26,13 @@ async function api(service, method, body = {}) {
   if (!r.ok) throw new Error(`${method}: ${r.status} ${await r.text()}`);
   return r.json();
 }
+// startFromForm starts a session in CWD from the sessions page's form.
+async function startFromForm(page, prompt) {
+  await page.goto(base + "/#/sessions");
+  await page.fill("input[name=cwd]", CWD);
+  await page.fill("textarea[name=prompt]", prompt);
+  await page.getByRole("button", { name: "Start" }).click();
+}
 async function shot(page, name) { if (SHOTS) await page.screenshot({ path: path.join(SHOTS, name) }); }
 
 const browser = await chromium.launch({
@@ -66,9 +73,7 @@ try {
 
   step("a session started from the form streams its reply");
   const t1 = Date.now();
-  await page.fill("input[name=cwd]", CWD);
-  await page.fill("textarea[name=prompt]", "hello");
-  await page.getByRole("button", { name: "Start" }).click();
+  await startFromForm(page, "hello");
   await page.getByTestId("session-view").waitFor();
   await page.getByTestId("assistant-text").first().waitFor({ timeout: 30000 });
   metric("prompt_to_first_text_ms", Date.now() - t1);
@@ -81,13 +86,10 @@ try {
   await page.getByTestId("error-cwd").waitFor({ timeout: 10000 });
 
   step("a permission card approved by a click: the file appears; a second tab sees the card go, with who");
-  await page.goto(base + "/#/sessions");
   const second = await newPage(ctx);
   await second.goto(base + "/#/inbox");
   await second.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
-  await page.fill("input[name=cwd]", CWD);
-  await page.fill("textarea[name=prompt]", "write a file");
-  await page.getByRole("button", { name: "Start" }).click();
+  await startFromForm(page, "write a file");
   const card = page.getByTestId("card").first();
   await card.waitFor({ timeout: 30000 });
   await second.getByTestId("card").first().waitFor({ timeout: 10000 });
@@ -107,10 +109,7 @@ try {
 
   step("always allow stores the rule the card shows");
   fs.rmSync(file);
-  await page.goto(base + "/#/sessions");
-  await page.fill("input[name=cwd]", CWD);
-  await page.fill("textarea[name=prompt]", "touch");
-  await page.getByRole("button", { name: "Start" }).click();
+  await startFromForm(page, "touch");
   const c2 = page.getByTestId("card").first();
   await c2.waitFor({ timeout: 30000 });
   const shown = (await c2.getByTestId("always-rules").textContent()) ?? "";
@@ -120,10 +119,7 @@ try {
   assert(rules.length > 0 && rules.every((r) => shown.includes(r.pattern)), `rules ${JSON.stringify(rules)} vs shown "${shown}"`);
 
   step("AskUserQuestion answered by clicks reaches the model");
-  await page.goto(base + "/#/sessions");
-  await page.fill("input[name=cwd]", CWD);
-  await page.fill("textarea[name=prompt]", "ask me a question");
-  await page.getByRole("button", { name: "Start" }).click();
+  await startFromForm(page, "ask me a question");
   const q = page.getByTestId("card").first();
   await q.waitFor({ timeout: 30000 });
   await q.getByLabel("Thinking").check();
@@ -131,10 +127,7 @@ try {
   await page.getByText("you chose Thinking").first().waitFor({ timeout: 30000 });
 
   step("a reload mid-stream resumes with nothing missing or doubled");
-  await page.goto(base + "/#/sessions");
-  await page.fill("input[name=cwd]", CWD);
-  await page.fill("textarea[name=prompt]", "tour");
-  await page.getByRole("button", { name: "Start" }).click();
+  await startFromForm(page, "tour");
   await page.getByTestId("assistant-text").first().waitFor({ timeout: 30000 });
   const tourURL = page.url();
   await page.reload();
@@ -166,10 +159,7 @@ try {
 
   step("CLI line to text on screen");
   {
-    await page.goto(base + "/#/sessions");
-    await page.fill("input[name=cwd]", CWD);
-    await page.fill("textarea[name=prompt]", "hello again");
-    await page.getByRole("button", { name: "Start" }).click();
+    await startFromForm(page, "hello again");
     await page.getByTestId("session-view").waitFor();
     // From the daemon storing a line (its event time) to the page
     // showing it: each time the view renders a newer event.
