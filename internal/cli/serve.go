@@ -114,7 +114,8 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	srv, err := serve.Start(ctx, cfg, &serve.Options{Getenv: env.Getenv, Stderr: env.Stderr, NoClientsNotice: dm != nil})
+	srv, err := serve.Start(ctx, cfg, &serve.Options{Getenv: env.Getenv, Stderr: env.Stderr, NoClientsNotice: dm != nil,
+		TokenInPageURL: isTerminal(env.Stderr)})
 	if err != nil {
 		var se *serve.StartError
 		if errors.As(err, &se) {

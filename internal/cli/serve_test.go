@@ -205,6 +205,11 @@ func TestServeConfigFlag(t *testing.T) {
 	if !strings.Contains(s.stderr.String(), "the token is in "+filepath.Clean(tokenFile)) {
 		t.Errorf("serve does not say where the token is:\n%s", s.stderr.String())
 	}
+	// Its stderr is no terminal (a log, say): the page's address without the token.
+	if !strings.Contains(s.stderr.String(), "Web page: http://"+s.addr+"/ (log in with the token in ") ||
+		strings.Contains(s.stderr.String(), strings.TrimSpace(string(b))) {
+		t.Errorf("the web page's address: want it without the token when stderr is no terminal:\n%s", s.stderr.String())
+	}
 	if err := health(t, s.addr, ""); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Errorf("Health without the token on loopback: %v, want Unauthenticated", err)
 	}

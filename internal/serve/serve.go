@@ -68,6 +68,12 @@ type Options struct {
 	// NoClientsNotice leaves out the start-up lines telling clients where
 	// the token is: the caller says it its own way (serve --demo).
 	NoClientsNotice bool
+	// TokenInPageURL prints the web page's address with the generated
+	// token in its fragment (the address that logs a browser in). Set it
+	// only when Stderr is a terminal: written to a log (a journal), the
+	// address would put the token there; without it the notice says where
+	// the token is.
+	TokenInPageURL bool
 }
 
 // A Server is a running daemon: its store, engine, broker, sessions and
@@ -228,8 +234,12 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	case s.LogFormat == "json":
 		log.Info("clients read the token from the token file", "server", scheme(useTLS)+"://"+srv.Addr, "token_file", srv.TokenFile)
 	default:
+		page := srv.PageURL()
+		if !opts.TokenInPageURL {
+			page = scheme(useTLS) + "://" + srv.Addr + "/ (log in with the token in " + srv.TokenFile + ")"
+		}
 		fmt.Fprintf(stderr, "\nClients: claudectl --server %s (the token is in %s; claudectl commands of this user on this machine read it by themselves)\nWeb page: %s\n\n",
-			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile, srv.PageURL())
+			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile, page)
 	}
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
 		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
