@@ -1,0 +1,256 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/claudectl/claudectl/internal/jsonl"
+	"github.com/claudectl/claudectl/store"
+)
+
+// Append stores ev at the end of its session's log and returns its seq
+// (also set in ev.Seq) once its transaction has committed: a seq is
+// returned if and only if the event is stored. The contract is the SQLite
+// store's (see [store.Store]): ev.Time defaults to now, a line over the
+// payload limit is stored truncated, ctx withdraws the event only while
+// it is still queued. Errors: [store.ErrNotFound], [store.ErrInvalid],
+// [store.ErrClosed], [store.ErrWriteFailed].
+func (db *DB) Append(ctx context.Context, ev *store.Event) (int64, error) {
+	if err := db.AppendBatch(ctx, ev); err != nil {
+		return 0, err
+	}
+	return ev.Seq, nil
+}
+
+// AppendBatch stores evs in order, all or none, in one transaction, with
+// Append's contract for each. A failure of this call's events fails it
+// alone, not the other calls committed with it.
+func (db *DB) AppendBatch(ctx context.Context, evs ...*store.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := db.prepareAll(evs); err != nil {
+		return err
+	}
+	if err := db.app.submit(ctx, &request{evs: evs}); err != nil {
+		if errors.Is(err, store.ErrClosed) || errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("postgres: append: %w", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// AppendAsync queues evs like AppendBatch and returns; done is called
+// exactly once, on the writer goroutine, in queueing order, with nil once
+// they are committed (each with its Seq) or the error. done must not block
+// or append. ctx covers the queueing only.
+func (db *DB) AppendAsync(ctx context.Context, done func(error), evs ...*store.Event) error {
+	if err := db.prepareAll(evs); err != nil {
+		return err
+	}
+	if err := db.app.enqueue(ctx, &request{evs: evs, notify: done}); err != nil {
+		return fmt.Errorf("postgres: append: %w", err)
+	}
+	return nil
+}
+
+// AppendUpdateAsync is AppendAsync for one event that also applies upd to
+// its session in the same transaction.
+func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store.Event, upd store.SessionUpdate) error {
+	if err := validUpdate(upd); err != nil {
+		return fmt.Errorf("postgres: append: %w", err)
+	}
+	if err := db.prepareAll([]*store.Event{ev}); err != nil {
+		return err
+	}
+	r := &request{evs: []*store.Event{ev}, notify: done,
+		then: func(ctx context.Context, tx pgx.Tx, _ int64) error {
+			q, args := updateSQL(upd, ev.Time, ev.SessionID)
+			tag, err := tx.Exec(ctx, q, args...)
+			if err == nil && tag.RowsAffected() == 0 {
+				err = store.ErrNotFound
+			}
+			return err
+		}}
+	if err := db.app.enqueue(ctx, r); err != nil {
+		return fmt.Errorf("postgres: append: %w", err)
+	}
+	return nil
+}
+
+// AppendResultAsync is AppendAsync for a result line that also enters it
+// in the usage ledger (as AddUsage does) in the same transaction.
+func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput) error {
+	if err := db.prepareAll([]*store.Event{ev}); err != nil {
+		return err
+	}
+	var (
+		rec *store.UsageRecord
+		s   *store.Session
+	)
+	r := &request{evs: []*store.Event{ev},
+		then: func(ctx context.Context, tx pgx.Tx, seq int64) (err error) {
+			in.EventSeq = seq
+			rec, s, err = addUsage(ctx, tx, in)
+			return err
+		}}
+	r.notify = func(err error) {
+		if err != nil {
+			rec, s = nil, nil
+		}
+		done(rec, s, err)
+	}
+	if err := db.app.enqueue(ctx, r); err != nil {
+		return fmt.Errorf("postgres: append: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) prepareAll(evs []*store.Event) error {
+	if err := db.check(); err != nil {
+		return fmt.Errorf("postgres: append: %w", err)
+	}
+	now := time.Now()
+	for _, ev := range evs {
+		if err := db.prepare(ev, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepare validates ev and applies the defaults and the payload limit on
+// the caller's goroutine.
+func (db *DB) prepare(ev *store.Event, now time.Time) error {
+	switch {
+	case ev.SessionID == "":
+		return fmt.Errorf("postgres: append: %w: event without session", store.ErrInvalid)
+	case ev.Type == "":
+		return fmt.Errorf("postgres: append: %w: event without type", store.ErrInvalid)
+	case !ev.Direction.Valid():
+		return fmt.Errorf("postgres: append: %w: direction %v", store.ErrInvalid, ev.Direction)
+	case text("session id", ev.SessionID) != nil:
+		return fmt.Errorf("postgres: append: session %q: %w", ev.SessionID, store.ErrNotFound)
+	}
+	// The line's type and subtype come from the CLI: kept, made storable.
+	ev.Type, ev.Subtype = cleanText(ev.Type), cleanText(ev.Subtype)
+	if ev.Time.IsZero() {
+		ev.Time = now
+	}
+	if ev.Raw == nil {
+		ev.Raw = []byte{}
+	}
+	if n := int64(len(ev.Raw)); ev.OriginalSize < n {
+		ev.OriginalSize = n
+	}
+	if db.maxPayload > 0 && len(ev.Raw) > db.maxPayload {
+		ev.Raw, _ = jsonl.Truncate(ev.Raw, db.maxPayload)
+	}
+	return nil
+}
+
+// Replay paging: a page is read whole and its rows closed before any event
+// is yielded, so a slow consumer never holds a connection.
+const (
+	pageEvents = 512
+	pageBytes  = 4 << 20
+)
+
+// Events returns the events of session id after seq after, in order,
+// ending with the last event stored when it was called. The replay is
+// gap-free or fails up front with [store.ErrUnavailable]; an unknown
+// session yields [store.ErrNotFound]. See the SQLite store's Events for
+// the whole contract.
+func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		fail := func(err error) { yield(store.Event{}, fmt.Errorf("postgres: events of %q: %w", id, err)) }
+		if err := db.check(); err != nil {
+			fail(err)
+			return
+		}
+		if text("id", id) != nil {
+			fail(store.ErrNotFound)
+			return
+		}
+		var pk, last int64
+		var first *int64
+		qctx, cancel := db.ctx(ctx)
+		err := db.pool.QueryRow(qctx, `SELECT pk, last_seq,
+			(SELECT MIN(seq) FROM events WHERE session = sessions.pk AND seq > $2)
+			FROM sessions WHERE id = $1`, id, after).Scan(&pk, &last, &first)
+		cancel()
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			fail(store.ErrNotFound)
+			return
+		case err != nil:
+			fail(err)
+			return
+		case after < 0 || after > last:
+			fail(fmt.Errorf("%w: after seq %d, the log ends at %d", store.ErrUnavailable, after, last))
+			return
+		case after < last && (first == nil || *first > after+1):
+			at := last + 1
+			if first != nil {
+				at = *first
+			}
+			fail(fmt.Errorf("%w: the log resumes at %d, not %d", store.ErrUnavailable, at, after+1))
+			return
+		}
+		next := after + 1
+		page := make([]store.Event, 0, pageEvents)
+		for next <= last {
+			page, err = db.eventPage(ctx, id, pk, next, last, page[:0])
+			if err != nil {
+				fail(err)
+				return
+			}
+			if len(page) == 0 {
+				fail(fmt.Errorf("%w: event %d is missing", store.ErrUnavailable, next))
+				return
+			}
+			for _, ev := range page {
+				if ev.Seq != next {
+					fail(fmt.Errorf("%w: event %d is missing", store.ErrUnavailable, next))
+					return
+				}
+				next++
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// eventPage appends to page the events of pk from seq from to seq to, up
+// to pageEvents of them or about pageBytes of payload.
+func (db *DB) eventPage(ctx context.Context, id string, pk, from, to int64, page []store.Event) ([]store.Event, error) {
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	rows, err := db.pool.Query(ctx, `SELECT seq, time, direction, type, subtype, raw, original_size FROM events
+		WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4`, pk, from, to, pageEvents)
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	size := 0
+	for size < pageBytes && rows.Next() {
+		ev := store.Event{SessionID: id}
+		var t int64
+		var dir int16
+		if err := rows.Scan(&ev.Seq, &t, &dir, &ev.Type, &ev.Subtype, &ev.Raw, &ev.OriginalSize); err != nil {
+			return page, err
+		}
+		ev.Time, ev.Direction = fromNanos(t), store.Direction(dir)
+		page = append(page, ev)
+		size += len(ev.Raw)
+	}
+	return page, rows.Err()
+}

@@ -1,0 +1,331 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/claudectl/claudectl/store"
+)
+
+// querier is a pool or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
+	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
+	error, worker, parent_id, last_seq`
+
+func scanSession(row pgx.Row) (*store.Session, error) {
+	var (
+		s                store.Session
+		options          string
+		created, updated int64
+	)
+	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
+		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
+		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
+		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq)
+	if err != nil {
+		return nil, err
+	}
+	s.Options = json.RawMessage(options)
+	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+	return &s, nil
+}
+
+func validOptions(o json.RawMessage) (string, error) {
+	if len(o) == 0 {
+		return "{}", nil
+	}
+	if !json.Valid(o) {
+		return "", fmt.Errorf("%w: options are not valid JSON", store.ErrInvalid)
+	}
+	return string(o), text("options", string(o))
+}
+
+// CreateSession stores a new session, as the SQLite store does: it assigns
+// s.ID when empty, sets the times, and nil Options to {}. Errors:
+// [store.ErrInvalid] for a missing Cwd, a bad Status, options that are not
+// JSON, text PostgreSQL cannot hold (NUL bytes, invalid UTF-8), or an ID in
+// use.
+func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
+	defer wrap(&err, "postgres: CreateSession")
+	defer db.health.track(ctx, &err)
+	if err := db.check(); err != nil {
+		return err
+	}
+	if s.Cwd == "" {
+		return fmt.Errorf("%w: session without cwd", store.ErrInvalid)
+	}
+	if !s.Status.Valid() {
+		return fmt.Errorf("%w: session status %q", store.ErrInvalid, s.Status)
+	}
+	options, err := validOptions(s.Options)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{{"id", s.ID}, {"claude session id", s.ClaudeSessionID},
+		{"cwd", s.Cwd}, {"model", s.Model}, {"permission mode", s.PermissionMode}, {"error", s.Error},
+		{"worker", s.Worker}, {"parent id", s.ParentID}} {
+		if err := text(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if s.ID == "" {
+		s.ID = rand.Text()
+	}
+	now := time.Now().UnixNano()
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	_, err = db.pool.Exec(ctx, `INSERT INTO sessions
+		(id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, created_at, updated_at,
+		error, worker, parent_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		s.ID, s.ClaudeSessionID, s.Cwd, s.Model, s.PermissionMode, string(s.Status), options, s.BudgetUSD,
+		now, now, s.Error, s.Worker, s.ParentID)
+	if err != nil {
+		if pgCode(err) == "23505" {
+			return fmt.Errorf("%w: session %q exists", store.ErrInvalid, s.ID)
+		}
+		return err
+	}
+	s.CreatedAt, s.UpdatedAt = fromNanos(now), fromNanos(now)
+	s.Options = json.RawMessage(options)
+	s.Totals, s.Process, s.LastSeq = store.Totals{}, 0, 0
+	return nil
+}
+
+// pgCode is the SQLSTATE of a server error, "" for any other error.
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// Session returns the session with the given id, or an error wrapping
+// [store.ErrNotFound].
+func (db *DB) Session(ctx context.Context, id string) (_ *store.Session, err error) {
+	defer wrap(&err, "postgres: Session %q", id)
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	if text("id", id) != nil {
+		return nil, store.ErrNotFound
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	s, err := scanSession(db.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return s, err
+}
+
+// Sessions returns the sessions f selects, newest first.
+func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.Session, err error) {
+	defer wrap(&err, "postgres: Sessions")
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	if text("cwd", f.Cwd) != nil || text("status", string(f.Status)) != nil {
+		return nil, nil // nothing stored holds it
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if f.Status != "" {
+		args = append(args, string(f.Status))
+		where = append(where, "status = $"+strconv.Itoa(len(args)))
+	}
+	if f.Cwd != "" {
+		args = append(args, f.Cwd)
+		where = append(where, "cwd = $"+strconv.Itoa(len(args)))
+	}
+	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id"
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += " LIMIT $" + strconv.Itoa(len(args))
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	rows, err := db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ss []*store.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		ss = append(ss, s)
+	}
+	return ss, rows.Err()
+}
+
+// UpdateSession applies upd to session id and returns the session as
+// updated. Errors: [store.ErrNotFound], [store.ErrInvalid] for a bad
+// status, options that are not JSON, a negative budget or text PostgreSQL
+// cannot hold.
+func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpdate) (_ *store.Session, err error) {
+	defer wrap(&err, "postgres: UpdateSession %q", id)
+	defer db.health.track(ctx, &err)
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	if err := validUpdate(upd); err != nil {
+		return nil, err
+	}
+	if text("id", id) != nil {
+		return nil, store.ErrNotFound
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	q, args := updateSQL(upd, time.Now(), id)
+	s, err := scanSession(db.pool.QueryRow(ctx, q+` RETURNING `+sessionColumns, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return s, err
+}
+
+// validUpdate checks upd before it goes to the database.
+func validUpdate(upd store.SessionUpdate) error {
+	if upd.Status != nil && !upd.Status.Valid() {
+		return fmt.Errorf("%w: session status %q", store.ErrInvalid, *upd.Status)
+	}
+	if upd.Options != nil {
+		if _, err := validOptions(upd.Options); err != nil {
+			return err
+		}
+	}
+	if upd.BudgetUSD != nil && *upd.BudgetUSD < 0 {
+		return fmt.Errorf("%w: negative budget", store.ErrInvalid)
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"claude session id", upd.ClaudeSessionID}, {"model", upd.Model}, {"permission mode", upd.PermissionMode},
+		{"error", upd.Error}, {"worker", upd.Worker}} {
+		if f.v != nil {
+			if err := text(f.name, *f.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// updateSQL returns the UPDATE statement of a validated upd (without a
+// RETURNING clause) and its arguments.
+func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any) {
+	set := []string{"updated_at = $1"}
+	args := []any{now.UnixNano()}
+	add := func(col string, v any) {
+		args = append(args, v)
+		set = append(set, col+" = $"+strconv.Itoa(len(args)))
+	}
+	if upd.ClaudeSessionID != nil {
+		add("claude_session_id", *upd.ClaudeSessionID)
+	}
+	if upd.Model != nil {
+		add("model", *upd.Model)
+	}
+	if upd.PermissionMode != nil {
+		add("permission_mode", *upd.PermissionMode)
+	}
+	if upd.Status != nil {
+		add("status", string(*upd.Status))
+	}
+	if upd.Options != nil {
+		o, _ := validOptions(upd.Options)
+		add("options", o)
+	}
+	if upd.Error != nil {
+		add("error", *upd.Error)
+	}
+	if upd.Worker != nil {
+		add("worker", *upd.Worker)
+	}
+	if upd.BudgetUSD != nil {
+		add("budget_usd", *upd.BudgetUSD)
+	}
+	args = append(args, id)
+	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = $` + strconv.Itoa(len(args)), args
+}
+
+// DeleteSession removes session id with its events, usage records and
+// session rules; its audit entries stay. It runs in the event writer's
+// queue, after the appends already queued. Errors: [store.ErrNotFound].
+func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
+	defer wrap(&err, "postgres: DeleteSession %q", id)
+	defer db.health.track(ctx, &err)
+	if err := db.check(); err != nil {
+		return err
+	}
+	if text("id", id) != nil {
+		return store.ErrNotFound
+	}
+	return db.app.submit(ctx, &request{deleteSession: id})
+}
+
+// MarkRunningInterrupted sets every session that is starting, running or
+// queued to interrupted and returns their ids: their CLIs died with the
+// previous daemon.
+func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error) {
+	defer wrap(&err, "postgres: MarkRunningInterrupted")
+	defer db.health.track(ctx, &err)
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	rows, err := db.pool.Query(ctx, `UPDATE sessions SET status = 'interrupted', updated_at = $1
+		WHERE status IN ('starting', 'running', 'queued') RETURNING id`, time.Now().UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// NewProcess records that a new CLI process is starting for session id
+// and returns its generation (1 for the first). Errors: [store.ErrNotFound].
+func (db *DB) NewProcess(ctx context.Context, id string) (_ int64, err error) {
+	defer wrap(&err, "postgres: NewProcess %q", id)
+	defer db.health.track(ctx, &err)
+	if err := db.check(); err != nil {
+		return 0, err
+	}
+	if text("id", id) != nil {
+		return 0, store.ErrNotFound
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	var gen int64
+	err = db.pool.QueryRow(ctx, `UPDATE sessions SET process = process + 1, updated_at = $1
+		WHERE id = $2 RETURNING process`, time.Now().UnixNano(), id).Scan(&gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, store.ErrNotFound
+	}
+	return gen, err
+}

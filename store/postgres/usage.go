@@ -1,0 +1,148 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/claudectl/claudectl/store"
+)
+
+// AddUsage enters the result line in.Result in the usage ledger as the
+// session's next turn and adds it to the session's totals, in one
+// transaction; the turn's share is computed as [store.TurnUsage] says.
+// Errors: [store.ErrNotFound] for an unknown session.
+func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.UsageRecord, _ *store.Session, err error) {
+	defer wrap(&err, "postgres: AddUsage %q", in.SessionID)
+	defer db.health.track(ctx, &err)
+	if err := db.check(); err != nil {
+		return nil, nil, err
+	}
+	if text("session id", in.SessionID) != nil {
+		return nil, nil, store.ErrNotFound
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback(context.Background())
+	rec, s, err := addUsage(ctx, tx, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, err
+	}
+	return rec, s, nil
+}
+
+// addUsage enters in in the ledger within a transaction. The session's row
+// is locked first, so two results of one session are entered one after
+// the other.
+func addUsage(ctx context.Context, tx pgx.Tx, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
+	res := in.Result
+	rec := &store.UsageRecord{
+		SessionID:  in.SessionID,
+		Process:    in.Process,
+		EventSeq:   in.EventSeq,
+		Time:       fromNanos(nanos(in.Time)),
+		Subtype:    cleanText(res.Subtype),
+		IsError:    res.IsError,
+		DurationMS: res.DurationMS,
+	}
+	cumulative, err := json.Marshal(res.Cumulative)
+	if err != nil {
+		return nil, nil, err
+	}
+	var turns int64
+	err = tx.QueryRow(ctx, `SELECT turns FROM sessions WHERE id = $1 FOR UPDATE`, in.SessionID).Scan(&turns)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, store.ErrNotFound
+	} else if err != nil {
+		return nil, nil, err
+	}
+	var prev store.Cumulative
+	var prevJSON string
+	err = tx.QueryRow(ctx, `SELECT cumulative FROM usage WHERE session_id = $1 AND process = $2
+		ORDER BY turn DESC LIMIT 1`, in.SessionID, in.Process).Scan(&prevJSON)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // the process's first turn
+	case err != nil:
+		return nil, nil, err
+	default:
+		if json.Unmarshal([]byte(prevJSON), &prev) != nil {
+			prev = store.Cumulative{}
+		}
+	}
+	store.TurnUsage(rec, prev, res)
+	models := []byte("{}")
+	if len(rec.Models) > 0 {
+		if models, err = json.Marshal(rec.Models); err != nil {
+			return nil, nil, err
+		}
+	}
+	rec.Turn = turns + 1
+	_, err = tx.Exec(ctx, `INSERT INTO usage (session_id, turn, process, event_seq, time, subtype, is_error,
+		duration_ms, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, models, cumulative)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		rec.SessionID, rec.Turn, rec.Process, rec.EventSeq, rec.Time.UnixNano(), rec.Subtype, rec.IsError,
+		rec.DurationMS, rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
+		cleanText(string(models)), cleanText(string(cumulative)))
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := scanSession(tx.QueryRow(ctx, `UPDATE sessions SET turns = turns + 1, cost_usd = cost_usd + $1,
+		input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, cache_read_tokens = cache_read_tokens + $4,
+		cache_write_tokens = cache_write_tokens + $5, updated_at = $6 WHERE id = $7 RETURNING `+sessionColumns,
+		rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
+		time.Now().UnixNano(), in.SessionID))
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, s, nil
+}
+
+// Usage returns the ledger of session id, oldest turn first. An unknown
+// session has an empty ledger.
+func (db *DB) Usage(ctx context.Context, id string) (_ []*store.UsageRecord, err error) {
+	defer wrap(&err, "postgres: Usage %q", id)
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	if text("id", id) != nil {
+		return nil, nil
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	rows, err := db.pool.Query(ctx, `SELECT turn, process, event_seq, time, subtype, is_error, duration_ms,
+		cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, models
+		FROM usage WHERE session_id = $1 ORDER BY turn`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var recs []*store.UsageRecord
+	for rows.Next() {
+		r := &store.UsageRecord{SessionID: id}
+		var t int64
+		var models string
+		if err := rows.Scan(&r.Turn, &r.Process, &r.EventSeq, &t, &r.Subtype, &r.IsError, &r.DurationMS,
+			&r.CostUSD, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &models); err != nil {
+			return nil, err
+		}
+		r.Time = fromNanos(t)
+		if models != "{}" {
+			if err := json.Unmarshal([]byte(models), &r.Models); err != nil {
+				return nil, fmt.Errorf("turn %d: models: %w", r.Turn, err)
+			}
+		}
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
+}

@@ -1,0 +1,339 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/claudectl/claudectl/store"
+)
+
+// Request states: a request is withdrawn by its caller (queued →
+// cancelled) or taken by the writer (queued → taken), never both, which is
+// what lets Append promise "a seq if and only if the event is stored".
+const (
+	queued int32 = iota
+	taken
+	cancelled
+)
+
+// A request is one Append, AppendBatch or AppendAsync call (with the
+// session update or ledger entry riding with it), or one DeleteSession.
+type request struct {
+	evs           []*store.Event
+	deleteSession string
+	// then, when set, runs in the transaction after the request's events
+	// are inserted (seq is the last one's); an error fails the request
+	// alone. It may run more than once (a batch is written again when one
+	// of its requests fails), so it must set its results afresh each time.
+	then   func(ctx context.Context, tx pgx.Tx, seq int64) error
+	state  atomic.Int32
+	notify func(error)
+}
+
+// The appender is the goroutine that writes events: it takes every
+// request queued since its last commit, up to maxBatch events, and stores
+// them in one transaction.
+type appender struct {
+	db       *DB
+	maxBatch int
+	commits  atomic.Int64
+
+	mu     sync.RWMutex // held for reading while sending on in; for writing to close it
+	closed bool
+	in     chan *request
+	exited chan struct{}
+}
+
+func newAppender(db *DB, maxBatch int) *appender {
+	a := &appender{db: db, maxBatch: maxBatch, in: make(chan *request, 1024), exited: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+// enqueue queues r for the writer; it fails if ctx ends first (the queue
+// is full: the writer is behind) or the appender is closed.
+func (a *appender) enqueue(ctx context.Context, r *request) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return store.ErrClosed
+	}
+	select {
+	case a.in <- r:
+		return nil
+	default:
+	}
+	select {
+	case a.in <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// submit queues r and waits for its outcome. If ctx ends while r is still
+// queued, r is withdrawn; once taken, submit waits for its transaction.
+func (a *appender) submit(ctx context.Context, r *request) error {
+	done := make(chan error, 1)
+	r.notify = func(err error) { done <- err }
+	if err := a.enqueue(ctx, r); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(queued, cancelled) {
+			return ctx.Err()
+		}
+		return <-done
+	}
+}
+
+func (a *appender) close() {
+	a.mu.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.in)
+	}
+	a.mu.Unlock()
+	<-a.exited
+}
+
+func (a *appender) run() {
+	defer close(a.exited)
+	var batch []*request
+	for {
+		r, ok := <-a.in
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], r)
+		n := len(r.evs)
+	gather:
+		for n < a.maxBatch {
+			select {
+			case r, ok := <-a.in:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, r)
+				n += len(r.evs)
+			default:
+				break gather
+			}
+		}
+		a.commit(batch)
+		clear(batch)
+	}
+}
+
+// requestError is a failure of one request in a batch written without
+// savepoints: the batch is written again with them.
+type requestError struct{ error }
+
+func (e requestError) Unwrap() error { return e.error }
+
+// commit stores the requests of batch that were not withdrawn, in one
+// transaction, and tells each caller the outcome. See the package doc.
+func (a *appender) commit(batch []*request) {
+	live := batch[:0]
+	careful := false
+	for _, r := range batch {
+		if r.state.CompareAndSwap(queued, taken) {
+			live = append(live, r)
+			careful = careful || r.deleteSession != ""
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	a.commits.Add(1)
+	failed := make([]error, len(live))
+	err := a.write(live, failed, careful)
+	if _, ok := err.(requestError); ok {
+		clear(failed)
+		err = a.write(live, failed, true)
+	}
+	h := a.db.health
+	if err != nil {
+		if werr := h.classify(err); werr != nil {
+			err = werr
+			h.failed(err)
+		}
+		err = fmt.Errorf("postgres: append: %w", err)
+	} else {
+		h.ok()
+	}
+	for i, r := range live {
+		e := err
+		if e == nil {
+			e = failed[i]
+		}
+		if e != nil {
+			for _, ev := range r.evs {
+				ev.Seq = 0
+			}
+		}
+		r.notify(e)
+	}
+}
+
+// write writes live in one transaction. Without careful, all the events
+// go in with two statements and a request's failure ends the transaction
+// with a requestError; with careful, each request runs in a savepoint and
+// its failure (failed[i]) rolls back to it. A failure of the server or the
+// link fails the batch.
+func (a *appender) write(live []*request, failed []error, careful bool) error {
+	// The batch is not one caller's to cancel; the timeout keeps a server
+	// that stopped answering from hanging the writer.
+	ctx, cancel := a.db.ctx(context.Background())
+	defer cancel()
+	tx, err := a.db.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	if !careful {
+		var evs []*store.Event
+		for _, r := range live {
+			evs = append(evs, r.evs...)
+		}
+		if err := appendEvents(ctx, tx, evs); err != nil {
+			return asRequestError(err)
+		}
+		for _, r := range live {
+			if r.then != nil {
+				if err := r.then(ctx, tx, r.evs[len(r.evs)-1].Seq); err != nil {
+					return asRequestError(err)
+				}
+			}
+		}
+		return tx.Commit(ctx)
+	}
+	for i, r := range live {
+		if _, err := tx.Exec(ctx, `SAVEPOINT request`); err != nil {
+			return err
+		}
+		err := a.one(ctx, tx, r)
+		if err != nil {
+			if writeFailure(err) != "" {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT request`); err != nil {
+				return err
+			}
+			for _, ev := range r.evs {
+				ev.Seq = 0
+			}
+			failed[i] = err
+		}
+		if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT request`); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// asRequestError marks err as a request's own unless the server or the
+// link caused it.
+func asRequestError(err error) error {
+	if writeFailure(err) != "" {
+		return err
+	}
+	return requestError{err}
+}
+
+// one writes one request inside the batch's transaction.
+func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request) error {
+	if id := r.deleteSession; id != "" {
+		tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrNotFound
+		}
+		return nil
+	}
+	if err := appendEvents(ctx, tx, r.evs); err != nil {
+		return err
+	}
+	if r.then != nil {
+		return r.then(ctx, tx, r.evs[len(r.evs)-1].Seq)
+	}
+	return nil
+}
+
+// appendEvents numbers evs (of any sessions, in order) after their
+// sessions' last events and inserts them: one UPDATE of the sessions'
+// last_seq, which locks their rows until the transaction ends, and one
+// COPY of the events.
+func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event) error {
+	var ids []string
+	counts := make(map[string]int64)
+	for _, ev := range evs {
+		if counts[ev.SessionID] == 0 {
+			ids = append(ids, ev.SessionID)
+		}
+		counts[ev.SessionID]++
+	}
+	ns := make([]int64, len(ids))
+	for i, id := range ids {
+		ns[i] = counts[id]
+	}
+	rows, err := tx.Query(ctx, `UPDATE sessions s SET last_seq = s.last_seq + v.n
+		FROM unnest($1::text[], $2::bigint[]) AS v(id, n) WHERE s.id = v.id
+		RETURNING s.id, s.pk, s.last_seq`, ids, ns)
+	if err != nil {
+		return err
+	}
+	type next struct{ pk, seq int64 }
+	at := make(map[string]next, len(ids))
+	for rows.Next() {
+		var id string
+		var pk, last int64
+		if err := rows.Scan(&id, &pk, &last); err != nil {
+			rows.Close()
+			return err
+		}
+		at[id] = next{pk, last - counts[id] + 1}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(at) < len(ids) {
+		for _, id := range ids {
+			if _, ok := at[id]; !ok {
+				return fmt.Errorf("session %q: %w", id, store.ErrNotFound)
+			}
+		}
+	}
+	for _, ev := range evs {
+		n := at[ev.SessionID]
+		ev.Seq = n.seq
+		n.seq++
+		at[ev.SessionID] = n
+	}
+	i := 0
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"events"},
+		[]string{"session", "seq", "time", "direction", "type", "subtype", "raw", "original_size"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			if i == len(evs) {
+				return nil, nil
+			}
+			ev := evs[i]
+			i++
+			return []any{at[ev.SessionID].pk, ev.Seq, ev.Time.UnixNano(), int16(ev.Direction),
+				ev.Type, ev.Subtype, ev.Raw, ev.OriginalSize}, nil
+		}))
+	if err != nil {
+		return err
+	}
+	return nil
+}
