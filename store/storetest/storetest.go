@@ -31,6 +31,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AsyncOrderAndUpdates", asyncOrderAndUpdates},
 		{"UsageLedger", usageLedger},
 		{"RulesAndDecisions", rulesAndDecisions},
+		{"ConcurrentAppendsGapFree", concurrentAppends},
+		{"FailingRequestFailsAlone", failingRequestAlone},
+		{"DeleteAfterQueuedAppends", deleteAfterQueued},
+		{"LongReplay", longReplay},
+		{"HostileText", hostileText},
 		{"Close", closeStore},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -299,5 +304,236 @@ func closeStore(t *testing.T, s store.Store) {
 	}
 	if h := s.WriteHealth(); h.Err != nil {
 		t.Errorf("WriteHealth after a clean life: %+v", h)
+	}
+}
+
+// concurrentAppends: many goroutines appending to a few sessions with
+// every kind of append; each log comes out numbered 1..n without a gap or a
+// repeat, and every event is there once.
+func concurrentAppends(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	ids := []string{newSession(t, s).ID, newSession(t, s).ID, newSession(t, s).ID}
+	const workers, each = 6, 60
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var async sync.WaitGroup
+			for i := range each {
+				id := ids[(w+i)%len(ids)]
+				e := &store.Event{SessionID: id, Direction: store.FromCLI, Type: "stream_event",
+					Raw: fmt.Appendf(nil, `{"w":%d,"i":%d}`, w, i)}
+				var err error
+				switch i % 3 {
+				case 0:
+					_, err = s.Append(ctx, e)
+				case 1:
+					err = s.AppendBatch(ctx, e, &store.Event{SessionID: id, Direction: store.ToCLI, Type: "user",
+						Raw: fmt.Appendf(nil, `{"w":%d,"i":%d,"b":1}`, w, i)})
+				default:
+					async.Add(1)
+					err = s.AppendAsync(ctx, func(err error) {
+						if err != nil {
+							t.Error(err)
+						}
+						async.Done()
+					}, e)
+					if err != nil {
+						async.Done()
+					}
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			async.Wait()
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	total := 0
+	for _, id := range ids {
+		evs, err := collect(s, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) {
+				t.Fatalf("session %s: event %d has seq %d", id, i, e.Seq)
+			}
+			if seen[string(e.Raw)] {
+				t.Fatalf("event %s stored twice", e.Raw)
+			}
+			seen[string(e.Raw)] = true
+		}
+		if got, _ := s.Session(ctx, id); got.LastSeq != int64(len(evs)) {
+			t.Errorf("session %s: LastSeq %d, %d events", id, got.LastSeq, len(evs))
+		}
+		total += len(evs)
+	}
+	if want := workers * (each + each/3); total != want {
+		t.Errorf("%d events stored, want %d", total, want)
+	}
+}
+
+// failingRequestAlone: a request naming an unknown session fails, all of
+// it, while requests committed beside it succeed; the good log has no hole.
+func failingRequestAlone(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := newSession(t, s)
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Add(1)
+		var evs []*store.Event
+		if i%5 == 2 {
+			evs = []*store.Event{ev(a.ID, 1000+i), ev("no-such", i)} // all or none
+		} else {
+			evs = []*store.Event{ev(a.ID, i)}
+		}
+		if err := s.AppendAsync(ctx, func(err error) { errs[i] = err; wg.Done() }, evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i%5 == 2 {
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("request %d (an unknown session): %v, want ErrNotFound", i, err)
+			}
+		} else if err != nil {
+			t.Errorf("request %d failed beside a failing one: %v", i, err)
+		}
+	}
+	evs, err := collect(s, a.ID, 0)
+	if err != nil || len(evs) != 16 {
+		t.Fatalf("the good session: %d events, %v; want 16", len(evs), err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) || string(e.Raw) == fmt.Sprintf(`{"i":%d}`, 1002) {
+			t.Fatalf("event %d: %+v", i, e)
+		}
+	}
+	if h := s.WriteHealth(); h.Err != nil {
+		t.Errorf("a record's failure made the store unhealthy: %v", h.Err)
+	}
+}
+
+// deleteAfterQueued: DeleteSession runs after the appends already queued,
+// which succeed; the session is then gone with its log.
+func deleteAfterQueued(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := newSession(t, s)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		if err := s.AppendAsync(ctx, func(err error) {
+			if err != nil {
+				t.Errorf("an append queued before the deletion: %v", err)
+			}
+			wg.Done()
+		}, ev(a.ID, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteSession(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if _, err := collect(s, a.ID, 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the deleted session's log: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteSession(ctx, a.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleting it again: %v, want ErrNotFound", err)
+	}
+}
+
+// longReplay: a log longer than any page replays whole and from the
+// middle, and stopping early is allowed.
+func longReplay(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := newSession(t, s)
+	const n = 1500
+	batch := make([]*store.Event, 0, 100)
+	for i := range n {
+		batch = append(batch, ev(a.ID, i))
+		if len(batch) == cap(batch) {
+			if err := s.AppendBatch(ctx, batch...); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	evs, err := collect(s, a.ID, 700)
+	if err != nil || len(evs) != n-700 || evs[0].Seq != 701 || evs[len(evs)-1].Seq != n {
+		t.Fatalf("replay after 700: %d events, %v", len(evs), err)
+	}
+	for i, e := range evs {
+		if string(e.Raw) != fmt.Sprintf(`{"i":%d}`, 700+i) {
+			t.Fatalf("event %d: %s", e.Seq, e.Raw)
+		}
+	}
+	count := 0
+	for _, err := range s.Events(ctx, a.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if count++; count == 10 {
+			break
+		}
+	}
+}
+
+// hostileText: text a client or a CLI may send (a NUL byte, invalid
+// UTF-8) is either stored and read back or refused as invalid, never a
+// failure of the store; an event's type is always kept.
+func hostileText(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, cwd := range []string{"/src/\x00app", "/src/\xff\xfeapp"} {
+		ss := &store.Session{Cwd: cwd, Model: cwd, Status: store.StatusStarting}
+		err := s.CreateSession(ctx, ss)
+		switch {
+		case errors.Is(err, store.ErrInvalid):
+		case err != nil:
+			t.Errorf("CreateSession(cwd %q): %v, want success or ErrInvalid", cwd, err)
+		default:
+			got, err := s.Session(ctx, ss.ID)
+			if err != nil || got.Cwd != cwd {
+				t.Errorf("cwd %q read back as %+v, %v", cwd, got, err)
+			}
+		}
+	}
+	a := newSession(t, s)
+	e := &store.Event{SessionID: a.ID, Direction: store.FromCLI, Type: "as\x00sistant\xff", Subtype: "\x00",
+		Raw: []byte("{\"type\":\"as\\u0000sistant\"}\x00\xff")}
+	if _, err := s.Append(ctx, e); err != nil {
+		t.Fatalf("an event with a NUL in its type: %v", err)
+	}
+	evs, err := collect(s, a.ID, 0)
+	if err != nil || len(evs) != 1 || string(evs[0].Raw) != string(e.Raw) || evs[0].Type == "" {
+		t.Fatalf("read back: %+v, %v", evs, err)
+	}
+	if _, err := s.Session(ctx, "no\x00such"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a session id with a NUL: %v, want ErrNotFound", err)
+	}
+	if _, err := collect(s, "no\x00such", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the events of a session id with a NUL: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Append(ctx, ev("no\x00such", 0)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an append to a session id with a NUL: %v, want ErrNotFound", err)
+	}
+	r := &store.Rule{Spec: "Bash(\x00)", Behavior: "allow"}
+	if err := s.CreateRule(ctx, r); err != nil && !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a rule with a NUL: %v, want success or ErrInvalid", err)
+	}
+	d := &store.Decision{SessionID: a.ID, RequestID: "r\x00", ToolName: "Bash\xff", Behavior: "deny", By: "client:\x00",
+		Message: "no\x00", Input: []byte("{\"a\":\"\x00\"}")}
+	if err := s.AddDecision(ctx, d); err != nil {
+		t.Errorf("a decision with a NUL (the audit trail keeps it): %v", err)
+	}
+	if h := s.WriteHealth(); h.Err != nil {
+		t.Errorf("hostile text made the store unhealthy: %v", h.Err)
 	}
 }

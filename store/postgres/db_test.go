@@ -1,0 +1,197 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/postgres"
+	"github.com/claudectl/claudectl/store/postgres/pgtest"
+)
+
+func newSession(t *testing.T, db store.Store) *store.Session {
+	t.Helper()
+	s := &store.Session{Cwd: "/src/app", Status: store.StatusRunning}
+	if err := db.CreateSession(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func replay(t *testing.T, db store.Store, id string) []store.Event {
+	t.Helper()
+	var evs []store.Event
+	for e, err := range db.Events(context.Background(), id, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// TestTwoWritersOneSession: two stores (two daemons) on one database
+// appending to the same session number its log without a gap or a repeat:
+// the row lock on the session orders them.
+func TestTwoWritersOneSession(t *testing.T) {
+	url := pgtest.New(t)
+	ctx := context.Background()
+	var dbs [2]*postgres.DB
+	for i := range dbs {
+		db, err := postgres.Open(ctx, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		dbs[i] = db
+	}
+	s := newSession(t, dbs[0])
+	const each = 300
+	var wg sync.WaitGroup
+	for w, db := range dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				e := &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "x", Raw: fmt.Appendf(nil, `{"w":%d,"i":%d}`, w, i)}
+				if _, err := db.Append(ctx, e); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	evs := replay(t, dbs[1], s.ID)
+	if len(evs) != 2*each {
+		t.Fatalf("%d events, want %d", len(evs), 2*each)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+}
+
+// TestOpenTogetherMigratesOnce: daemons starting together on a new
+// database all open it (the advisory lock serialises the migration).
+func TestOpenTogetherMigratesOnce(t *testing.T) {
+	url := pgtest.New(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db, err := postgres.Open(context.Background(), url, nil)
+			if err == nil {
+				db.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestSchemaTooNew: a database migrated by a newer claudectl is refused.
+func TestSchemaTooNew(t *testing.T) {
+	url := pgtest.New(t)
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations VALUES (999, 'future', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := postgres.Open(ctx, url, nil); !errors.Is(err, store.ErrSchemaTooNew) {
+		t.Fatalf("Open: %v, want ErrSchemaTooNew", err)
+	}
+}
+
+// TestBadURLKeepsThePasswordOut: an error about the URL never repeats the
+// password.
+func TestBadURLKeepsThePasswordOut(t *testing.T) {
+	_, err := postgres.Open(context.Background(), "postgres://u:s3cr3tpw@127.0.0.1:notaport/db", nil)
+	if err == nil || !errors.Is(err, store.ErrInvalid) || strings.Contains(err.Error(), "s3cr3tpw") {
+		t.Fatalf("Open with a bad URL: %v", err)
+	}
+}
+
+// TestServerDownFailsLoudlyAndRecovers: with the server stopped, appends
+// fail (not hang) with ErrWriteFailed saying why and where, WriteHealth
+// says so; once it is back, the next append succeeds, at the next seq.
+func TestServerDownFailsLoudlyAndRecovers(t *testing.T) {
+	srv, err := pgtest.Start()
+	if err != nil {
+		var m *pgtest.MissingError
+		if errors.As(err, &m) {
+			pgtest.ServerURL(t) // skips or fails as the environment says
+		}
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, srv.URL(), &postgres.Options{WriteTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := newSession(t, db)
+	if _, err := db.Append(ctx, &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "x", Raw: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() { restarted <- srv.Restart(3 * time.Second) }()
+	time.Sleep(500 * time.Millisecond) // the server is down
+	start := time.Now()
+	_, err = db.Append(ctx, &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "x", Raw: []byte(`{}`)})
+	if !errors.Is(err, store.ErrWriteFailed) || !strings.Contains(err.Error(), "PostgreSQL at 127.0.0.1:") {
+		t.Fatalf("Append with the server down: %v, want ErrWriteFailed naming the server", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the failing append took %v", d)
+	}
+	if h := db.WriteHealth(); h.OK() || h.Since.IsZero() {
+		t.Errorf("WriteHealth with the server down: %+v", h)
+	}
+	t.Logf("with the server down: %v", err)
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	var seq int64
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		seq, err = db.Append(ctx, &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "x", Raw: []byte(`{}`)})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil || seq != 2 {
+		t.Fatalf("Append after the server came back: seq %d, %v; want 2", seq, err)
+	}
+	if h := db.WriteHealth(); !h.OK() {
+		t.Errorf("WriteHealth after recovery: %+v", h)
+	}
+	if evs := replay(t, db, s.ID); len(evs) != 2 {
+		t.Errorf("%d events after recovery, want 2", len(evs))
+	}
+}
