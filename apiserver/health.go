@@ -27,7 +27,7 @@ func (s *Service) Health(context.Context, *connect.Request[v1.HealthRequest]) (*
 // storeStatus says whether the store writes.
 func (s *Service) storeStatus() *v1.StoreStatus {
 	h, _ := s.D.StoreHealth()
-	out := &v1.StoreStatus{Ok: h.Err == nil}
+	out := &v1.StoreStatus{Ok: h.Err == nil, Location: s.StoreLocation}
 	if h.Err != nil {
 		out.Error = h.Err.Error()
 		out.FailingSince = timestamppb.New(h.Since)

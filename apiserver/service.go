@@ -27,6 +27,9 @@ type Service struct {
 	// Page, if set, serves the web page at / (web.Handler): its files need
 	// no token (see requireToken), the API it calls does.
 	Page http.Handler
+	// StoreLocation says where the daemon's store is, for HealthDetails
+	// ("sqlite PATH", "postgres HOST:PORT/DATABASE"; never credentials).
+	StoreLocation string
 }
 
 var (

@@ -12,9 +12,10 @@ import (
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/postgres/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.M(m)) }
 
 // newDaemon starts a daemon whose sessions run the real CLI against a
 // scripted fake API.

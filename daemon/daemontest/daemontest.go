@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -17,8 +18,18 @@ import (
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/internal/serve"
 	"github.com/claudectl/claudectl/permission"
-	"github.com/claudectl/claudectl/store/sqlite"
+	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/postgres/pgtest"
 )
+
+// StoreEnv names the environment variable that picks the test daemons'
+// store: "postgres" keeps it on a throwaway PostgreSQL server (pgtest: a
+// database per daemon), anything else on SQLite in the data dir. make test
+// runs the daemon's end-to-end tests on each engine.
+const StoreEnv = "CLAUDECTL_TEST_STORE"
+
+// OnPostgres reports whether StoreEnv asks for PostgreSQL.
+func OnPostgres() bool { return os.Getenv(StoreEnv) == "postgres" }
 
 // Options adjusts the daemon; a nil *Options means the defaults.
 type Options struct {
@@ -94,6 +105,9 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		LogLevel:    slog.LevelError + 1, // quiet
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1),
 	}}
+	if OnPostgres() {
+		d.settings.StoreURL = pgtest.New(t)
+	}
 	d.open()
 	t.Cleanup(d.stop)
 	return d
@@ -128,7 +142,7 @@ func (d *Daemon) Restart() {
 
 // DB is the daemon's store, for tests that must reach past the daemon
 // (to stage a state no client can make).
-func (d *Daemon) DB() *sqlite.DB { return d.srv.DB() }
+func (d *Daemon) DB() store.Store { return d.srv.DB() }
 
 // Serve returns the base URL of the daemon's API (on 127.0.0.1) and an HTTP
 // client for it that sends the daemon's token.

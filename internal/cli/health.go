@@ -73,7 +73,10 @@ type daemonDoctorReport struct {
 	Versions         []doctorVersion `json:"versions,omitempty"`
 	DegradedSessions []doctorSession `json:"degraded_sessions,omitempty"`
 	// Store is "ok", or why the daemon cannot write its store.
-	Store     string `json:"store"`
+	Store string `json:"store"`
+	// StoreLocation is where the store is ("sqlite PATH", "postgres
+	// HOST:PORT/DATABASE").
+	StoreLocation string `json:"store_location,omitempty"`
 	Running   int32  `json:"running_sessions"`
 	Suspended int32  `json:"suspended_sessions"`
 	Queued    int32  `json:"queued_sessions"`
@@ -121,7 +124,7 @@ func diagnoseDaemon(ctx context.Context, dc *daemonClient) (*daemonDoctorReport,
 	rep := &daemonDoctorReport{Server: dc.addr, CLIPath: cc.GetPath(), Version: cc.GetVersion(),
 		Compatibility: levelName(cc.GetLevel()), Message: cc.GetMessage(), Store: "ok",
 		Running: res.Msg.RunningSessions, Suspended: res.Msg.SuspendedSessions, Queued: res.Msg.QueuedSessions,
-		MaxRunning: res.Msg.MaxRunning}
+		MaxRunning: res.Msg.MaxRunning, StoreLocation: res.Msg.GetStore().GetLocation()}
 	defer func() {
 		if st := res.Msg.GetStore(); st != nil && !st.Ok {
 			rep.Store = fmt.Sprintf("cannot write since %s: %s", st.GetFailingSince().AsTime().UTC().Format("2006-01-02 15:04:05Z"), st.GetError())
@@ -179,7 +182,11 @@ func (r *daemonDoctorReport) print(w io.Writer) {
 	if r.Message != "" {
 		row("", r.Message)
 	}
-	row("Store", r.Store)
+	if r.StoreLocation != "" {
+		row("Store", r.Store+" ("+r.StoreLocation+")")
+	} else {
+		row("Store", r.Store)
+	}
 	limit := "no limit"
 	if r.MaxRunning > 0 {
 		limit = fmt.Sprintf("at most %d", r.MaxRunning)

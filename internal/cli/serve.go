@@ -171,6 +171,7 @@ func serveFlags(configPath *string, f *serve.Settings) *flag.FlagSet {
 	fs.StringVar(&f.DataDir, "data-dir", "", "keep the database in `DIR` (default $XDG_DATA_HOME/claudectl or ~/.local/share/claudectl)")
 	fs.StringVar(&f.CLI, "cli", "", "run the claude executable at `PATH` instead of searching for one")
 	fs.StringVar(&f.TokenFile, "token-file", "", "require the bearer token read from `FILE` of every client")
+	fs.StringVar(&f.StoreURL, "store", "", "keep sessions and events in `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DATABASE (default sqlite in the data dir; put a password in PGPASSFILE, not on the command line)")
 	fs.StringVar(&f.WorkerTokenFile, "worker-token-file", "", "accept remote workers presenting the token read from `FILE`")
 	fs.Func("log-level", "log at `LEVEL` and above: debug, info, warn or error (default info)", func(s string) error {
 		l, ok := serve.ParseLogLevel(s)
@@ -229,6 +230,19 @@ func applyServeFlags(cfg, f *serve.Settings, fs *flag.FlagSet) error {
 	}
 	if flagGiven(fs, "log-format") {
 		cfg.LogFormat = f.LogFormat
+	}
+	if flagGiven(fs, "store") {
+		u := f.StoreURL
+		if path, ok := strings.CutPrefix(u, "sqlite:"); ok && path != "" {
+			if abs, err := filepath.Abs(path); err == nil {
+				u = "sqlite:" + abs
+			}
+		}
+		if err := serve.CheckStoreURL(u); err != nil {
+			// Not badValue: it would repeat the URL, password and all.
+			return usagef("invalid value for --store: %v", err)
+		}
+		cfg.StoreURL = u
 	}
 	return nil
 }

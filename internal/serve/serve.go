@@ -26,7 +26,7 @@ import (
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/permission"
-	"github.com/claudectl/claudectl/store/sqlite"
+	"github.com/claudectl/claudectl/store"
 )
 
 // Exit statuses of the start-up checks (sysexits), as seed 000 asks.
@@ -91,8 +91,12 @@ type Server struct {
 	// TokenFile is the generated token's file, "" when one was configured.
 	TokenFile string
 
+	// StoreLocation is where the store is: "sqlite PATH" or "postgres
+	// HOST:PORT/DATABASE" (never credentials).
+	StoreLocation string
+
 	workers *claude.WorkerListener
-	db      *sqlite.DB
+	db      store.Store
 	broker  *permission.Broker
 	srv     *http.Server
 	served  chan error
@@ -180,12 +184,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		srv.TokenFile = TokenPath(dataDir)
 	}
 	srv.Token = serverOpts.Token
-	dbPath := filepath.Join(dataDir, "claudectl.db")
-	if err := privateFile(dbPath); err != nil {
-		return nil, fmt.Errorf("database %s: %w", dbPath, err)
-	}
-	srv.db, err = sqlite.Open(ctx, dbPath,
-		&sqlite.Options{MaxPayloadBytes: s.MaxPayloadBytes, FullSync: s.FullSync})
+	srv.db, srv.StoreLocation, err = openStore(ctx, s, dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +204,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
-	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler()}), serverOpts)
+	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler(),
+		StoreLocation: srv.StoreLocation}), serverOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 			srv.served <- hs.Serve(ln)
 		}
 	}()
-	log.Info("serving", "addr", srv.Addr, "tls", useTLS, "data_dir", dataDir, "cli", path, "cli_version", v.String(),
+	log.Info("serving", "addr", srv.Addr, "tls", useTLS, "data_dir", dataDir, "store", srv.StoreLocation, "cli", path, "cli_version", v.String(),
 		"settings", cmp.Or(s.File, "none"))
 	switch {
 	case opts.NoClientsNotice || srv.TokenFile == "":
@@ -249,7 +249,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 }
 
 // DB is the daemon's store.
-func (s *Server) DB() *sqlite.DB { return s.db }
+func (s *Server) DB() store.Store { return s.db }
 
 // Close stops serving, closes the sessions (their CLIs end), then the
 // broker and the database. Idempotent.

@@ -67,6 +67,10 @@ type Settings struct {
 	// means DefaultMaxRunning; negative no limit.
 	MaxRunning int
 
+	// StoreURL is store.url: "sqlite:PATH" or a PostgreSQL URL; "" means
+	// claudectl.db in DataDir.
+	StoreURL string
+
 	// WorkerTokenFile, if set, makes the daemon accept remote workers
 	// presenting the token it holds (WorkerToken, read by the command);
 	// WorkerWait bounds how long a session waits for a worker to connect.
@@ -125,7 +129,7 @@ type configKey struct {
 var errBadValue = errors.New("bad value")
 
 // configSections are the keys whose value is an object of more keys.
-var configSections = []string{"daemon", "permissions", "sessions", "workers"}
+var configSections = []string{"daemon", "permissions", "sessions", "store", "workers"}
 
 // configKeys are the settings, in the order the usage lists them.
 var configKeys = []configKey{
@@ -317,6 +321,25 @@ var configKeys = []configKey{
 			return errBadValue
 		}
 		c.MaxRunning = n
+		return nil
+	}},
+	{"store.url", `"sqlite:PATH" or "postgres://USER@HOST:PORT/DATABASE"`, func(c *Settings, raw json.RawMessage, p *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil {
+			return err
+		}
+		if StoreKind(s) == "sqlite" && s != "" {
+			path, err := p.path(json.RawMessage(strconv.Quote(strings.TrimPrefix(s, sqliteScheme))))
+			if err != nil {
+				return err
+			}
+			s = sqliteScheme + path
+		}
+		if err := CheckStoreURL(s); err != nil {
+			// Not errBadValue: its message would quote the value, password and all.
+			return fmt.Errorf("invalid store.url: %v", err)
+		}
+		c.StoreURL = s
 		return nil
 	}},
 	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
@@ -743,6 +766,10 @@ const Usage = `Settings file:
   sessions.max_running           most sessions with a live CLI at once; the rest
                                  queue (status queued) and idle ones are suspended
                                  to make room; -1 for no limit (default 32)
+  store.url                      where sessions and events are kept: "sqlite:PATH"
+                                 or "postgres://USER@HOST:PORT/DATABASE" (the
+                                 password in PGPASSFILE or the URL; default
+                                 claudectl.db in data_dir)
   workers.token_file             file holding the token remote workers present
                                  ("claudectl worker --connect ws://ADDR/v1/worker");
                                  unset: no remote workers

@@ -49,6 +49,9 @@ func TestConfigParse(t *testing.T) {
 		{"null is the default", `{"listen": null, "daemon": null, "permissions": {"watched_timeout": null}}`, Settings{}},
 		{"exponent", `{"daemon": {"max_payload_bytes": 1e6}}`, Settings{MaxPayloadBytes: 1000000}},
 		{"log levels", `{"log_level": "error"}`, Settings{LogLevel: slog.LevelError}},
+		{"store sqlite", `{"store": {"url": "sqlite:db/claudectl.db"}}`, Settings{StoreURL: "sqlite:/etc/cc/db/claudectl.db"}},
+		{"store postgres", `{"store.url": "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}`,
+			Settings{StoreURL: "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parse(t, tc.text)
@@ -104,6 +107,9 @@ func TestConfigErrors(t *testing.T) {
 		{"duration unit", `{"permissions": {"unwatched_timeout": "1d"}}`, `invalid value "1d" for permissions.unwatched_timeout: must be a duration > 0 such as "30m", "24h" or "72h"`},
 		{"duration zero", `{"permissions": {"watched_timeout": "0s"}}`, `invalid value "0s" for permissions.watched_timeout`},
 		{"section type", `{"permissions": "5m"}`, `settings.json:1:17: invalid value "5m" for permissions: must be an object with the keys watched_timeout, unwatched_timeout`},
+		{"store scheme", `{"store": {"url": "mysql://db/cc"}}`, `invalid store.url: must be "sqlite:PATH" or "postgres://USER@HOST:PORT/DATABASE"`},
+		{"store sqlite path", `{"store.url": "sqlite:"}`, `invalid value "sqlite:" for store.url: must be "sqlite:PATH"`},
+		{"store bad postgres", `{"store.url": "postgres://u:hunter2@db:port/cc"}`, `invalid store.url: not a PostgreSQL URL`},
 		{"set twice", "{\"daemon\": {\"full_sync\": true},\n \"daemon.full_sync\": false}", `settings.json:2:22: daemon.full_sync is set twice (first on line 1)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,5 +121,14 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("error\n  %v\nwant it to contain\n  %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestStoreURLErrorKeepsThePasswordOut: a bad store.url is reported
+// without the password it holds.
+func TestStoreURLErrorKeepsThePasswordOut(t *testing.T) {
+	_, err := parse(t, `{"store.url": "postgres://u:hunter2@db:port/cc"}`)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error %v", err)
 	}
 }

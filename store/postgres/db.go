@@ -439,3 +439,12 @@ func writeFailure(err error) string {
 	}
 	return ""
 }
+
+// CheckURL says what is wrong with a store URL, without repeating its
+// password; nil when Open can use it.
+func CheckURL(url string) error {
+	if _, err := pgxpool.ParseConfig(url); err != nil {
+		return fmt.Errorf("not a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE): %s", redactErr(err, url))
+	}
+	return nil
+}

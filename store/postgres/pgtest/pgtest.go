@@ -55,8 +55,16 @@ var (
 
 // Main runs the tests and then stops the server they started, if any. Use
 // it from TestMain: os.Exit(pgtest.Main(m)).
-func Main(m *testing.M) int {
-	code := m.Run()
+func Main(m *testing.M) int { return M(m).Run() }
+
+// M wraps m so that its Run stops the server afterwards, for TestMains
+// that hand m to another wrapper: goleak.VerifyTestMain(pgtest.M(m)).
+func M(m interface{ Run() int }) interface{ Run() int } { return stopAfter{m} }
+
+type stopAfter struct{ m interface{ Run() int } }
+
+func (s stopAfter) Run() int {
+	code := s.m.Run()
 	mu.Lock()
 	defer mu.Unlock()
 	if srv != nil {

@@ -4421,11 +4421,14 @@ func (x *HealthDetailsResponse) GetMaxRunning() int32 {
 
 // StoreStatus is whether the daemon can write its store.
 type StoreStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"` // the latest write failure, while failing
-	FailingSince  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
-	LastOk        *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_ok,json=lastOk,proto3" json:"last_ok,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Ok           bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error        string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"` // the latest write failure, while failing
+	FailingSince *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
+	LastOk       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_ok,json=lastOk,proto3" json:"last_ok,omitempty"`
+	// location is where the store is: "sqlite PATH" or "postgres
+	// HOST:PORT/DATABASE" (never credentials).
+	Location      string `protobuf:"bytes,5,opt,name=location,proto3" json:"location,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4486,6 +4489,13 @@ func (x *StoreStatus) GetLastOk() *timestamppb.Timestamp {
 		return x.LastOk
 	}
 	return nil
+}
+
+func (x *StoreStatus) GetLocation() string {
+	if x != nil {
+		return x.Location
+	}
+	return ""
 }
 
 var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
@@ -4816,12 +4826,13 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x12suspended_sessions\x18\f \x01(\x05R\x11suspendedSessions\x12'\n" +
 	"\x0fqueued_sessions\x18\r \x01(\x05R\x0equeuedSessions\x12\x1f\n" +
 	"\vmax_running\x18\x0e \x01(\x05R\n" +
-	"maxRunning\"\xa9\x01\n" +
+	"maxRunning\"\xc5\x01\n" +
 	"\vStoreStatus\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12?\n" +
 	"\rfailing_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x123\n" +
-	"\alast_ok\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06lastOk*\xac\x02\n" +
+	"\alast_ok\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06lastOk\x12\x1a\n" +
+	"\blocation\x18\x05 \x01(\tR\blocation*\xac\x02\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x01\x12\x1a\n" +
