@@ -77,9 +77,9 @@ type daemonDoctorReport struct {
 	// StoreLocation is where the store is ("sqlite PATH", "postgres
 	// HOST:PORT/DATABASE").
 	StoreLocation string `json:"store_location,omitempty"`
-	Running   int32  `json:"running_sessions"`
-	Suspended int32  `json:"suspended_sessions"`
-	Queued    int32  `json:"queued_sessions"`
+	Running       int32  `json:"running_sessions"`
+	Suspended     int32  `json:"suspended_sessions"`
+	Queued        int32  `json:"queued_sessions"`
 	// MaxRunning is sessions.max_running (0: no limit).
 	MaxRunning int32 `json:"max_running"`
 	OK         bool  `json:"ok"`
