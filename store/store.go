@@ -60,4 +60,9 @@ var (
 	// the cause is fixed. The message says why in plain words and names the
 	// data directory.
 	ErrWriteFailed = errors.New("the store cannot write")
+	// ErrNotOwner means a write was refused because another daemon owns
+	// the session now (its lease passed to it): the writer's fencing
+	// number is out of date. Only stores shared by several daemons return
+	// it.
+	ErrNotOwner = errors.New("the session is owned by another daemon")
 )

@@ -38,6 +38,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -73,6 +74,10 @@ type Options struct {
 	// WriteTimeout bounds each write transaction and each call's wait for
 	// the server. Zero means 30s.
 	WriteTimeout time.Duration
+	// Owner names this store's daemon in the leases it acquires (see
+	// [DB.Acquire]); it must differ between the daemons sharing a
+	// database. Empty means a random name per Open.
+	Owner string
 }
 
 // A DB is an open claudectl database on a PostgreSQL server. It is safe
@@ -83,6 +88,10 @@ type DB struct {
 	maxPayload int
 	timeout    time.Duration
 	health     *health
+	owner      string
+
+	leaseMu sync.Mutex
+	fences  map[string]int64 // guarded by leaseMu: the leases this DB holds
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -185,7 +194,14 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		pool.Close()
 		return nil, err
 	}
-	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, health: h}
+	if o.Owner == "" {
+		o.Owner = rand.Text()
+	} else if err := text("owner", o.Owner); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, health: h, owner: o.Owner,
+		fences: make(map[string]int64)}
 	db.app = newAppender(db, o.MaxBatch)
 	return db, nil
 }

@@ -202,9 +202,12 @@ func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpd
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
 	q, args := updateSQL(upd, time.Now(), id)
+	if f := db.fence(id); f != 0 {
+		q, args = fenced(q, args, f, db.owner)
+	}
 	s, err := scanSession(db.pool.QueryRow(ctx, q+` RETURNING `+sessionColumns, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.ErrNotFound
+		return nil, notWritable(ctx, db.pool, []string{id})
 	}
 	return s, err
 }
@@ -274,6 +277,13 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = $` + strconv.Itoa(len(args)), args
 }
 
+// fenced adds to an UPDATE of one session (its WHERE clause last) the
+// check that this DB still holds the session's lease.
+func fenced(q string, args []any, fence int64, owner string) (string, []any) {
+	n := len(args)
+	return q + ` AND fence = $` + strconv.Itoa(n+1) + ` AND owner = $` + strconv.Itoa(n+2), append(args, fence, owner)
+}
+
 // DeleteSession removes session id with its events, usage records and
 // session rules; its audit entries stay. It runs in the event writer's
 // queue, after the appends already queued. Errors: [store.ErrNotFound].
@@ -322,10 +332,13 @@ func (db *DB) NewProcess(ctx context.Context, id string) (_ int64, err error) {
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
 	var gen int64
-	err = db.pool.QueryRow(ctx, `UPDATE sessions SET process = process + 1, updated_at = $1
-		WHERE id = $2 RETURNING process`, time.Now().UnixNano(), id).Scan(&gen)
+	q, args := `UPDATE sessions SET process = process + 1, updated_at = $1 WHERE id = $2`, []any{time.Now().UnixNano(), id}
+	if f := db.fence(id); f != 0 {
+		q, args = fenced(q, args, f, db.owner)
+	}
+	err = db.pool.QueryRow(ctx, q+` RETURNING process`, args...).Scan(&gen)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, store.ErrNotFound
+		return 0, notWritable(ctx, db.pool, []string{id})
 	}
 	return gen, err
 }

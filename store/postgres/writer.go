@@ -203,7 +203,7 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 		for _, r := range live {
 			evs = append(evs, r.evs...)
 		}
-		if err := appendEvents(ctx, tx, evs); err != nil {
+		if err := appendEvents(ctx, tx, evs, a.db); err != nil {
 			return asRequestError(err)
 		}
 		for _, r := range live {
@@ -260,7 +260,7 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request) error {
 		}
 		return nil
 	}
-	if err := appendEvents(ctx, tx, r.evs); err != nil {
+	if err := appendEvents(ctx, tx, r.evs, a.db); err != nil {
 		return err
 	}
 	if r.then != nil {
@@ -271,9 +271,10 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request) error {
 
 // appendEvents numbers evs (of any sessions, in order) after their
 // sessions' last events and inserts them: one UPDATE of the sessions'
-// last_seq, which locks their rows until the transaction ends, and one
-// COPY of the events.
-func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event) error {
+// last_seq, which locks their rows until the transaction ends and checks
+// the fencing number of the sessions db holds a lease of, and one COPY of
+// the events.
+func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB) error {
 	var ids []string
 	counts := make(map[string]int64)
 	for _, ev := range evs {
@@ -283,12 +284,14 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event) error {
 		counts[ev.SessionID]++
 	}
 	ns := make([]int64, len(ids))
+	fences := make([]int64, len(ids))
 	for i, id := range ids {
-		ns[i] = counts[id]
+		ns[i], fences[i] = counts[id], db.fence(id)
 	}
 	rows, err := tx.Query(ctx, `UPDATE sessions s SET last_seq = s.last_seq + v.n
-		FROM unnest($1::text[], $2::bigint[]) AS v(id, n) WHERE s.id = v.id
-		RETURNING s.id, s.pk, s.last_seq`, ids, ns)
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, n, fence)
+		WHERE s.id = v.id AND (v.fence = 0 OR (s.fence = v.fence AND s.owner = $4))
+		RETURNING s.id, s.pk, s.last_seq`, ids, ns, fences, db.owner)
 	if err != nil {
 		return err
 	}
@@ -308,11 +311,13 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event) error {
 		return err
 	}
 	if len(at) < len(ids) {
+		var missing []string
 		for _, id := range ids {
 			if _, ok := at[id]; !ok {
-				return fmt.Errorf("session %q: %w", id, store.ErrNotFound)
+				missing = append(missing, id)
 			}
 		}
+		return notWritable(ctx, tx, missing)
 	}
 	for _, ev := range evs {
 		n := at[ev.SessionID]

@@ -1,0 +1,116 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/postgres"
+	"github.com/claudectl/claudectl/store/postgres/pgtest"
+)
+
+// TestStaleOwnerIsFenced: daemon A holds a session's lease, is "paused"
+// past it, daemon B takes the session over; A's writes (appends, updates,
+// a new process) are then refused with ErrNotOwner naming B, B's go on at
+// the next seq, and the log holds no write of A after B took over. A's
+// other session, whose lease it still holds, is not disturbed.
+func TestStaleOwnerIsFenced(t *testing.T) {
+	url := pgtest.New(t)
+	ctx := context.Background()
+	open := func(owner string) *postgres.DB {
+		db, err := postgres.Open(ctx, url, &postgres.Options{Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open("daemon-a"), open("daemon-b")
+	s, other := newSession(t, a), newSession(t, a)
+	ev := func(id, what string) *store.Event {
+		return &store.Event{SessionID: id, Direction: store.FromCLI, Type: "x", Raw: []byte(`{"by":"` + what + `"}`)}
+	}
+	const ttl = 300 * time.Millisecond
+	if f, err := a.Acquire(ctx, s.ID, ttl); err != nil || f != 1 {
+		t.Fatalf("A acquires: fence %d, %v", f, err)
+	}
+	if _, err := a.Acquire(ctx, other.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Append(ctx, ev(s.ID, "a")); err != nil {
+		t.Fatal(err)
+	}
+	var held *postgres.LeaseHeldError
+	if _, err := b.Acquire(ctx, s.ID, ttl); !errors.As(err, &held) || held.Owner != "daemon-a" || !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("B acquires a lease A holds: %v", err)
+	}
+	time.Sleep(ttl + 100*time.Millisecond) // A is paused past its lease
+	if f, err := b.Acquire(ctx, s.ID, time.Minute); err != nil || f != 2 {
+		t.Fatalf("B takes over: fence %d, %v", f, err)
+	}
+	if seq, err := b.Append(ctx, ev(s.ID, "b")); err != nil || seq != 2 {
+		t.Fatalf("B appends: seq %d, %v", seq, err)
+	}
+
+	// A wakes up and writes as if nothing happened.
+	done := make(chan error, 1)
+	if err := a.AppendAsync(ctx, func(err error) { done <- err }, ev(other.ID, "a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Append(ctx, ev(s.ID, "a-stale"))
+	if !errors.Is(err, store.ErrNotOwner) || !errors.As(err, &held) || held.Owner != "daemon-b" {
+		t.Fatalf("A's stale append: %v, want ErrNotOwner naming daemon-b", err)
+	}
+	t.Logf("the stale append: %v", err)
+	if err := <-done; err != nil {
+		t.Errorf("A's append to the session it still owns, beside the refused one: %v", err)
+	}
+	st := store.StatusFailed
+	if _, err := a.UpdateSession(ctx, s.ID, store.SessionUpdate{Status: &st}); !errors.Is(err, store.ErrNotOwner) {
+		t.Errorf("A's stale update: %v, want ErrNotOwner", err)
+	}
+	if _, err := a.NewProcess(ctx, s.ID); !errors.Is(err, store.ErrNotOwner) {
+		t.Errorf("A's stale NewProcess: %v, want ErrNotOwner", err)
+	}
+	if err := a.AppendUpdateAsync(ctx, func(err error) { done <- err }, ev(s.ID, "a-stale"), store.SessionUpdate{Status: &st}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrNotOwner) {
+		t.Errorf("A's stale append with an update: %v, want ErrNotOwner", err)
+	}
+	lost, err := a.Renew(ctx, time.Minute)
+	if err != nil || len(lost) != 1 || lost[0] != s.ID {
+		t.Fatalf("A renews: lost %v, %v; want [%s]", lost, err, s.ID)
+	}
+	if _, err := a.Append(ctx, ev(s.ID, "a-stale")); !errors.Is(err, store.ErrNotOwner) {
+		t.Errorf("A's append after it learnt the loss: %v, want ErrNotOwner", err)
+	}
+	if seq, err := b.Append(ctx, ev(s.ID, "b")); err != nil || seq != 3 {
+		t.Fatalf("B goes on: seq %d, %v; want 3", seq, err)
+	}
+	got, err := b.Session(ctx, s.ID)
+	if err != nil || got.Status == store.StatusFailed || got.LastSeq != 3 {
+		t.Fatalf("the session after A's stale writes: %+v, %v", got, err)
+	}
+	evs := replay(t, b, s.ID)
+	for i, want := range []string{`{"by":"a"}`, `{"by":"b"}`, `{"by":"b"}`} {
+		if string(evs[i].Raw) != want {
+			t.Errorf("event %d = %s, want %s", i+1, evs[i].Raw, want)
+		}
+	}
+	if h := a.WriteHealth(); !h.OK() {
+		t.Errorf("a fenced write made A's store unhealthy: %v", h.Err)
+	}
+	// B releases; A may take it back.
+	if err := b.Release(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := a.Acquire(ctx, s.ID, time.Minute); err != nil || f != 3 {
+		t.Fatalf("A acquires after B released: fence %d, %v", f, err)
+	}
+	if seq, err := a.Append(ctx, ev(s.ID, "a")); err != nil || seq != 4 {
+		t.Fatalf("A appends again: seq %d, %v", seq, err)
+	}
+}
