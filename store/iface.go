@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"iter"
+	"time"
 )
 
 // Store is what the daemon keeps its records in. [github.com/claudectl/claudectl/store/sqlite]
@@ -77,4 +78,37 @@ type Store interface {
 	// Close waits for queued appends, stops taking new ones and releases
 	// the store. Idempotent.
 	Close() error
+}
+
+// A Watcher is a store that several daemons share, which tells a daemon
+// when another one appended to a session's log, so that it can follow
+// sessions it does not run. [github.com/claudectl/claudectl/store/postgres]
+// implements it.
+type Watcher interface {
+	// WatchEvents returns a channel that receives a value (one pending
+	// at most) after events of session id were committed by any writer,
+	// and a function that ends the watch. Notifications can be missed
+	// (a reconnection): a follower also polls.
+	WatchEvents(id string) (<-chan struct{}, func())
+}
+
+// A Leaser is a store that several daemons share, whose sessions are each
+// run by one daemon at a time: the daemon acquires a session's lease
+// before it runs its CLI, renews its leases by heartbeat, and releases a
+// lease when the CLI stops. Its writes of a session it acquired are refused
+// with an error wrapping [ErrNotOwner] once another daemon has taken the
+// session over. [github.com/claudectl/claudectl/store/postgres] implements
+// it.
+type Leaser interface {
+	// Owner names this daemon in the leases.
+	Owner() string
+	// Acquire takes session id's lease for ttl if it is free, expired or
+	// this daemon's, and returns the fencing number its writes carry.
+	// Errors wrap ErrNotOwner while another daemon holds it.
+	Acquire(ctx context.Context, id string, ttl time.Duration) (int64, error)
+	// Renew extends this daemon's leases by ttl and returns the sessions
+	// it lost to another daemon.
+	Renew(ctx context.Context, ttl time.Duration) ([]string, error)
+	// Release gives up session id's lease.
+	Release(ctx context.Context, id string) error
 }

@@ -37,12 +37,14 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -74,6 +76,9 @@ type Options struct {
 	// WriteTimeout bounds each write transaction and each call's wait for
 	// the server. Zero means 30s.
 	WriteTimeout time.Duration
+	// Logger receives what the store does on its own (reconnecting its
+	// listener); nil means slog.Default().
+	Logger *slog.Logger
 	// Owner names this store's daemon in the leases it acquires (see
 	// [DB.Acquire]); it must differ between the daemons sharing a
 	// database. Empty means a random name per Open.
@@ -93,12 +98,20 @@ type DB struct {
 	leaseMu sync.Mutex
 	fences  map[string]int64 // guarded by leaseMu: the leases this DB holds
 
+	listen listener // LISTEN for other daemons' events (WatchEvents)
+	logger *slog.Logger
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
 
-// DB is a [store.Store].
-var _ store.Store = (*DB)(nil)
+// DB is a [store.Store], shared by several daemons ([store.Leaser],
+// [store.Watcher]).
+var (
+	_ store.Store   = (*DB)(nil)
+	_ store.Leaser  = (*DB)(nil)
+	_ store.Watcher = (*DB)(nil)
+)
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -201,7 +214,7 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		return nil, err
 	}
 	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, health: h, owner: o.Owner,
-		fences: make(map[string]int64)}
+		fences: make(map[string]int64), logger: cmp.Or(o.Logger, slog.Default())}
 	db.app = newAppender(db, o.MaxBatch)
 	return db, nil
 }
@@ -250,6 +263,7 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.closed.Store(true)
 		db.app.close()
+		db.listen.stop()
 		db.pool.Close()
 	})
 	return nil
@@ -263,6 +277,11 @@ func (db *DB) WriteHealth() store.WriteHealth { return db.health.get() }
 // Server names the server the store writes to (host:port/database, no
 // credentials), for logs and Health.
 func (db *DB) Server() string { return db.health.server }
+
+// log reports a failure the store handles itself.
+func (db *DB) log(msg string, err error) {
+	db.logger.Warn(msg, "store", "postgres "+db.health.server, "err", err)
+}
 
 func (db *DB) check() error {
 	if db.closed.Load() {

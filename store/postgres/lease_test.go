@@ -114,3 +114,48 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 		t.Fatalf("A appends again: seq %d, %v", seq, err)
 	}
 }
+
+// TestWatchEventsAcrossStores: a store watching a session wakes when
+// another store (another daemon) appends to it, and only then.
+func TestWatchEventsAcrossStores(t *testing.T) {
+	url := pgtest.New(t)
+	ctx := context.Background()
+	a, err := postgres.Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := postgres.Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s, quiet := newSession(t, a), newSession(t, a)
+	ch, stop := b.WatchEvents(s.ID)
+	defer stop()
+	other, stopOther := b.WatchEvents(quiet.ID)
+	defer stopOther()
+	// The listener wakes everyone once it listens: drain that.
+	for _, c := range []<-chan struct{}{ch, other} {
+		select {
+		case <-c:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the listener never started")
+		}
+	}
+	start := time.Now()
+	if _, err := a.Append(ctx, &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "x", Raw: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+		t.Logf("woken %v after the append returned", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification of the other store's append")
+	}
+	select {
+	case <-other:
+		t.Error("a watcher of another session was woken")
+	case <-time.After(200 * time.Millisecond):
+	}
+}

@@ -213,6 +213,9 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 				}
 			}
 		}
+		if err := notify(ctx, tx, live, nil); err != nil {
+			return err
+		}
 		return tx.Commit(ctx)
 	}
 	for i, r := range live {
@@ -236,7 +239,33 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 			return err
 		}
 	}
+	if err := notify(ctx, tx, live, failed); err != nil {
+		return err
+	}
 	return tx.Commit(ctx)
+}
+
+// notify tells the daemons listening that the sessions live appended to
+// (but the failed requests') have new events; delivered at commit.
+func notify(ctx context.Context, tx pgx.Tx, live []*request, failed []error) error {
+	seen := map[string]bool{}
+	var ids []string
+	for i, r := range live {
+		if failed != nil && failed[i] != nil {
+			continue
+		}
+		for _, ev := range r.evs {
+			if !seen[ev.SessionID] {
+				seen[ev.SessionID] = true
+				ids = append(ids, ev.SessionID)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, notifyStatement, ids)
+	return err
 }
 
 // asRequestError marks err as a request's own unless the server or the

@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Live events across daemons: the writer ends every batch's transaction
+// with a NOTIFY on eventsChannel for each session it appended to (the
+// session's id, never an event), which PostgreSQL delivers at commit. A
+// listener per DB, on a connection of its own, wakes the watchers of those
+// sessions, who read the new events from the table. A notification can be
+// missed (the listener's connection drops), so watchers also poll; after
+// a reconnection every watcher is woken.
+const eventsChannel = "claudectl_events"
+
+// notifyStatement is run by the writer in each batch's transaction.
+const notifyStatement = `SELECT pg_notify('` + eventsChannel + `', id) FROM unnest($1::text[]) AS id`
+
+// listener delivers notifications to the watchers of sessions.
+type listener struct {
+	db *DB
+
+	mu       sync.Mutex
+	watchers map[string]map[chan struct{}]struct{}
+	started  bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// WatchEvents returns a channel that receives a value (coalesced: one
+// pending at most) after events of session id were committed by any
+// daemon writing to this database, and a function that stops the watch.
+// A notification can be missed while the listening connection is down:
+// a watcher that must not miss events also polls (the channel receives a
+// value after every reconnection too).
+func (db *DB) WatchEvents(id string) (<-chan struct{}, func()) {
+	l := &db.listen
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	if l.watchers == nil {
+		l.watchers = map[string]map[chan struct{}]struct{}{}
+	}
+	if l.watchers[id] == nil {
+		l.watchers[id] = map[chan struct{}]struct{}{}
+	}
+	l.watchers[id][ch] = struct{}{}
+	if !l.started && !db.closed.Load() {
+		l.started = true
+		ctx, cancel := context.WithCancel(context.Background())
+		l.cancel, l.done, l.db = cancel, make(chan struct{}), db
+		go l.run(ctx)
+	}
+	l.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			l.mu.Lock()
+			delete(l.watchers[id], ch)
+			if len(l.watchers[id]) == 0 {
+				delete(l.watchers, id)
+			}
+			l.mu.Unlock()
+		})
+	}
+}
+
+// wake signals the watchers of id, or every watcher when id is "".
+func (l *listener) wake(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	signal := func(set map[chan struct{}]struct{}) {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if id != "" {
+		signal(l.watchers[id])
+		return
+	}
+	for _, set := range l.watchers {
+		signal(set)
+	}
+}
+
+// run listens until ctx ends, reconnecting with backoff.
+func (l *listener) run(ctx context.Context) {
+	defer close(l.done)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l.db.log("listening for other daemons' events failed; retrying", err)
+		l.wake("") // whatever was missed: read again
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// listen holds one LISTEN connection until it fails or ctx ends.
+func (l *listener) listen(ctx context.Context) error {
+	conn, err := l.db.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection is the listener's for good: it is not returned to
+	// the pool with a LISTEN on it.
+	c := conn.Hijack()
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ctx, `LISTEN `+eventsChannel); err != nil {
+		return err
+	}
+	l.wake("") // events committed before the LISTEN took effect
+	for {
+		n, err := c.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		l.wake(n.Payload)
+	}
+}
+
+func (l *listener) stop() {
+	l.mu.Lock()
+	started, cancel, done := l.started, l.cancel, l.done
+	l.mu.Unlock()
+	if started {
+		cancel()
+		<-done
+	}
+}
