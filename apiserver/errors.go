@@ -35,7 +35,9 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, store.ErrUnavailable):
 		return connect.NewError(connect.CodeOutOfRange, err)
-	case errors.Is(err, daemon.ErrNotRunning), errors.Is(err, daemon.ErrAlreadyRunning), errors.Is(err, claude.ErrClosed):
+	case errors.Is(err, daemon.ErrNotRunning), errors.Is(err, daemon.ErrAlreadyRunning), errors.Is(err, claude.ErrClosed),
+		errors.Is(err, store.ErrNotOwner): // another daemon runs the session
+
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, daemon.ErrClosed), errors.Is(err, store.ErrClosed), errors.Is(err, permission.ErrBrokerClosed):
 		return connect.NewError(connect.CodeUnavailable, err)

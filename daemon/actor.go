@@ -61,6 +61,9 @@ type actor struct {
 	// storeFailed is set when an event of the session could not be stored:
 	// the session is being stopped (storefail.go).
 	storeFailed atomic.Bool
+	// takenOver is set when another daemon took the session over (its
+	// lease passed): the CLI stops here without writing.
+	takenOver atomic.Bool
 }
 
 // actorState is what run owns.
@@ -371,7 +374,7 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 		switch {
 		case err == nil:
 			a.publish(ev) // se is ev's own: its seq is set
-		case writeFailed(err):
+		case writeFailed(err), errors.Is(err, store.ErrNotOwner):
 			a.lost(err)
 		case !wait:
 			a.d.log.Error("logging an event", "session", a.id, "type", se.Type, "err", err)
@@ -389,7 +392,7 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 	switch {
 	case err == nil && wait:
 		return <-done
-	case err != nil && writeFailed(err):
+	case err != nil && (writeFailed(err) || errors.Is(err, store.ErrNotOwner)):
 		a.lost(err)
 	case err != nil && !wait:
 		a.d.log.Error("logging an event", "session", a.id, "type", se.Type, "err", err)
@@ -442,13 +445,13 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
 		if err == nil {
 			a.publish(Event{Event: *ev})
-		} else if writeFailed(err) {
+		} else if writeFailed(err) || errors.Is(err, store.ErrNotOwner) {
 			a.lost(err)
 		}
 		done <- usageOutcome{rec, sess, err}
 	}, ev, usageInput(a.id, a.process, m))
 	if err != nil {
-		if writeFailed(err) {
+		if writeFailed(err) || errors.Is(err, store.ErrNotOwner) {
 			a.lost(err)
 		}
 		return usageOutcome{err: err}

@@ -113,6 +113,10 @@ type Options struct {
 	// StoreRetryInterval is how often the daemon tries the store again
 	// after it failed to write (to record what was lost); zero means 1s.
 	StoreRetryInterval time.Duration
+	// LeaseTTL is how long a session's lease lasts unless renewed, when
+	// the store is shared by several daemons (a store.Leaser). Zero means
+	// DefaultLeaseTTL; negative turns leases off.
+	LeaseTTL time.Duration
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
@@ -135,6 +139,10 @@ type Daemon struct {
 	slots       *slots
 	failures    storeFailures
 	storeProbe  time.Duration // how often the store is tried again after it failed
+
+	lease         store.Leaser // nil: the store has no leases (one daemon)
+	leaseTTL      time.Duration
+	heartbeatDone chan struct{}
 
 	ctx    context.Context // the life of every session's CLI
 	cancel context.CancelFunc
@@ -176,6 +184,10 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	if l, ok := d.db.(store.Leaser); ok && opts.LeaseTTL >= 0 {
+		d.lease, d.leaseTTL, d.heartbeatDone = l, cmp.Or(opts.LeaseTTL, DefaultLeaseTTL), make(chan struct{})
+		go d.heartbeat()
+	}
 	return d, nil
 }
 
@@ -328,6 +340,9 @@ type launch struct {
 // and sends prompt when not empty. It fails with ErrAlreadyRunning when s
 // has a live actor.
 func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions, l launch, prompt string) (*store.Session, error) {
+	if err := d.acquire(ctx, s.ID); err != nil {
+		return nil, err
+	}
 	a := newActor(d, s.ID, o, l)
 	d.mu.Lock()
 	if d.closed {
@@ -454,6 +469,9 @@ func (d *Daemon) release(a *actor) {
 		if a.hasSlot {
 			d.slots.release(a.evicted.Load())
 		}
+		if !a.takenOver.Load() {
+			d.releaseLease(a.id)
+		}
 	})
 }
 
@@ -533,6 +551,9 @@ func (d *Daemon) actor(ctx context.Context, id string) (*actor, error) {
 		if !a.ended() {
 			return a, nil
 		}
+	}
+	if err := d.ownedElsewhere(ctx, id); err != nil {
+		return nil, err
 	}
 	s, err := d.stored(ctx, id)
 	if err != nil {
@@ -731,6 +752,9 @@ func (d *Daemon) Close() error {
 	wg.Wait()
 	d.endHubs()
 	d.cancel()
+	if d.heartbeatDone != nil {
+		<-d.heartbeatDone
+	}
 	return nil
 }
 

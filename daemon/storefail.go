@@ -51,6 +51,11 @@ func (d *Daemon) StoreHealth() (store.WriteHealth, int) {
 // It never blocks: it runs on the store's writer goroutine too. The first
 // loss stops the session.
 func (a *actor) lost(err error) {
+	if errors.Is(err, store.ErrNotOwner) {
+		// Not lost: another daemon owns the session and writes its log.
+		a.d.takenOver(a.id, err)
+		return
+	}
 	now := time.Now()
 	f := &a.d.failures
 	f.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/claudectl/claudectl/store"
 )
@@ -332,6 +333,10 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		// Live first, then replay: whatever is published while the replay
 		// runs stays in the ring, and is skipped if the replay had it.
 		h := d.acquireHub(id, true)
+		// remote: events of the session may come from another daemon
+		// sharing the store; they are read from it when it says so.
+		var remote <-chan struct{}
+		var poll <-chan time.Time
 		if h != nil {
 			defer d.releaseHub(h, true)
 			d.mu.Lock()
@@ -345,6 +350,12 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 				}
 				if terminal(s.Status) {
 					h = nil // nothing more will come: the stored events only
+				} else if w, ok := d.db.(store.Watcher); ok {
+					ch, stop := w.WatchEvents(id)
+					defer stop()
+					t := time.NewTicker(followPoll)
+					defer t.Stop()
+					remote, poll = ch, t.C
 				}
 			}
 		}
@@ -384,12 +395,41 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			}
 			select {
 			case <-gen:
+			case <-remote:
+				if !d.follow(ctx, id, &last, yield) {
+					return
+				}
+			case <-poll:
+				if !d.follow(ctx, id, &last, yield) {
+					return
+				}
 			case <-ctx.Done():
 				yield(Event{}, ctx.Err())
 				return
 			}
 		}
 	}
+}
+
+// followPoll is how often a subscriber of a session another daemon runs
+// reads the store even without a notification (one can be missed).
+const followPoll = 2 * time.Second
+
+// follow yields what another daemon stored of session id after *last. It
+// reports false when the subscription is over: yield said stop, an error
+// was yielded, or the session ended for good and every event was yielded.
+func (d *Daemon) follow(ctx context.Context, id string, last *int64, yield func(Event, error) bool) bool {
+	s, err := d.stored(ctx, id)
+	if err != nil {
+		yield(Event{}, err)
+		return false
+	}
+	if !d.replay(ctx, id, last, yield) {
+		return false
+	}
+	// s was read before the replay: a terminal status means its events
+	// were all in the log the replay read.
+	return !terminal(s.Status)
 }
 
 // replay yields the stored events of session id after *last, advancing

@@ -111,4 +111,7 @@ type Leaser interface {
 	Renew(ctx context.Context, ttl time.Duration) ([]string, error)
 	// Release gives up session id's lease.
 	Release(ctx context.Context, id string) error
+	// LeaseOf says who holds session id's lease and until when; owner is
+	// "" when nobody does. A lease whose until has passed is free.
+	LeaseOf(ctx context.Context, id string) (owner string, until time.Time, err error)
 }

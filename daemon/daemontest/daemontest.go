@@ -61,6 +61,11 @@ type Options struct {
 	// MaxRunning is the sessions.max_running setting (0: no limit, unlike
 	// the setting's default).
 	MaxRunning int
+	// StoreURL, if set, is the store.url setting: daemons given the same
+	// PostgreSQL URL share one store. Unset, StoreEnv decides.
+	StoreURL string
+	// DaemonName is the store.daemon_name setting.
+	DaemonName string
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -105,7 +110,8 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		LogLevel:    slog.LevelError + 1, // quiet
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1),
 	}}
-	if OnPostgres() {
+	d.settings.StoreURL, d.settings.DaemonName = o.StoreURL, o.DaemonName
+	if o.StoreURL == "" && OnPostgres() {
 		d.settings.StoreURL = pgtest.New(t)
 	}
 	d.open()

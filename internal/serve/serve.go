@@ -184,7 +184,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		srv.TokenFile = TokenPath(dataDir)
 	}
 	srv.Token = serverOpts.Token
-	srv.db, srv.StoreLocation, err = openStore(ctx, s, dataDir)
+	srv.db, srv.StoreLocation, err = openStore(ctx, s, dataDir, log)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,9 @@ type Settings struct {
 	// StoreURL is store.url: "sqlite:PATH" or a PostgreSQL URL; "" means
 	// claudectl.db in DataDir.
 	StoreURL string
+	// DaemonName is store.daemon_name: this daemon's name in the leases of
+	// a store shared by several daemons; "" means host name and data dir.
+	DaemonName string
 
 	// WorkerTokenFile, if set, makes the daemon accept remote workers
 	// presenting the token it holds (WorkerToken, read by the command);
@@ -340,6 +343,17 @@ var configKeys = []configKey{
 			return fmt.Errorf("invalid store.url: %v", err)
 		}
 		c.StoreURL = s
+		return nil
+	}},
+	{"store.daemon_name", "a name of up to 200 characters, distinct between the daemons sharing a store", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil {
+			return err
+		}
+		if s == "" || len(s) > 200 || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return errBadValue
+		}
+		c.DaemonName = s
 		return nil
 	}},
 	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
@@ -770,6 +784,9 @@ const Usage = `Settings file:
                                  or "postgres://USER@HOST:PORT/DATABASE" (the
                                  password in PGPASSFILE or the URL; default
                                  claudectl.db in data_dir)
+  store.daemon_name              this daemon's name in the session leases of a store
+                                 shared by several daemons (default host name and
+                                 data_dir)
   workers.token_file             file holding the token remote workers present
                                  ("claudectl worker --connect ws://ADDR/v1/worker");
                                  unset: no remote workers

@@ -1,7 +1,10 @@
 package serve
 
 import (
+	"cmp"
 	"context"
+	"log/slog"
+	"os"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -46,10 +49,14 @@ func CheckStoreURL(url string) error {
 
 // openStore opens the store s names: store.url, else claudectl.db in the
 // data dir. It returns where the store is, without credentials, for logs.
-func openStore(ctx context.Context, s *Settings, dataDir string) (store.Store, string, error) {
+func openStore(ctx context.Context, s *Settings, dataDir string, log *slog.Logger) (store.Store, string, error) {
 	url := s.StoreURL
 	if StoreKind(url) == "postgres" {
-		db, err := postgres.Open(ctx, url, &postgres.Options{MaxPayloadBytes: s.MaxPayloadBytes})
+		// The daemon's name in leases: stable across its restarts (so it
+		// takes its own sessions back at once), distinct between daemons.
+		host, _ := os.Hostname()
+		owner := cmp.Or(s.DaemonName, host+":"+dataDir)
+		db, err := postgres.Open(ctx, url, &postgres.Options{MaxPayloadBytes: s.MaxPayloadBytes, Owner: owner, Logger: log})
 		if err != nil {
 			return nil, "", err
 		}

@@ -153,6 +153,34 @@ func (db *DB) Release(ctx context.Context, id string) (err error) {
 	return err
 }
 
+// LeaseOf says who holds session id's lease and until when (the server's
+// clock); owner is "" when nobody does, and a lease whose until has passed
+// is free. Errors: [store.ErrNotFound].
+func (db *DB) LeaseOf(ctx context.Context, id string) (owner string, until time.Time, err error) {
+	defer wrap(&err, "postgres: LeaseOf %q", id)
+	if err := db.check(); err != nil {
+		return "", time.Time{}, err
+	}
+	if text("id", id) != nil {
+		return "", time.Time{}, store.ErrNotFound
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	var u, now int64
+	err = db.pool.QueryRow(ctx, `SELECT owner, lease_until, (extract(epoch from clock_timestamp()) * 1e9)::bigint
+		FROM sessions WHERE id = $1`, id).Scan(&owner, &u, &now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", time.Time{}, store.ErrNotFound
+	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if u < now {
+		return "", time.Time{}, nil
+	}
+	return owner, fromNanos(u), nil
+}
+
 // lostLease marks, in DB.fences, a lease Renew found lost: the session's
 // writes are refused (no row has this fence) until it is acquired again.
 const lostLease = -1

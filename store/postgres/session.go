@@ -301,7 +301,8 @@ func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
 
 // MarkRunningInterrupted sets every session that is starting, running or
 // queued to interrupted and returns their ids: their CLIs died with the
-// previous daemon.
+// previous daemon. Sessions whose lease another daemon holds are left
+// alone: they run there.
 func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error) {
 	defer wrap(&err, "postgres: MarkRunningInterrupted")
 	defer db.health.track(ctx, &err)
@@ -310,8 +311,13 @@ func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error
 	}
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
-	rows, err := db.pool.Query(ctx, `UPDATE sessions SET status = 'interrupted', updated_at = $1
-		WHERE status IN ('starting', 'running', 'queued') RETURNING id`, time.Now().UnixNano())
+	// Only sessions no other daemon runs: unowned, ours (a daemon of the
+	// same name before a restart), or whose owner's lease has expired.
+	rows, err := db.pool.Query(ctx, `UPDATE sessions SET status = 'interrupted', updated_at = $1,
+		owner = '', lease_until = 0
+		WHERE status IN ('starting', 'running', 'queued')
+		AND (owner = '' OR owner = $2 OR lease_until < (extract(epoch from clock_timestamp()) * 1e9)::bigint)
+		RETURNING id`, time.Now().UnixNano(), db.owner)
 	if err != nil {
 		return nil, err
 	}
