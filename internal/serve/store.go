@@ -3,9 +3,9 @@ package serve
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
-	"fmt"
 	"path/filepath"
 	"strings"
 
