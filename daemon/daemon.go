@@ -143,6 +143,8 @@ type Daemon struct {
 	lease         store.Leaser // nil: the store has no leases (one daemon)
 	leaseTTL      time.Duration
 	heartbeatDone chan struct{}
+	commandsDone  chan struct{}  // serveCommands ended (nil: not started)
+	commands      sync.WaitGroup // commands of other daemons being carried out
 
 	ctx    context.Context // the life of every session's CLI
 	cancel context.CancelFunc
@@ -187,6 +189,10 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if l, ok := d.db.(store.Leaser); ok && opts.LeaseTTL >= 0 {
 		d.lease, d.leaseTTL, d.heartbeatDone = l, cmp.Or(opts.LeaseTTL, DefaultLeaseTTL), make(chan struct{})
 		go d.heartbeat()
+		if d.commander() != nil {
+			d.commandsDone = make(chan struct{})
+			go d.serveCommands()
+		}
 	}
 	return d, nil
 }
@@ -572,6 +578,9 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 	}
 	for {
 		a, err := d.actor(ctx, id)
+		if _, ok, rerr := d.routed(ctx, err, id, cmdSend, commandArgs{Text: text}); ok {
+			return rerr
+		}
 		if errors.Is(err, ErrNotRunning) {
 			if err := d.settleLost(id); err != nil {
 				return err
@@ -610,6 +619,9 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 // without a CLI (suspended, say) has no turn to stop: that is no error.
 func (d *Daemon) Interrupt(ctx context.Context, id, by string) error {
 	a, err := d.actor(ctx, id)
+	if _, ok, rerr := d.routed(ctx, err, id, cmdInterrupt, commandArgs{By: by}); ok {
+		return rerr
+	}
 	if d.suspendedSession(ctx, err, id) {
 		return nil
 	}
@@ -633,6 +645,9 @@ func clientName(name string) string {
 // SetModel switches the session's model ("" for the default).
 func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
 	a, err := d.actor(ctx, id)
+	if _, ok, rerr := d.routed(ctx, err, id, cmdModel, commandArgs{Model: model}); ok {
+		return rerr
+	}
 	if d.suspendedSession(ctx, err, id) { // taken by the next resume
 		_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{Model: &model})
 		d.feed.changed(id)
@@ -659,6 +674,9 @@ func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
 		return err
 	}
 	a, err := d.actor(ctx, id)
+	if _, ok, rerr := d.routed(ctx, err, id, cmdMode, commandArgs{Mode: mode}); ok {
+		return rerr
+	}
 	if d.suspendedSession(ctx, err, id) { // taken by the next resume
 		_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{PermissionMode: &mode})
 		d.feed.changed(id)
@@ -700,6 +718,10 @@ func (d *Daemon) CloseSession(ctx context.Context, id, by string) error {
 		d.log.Info("closing session", "session", id, "by", clientName(by))
 		a.close(false, clientName(by))
 		return nil
+	}
+	if err := d.ownedElsewhere(ctx, id); err != nil {
+		_, _, err = d.routed(ctx, err, id, cmdClose, commandArgs{By: by})
+		return err
 	}
 	s, err := d.stored(ctx, id)
 	if err != nil || !s.Status.Resumable() {
@@ -755,6 +777,10 @@ func (d *Daemon) Close() error {
 	if d.heartbeatDone != nil {
 		<-d.heartbeatDone
 	}
+	if d.commandsDone != nil {
+		<-d.commandsDone
+	}
+	d.commands.Wait()
 	return nil
 }
 

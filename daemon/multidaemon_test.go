@@ -2,57 +2,82 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/postgres/pgtest"
 )
 
 // TestTwoDaemonsOneStore: two daemons on one PostgreSQL. A session runs
-// under daemon A; a subscriber through daemon B follows it live and gets
-// exactly A's log (every event once, in order); B refuses to run it
-// (another daemon holds its lease) rather than start a second CLI; once A
-// stops, B may resume it.
+// under daemon A. Through daemon B: a subscriber follows it live and gets
+// exactly A's log (every event once, in order); a prompt sent to B runs on
+// A's CLI (B starts no CLI of its own); the permission request of that
+// turn, held by A, is approved through B (the file is written); a model
+// change through B reaches A's CLI. A decision on a request nobody holds
+// fails fast as not pending. Once A stops, B may run the session itself.
 func TestTwoDaemonsOneStore(t *testing.T) {
 	url := pgtest.New(t)
+	dir := t.TempDir()
 	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text("streamed from daemon A, word by word")},
 		ChunkSize: 4, DeltaDelay: 15 * time.Millisecond}
-	a := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-a"}, slow, claudetest.Turn{})
+	write := claudetest.Reply(claudetest.ToolUseID("toolu_w1", "Bash", map[string]any{
+		"command": "touch " + filepath.Join(dir, "made-through-b.txt"), "description": "make a file"}))
+	a := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-a"},
+		slow, write, claudetest.Reply(claudetest.Text("Made it.")), claudetest.Turn{})
 	b := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-b"}, claudetest.Turn{})
 	ctx := a.Ctx
-	s, err := a.D.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	s, err := a.D.Create(ctx, &daemon.SessionOptions{Cwd: dir}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	subCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	// follow collects, through B, the events after seq after up to the
+	// next result, approving through B the permission requests it meets.
 	type got struct {
 		evs []store.Event
 		err error
 	}
-	followed := make(chan got, 1)
-	subscribed := make(chan struct{})
-	go func() {
-		var g got
-		close(subscribed)
-		for ev, err := range b.D.Subscribe(subCtx, s.ID, 0) {
-			if err != nil {
-				g.err = err
-				break
+	follow := func(after int64, approve bool) <-chan got {
+		out := make(chan got, 1)
+		go func() {
+			var g got
+			defer func() { out <- g }()
+			for ev, err := range b.D.Subscribe(subCtx, s.ID, after) {
+				if err != nil {
+					g.err = err
+					return
+				}
+				g.evs = append(g.evs, ev.Event)
+				if ev.Type == "permission_request" && approve {
+					var pr daemon.PermissionRequest
+					json.Unmarshal(ev.Raw, &pr)
+					p, _, err := b.D.Decide(subCtx, daemon.Decision{RequestID: pr.RequestID, Allow: true, Client: "bob"})
+					if err != nil {
+						g.err = err
+						return
+					}
+					if p.SessionID != s.ID || p.Request.ToolName != "Bash" {
+						t.Errorf("the decision through B settled %+v", p)
+					}
+				}
+				if ev.Type == "result" {
+					return
+				}
 			}
-			g.evs = append(g.evs, ev.Event)
-			if ev.Type == "result" {
-				break
-			}
-		}
-		followed <- g
-	}()
-	<-subscribed
+		}()
+		return out
+	}
+	followed := follow(0, false)
 	time.Sleep(200 * time.Millisecond) // B's subscriber waits on the store
 	if err := a.D.Send(ctx, s.ID, "hello"); err != nil {
 		t.Fatal(err)
@@ -80,26 +105,46 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 		}
 	}
 
-	// B does not start a second CLI for A's session.
-	err = b.D.Send(ctx, s.ID, "from B")
-	var oe *daemon.OwnedElsewhereError
-	if !errors.As(err, &oe) || !errors.Is(err, store.ErrNotOwner) {
-		t.Fatalf("Send through B to A's session: %v, want OwnedElsewhereError", err)
+	// A prompt through B runs on A's CLI; its request is approved through B.
+	last := g.evs[len(g.evs)-1].Seq
+	followed = follow(last, true)
+	if err := b.D.Send(ctx, s.ID, "make a file"); err != nil {
+		t.Fatalf("Send through B: %v", err)
 	}
-	t.Logf("Send through B: %v", err)
-	if _, err := b.D.Resume(ctx, s.ID, "from B"); !errors.Is(err, store.ErrNotOwner) {
-		t.Fatalf("Resume through B of A's session: %v, want ErrNotOwner", err)
+	if g = <-followed; g.err != nil {
+		t.Fatalf("the turn sent through B: %v", g.err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "made-through-b.txt")); err != nil {
+		t.Errorf("the command approved through B did not run: %v", err)
+	}
+	if b.D.Running() != 0 || a.D.Running() != 1 {
+		t.Errorf("CLIs: %d on A, %d on B; want the one on A", a.D.Running(), b.D.Running())
+	}
+	if err := b.D.SetModel(ctx, s.ID, "claude-opus-4-5"); err != nil {
+		t.Fatalf("SetModel through B: %v", err)
+	}
+	if got, _ := b.D.Session(ctx, s.ID); got.Model != "claude-opus-4-5" {
+		t.Errorf("the model after SetModel through B: %q", got.Model)
+	}
+	start := time.Now()
+	if _, _, err := b.D.Decide(ctx, daemon.Decision{RequestID: "no-such-request", Allow: true}); !errors.Is(err, permission.ErrNotPending) {
+		t.Errorf("a decision nobody holds: %v, want ErrNotPending", err)
+	} else if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("a decision nobody holds took %v", d)
 	}
 
-	// A stops (its CLI ends, the lease is released): B may take it.
+	// A stops (its CLI ends, the lease is released): B may run it.
 	if err := a.D.Close(); err != nil {
 		t.Fatal(err)
 	}
+	cur, _ := b.D.Session(ctx, s.ID)
 	if err := b.D.Send(ctx, s.ID, "from B"); err != nil {
 		t.Fatalf("Send through B after A stopped: %v", err)
 	}
-	evs := untilIdle(t, b.D, ctx, s.ID, int64(len(stored)))
-	if len(evs) == 0 {
-		t.Fatal("no events of B's turn")
+	if evs := untilIdle(t, b.D, ctx, s.ID, cur.LastSeq); len(evs) == 0 {
+		t.Fatal("no events of B's own turn")
+	}
+	if b.D.Running() != 1 {
+		t.Errorf("B runs %d CLIs, want 1", b.D.Running())
 	}
 }

@@ -144,6 +144,11 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*permission.Pending,
 		if err == nil {
 			err = permission.ErrNotPending
 		}
+		if errors.Is(err, permission.ErrNotPending) && d.commander() != nil {
+			// Another daemon sharing the store may hold it.
+			p, err := d.remoteDecide(ctx, dec)
+			return p, nil, err
+		}
 		return nil, nil, err
 	}
 	// A decision the audit trail cannot hold does not reach the CLI.

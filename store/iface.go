@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"time"
 )
@@ -114,4 +115,46 @@ type Leaser interface {
 	// LeaseOf says who holds session id's lease and until when; owner is
 	// "" when nobody does. A lease whose until has passed is free.
 	LeaseOf(ctx context.Context, id string) (owner string, until time.Time, err error)
+}
+
+// A Command is a client's command carried from the daemon that received it
+// to the daemon that can carry it out (see [Commander]).
+type Command struct {
+	ID int64
+	// Owner is the daemon it is for; "" for whichever daemon holds what
+	// it names (a permission request).
+	Owner   string
+	Session string
+	Kind    string
+	Payload json.RawMessage
+	// Sender is the daemon that stored it.
+	Sender    string
+	CreatedAt time.Time
+}
+
+// A Commander is a store that carries commands between the daemons sharing
+// it: the sender stores a command and waits for its result; the daemon it
+// is for is woken, claims it (once: no command is carried out twice),
+// carries it out and stores the result.
+type Commander interface {
+	// SendCommand stores c (setting its ID, Sender and CreatedAt) and
+	// wakes the daemons it may be for.
+	SendCommand(ctx context.Context, c *Command) error
+	// WaitCommand waits until command id has a result and returns it.
+	WaitCommand(ctx context.Context, id int64) (json.RawMessage, error)
+	// OpenCommands returns the commands not yet claimed that are for this
+	// daemon or for any, oldest first.
+	OpenCommands(ctx context.Context) ([]*Command, error)
+	// WatchCommands returns a channel that receives a value when commands
+	// may be waiting, and a function that ends the watch.
+	WatchCommands() (<-chan struct{}, func())
+	// ClaimCommand takes command id for this daemon; false when another
+	// daemon took it first.
+	ClaimCommand(ctx context.Context, id int64) (bool, error)
+	// FinishCommand stores the result of a claimed command and wakes its
+	// sender.
+	FinishCommand(ctx context.Context, id int64, result json.RawMessage) error
+	// WithdrawCommand ends command id unclaimed, so that no daemon
+	// carries it out; false when a daemon claimed it first.
+	WithdrawCommand(ctx context.Context, id int64) (bool, error)
 }

@@ -110,7 +110,8 @@ type DB struct {
 var (
 	_ store.Store   = (*DB)(nil)
 	_ store.Leaser  = (*DB)(nil)
-	_ store.Watcher = (*DB)(nil)
+	_ store.Watcher   = (*DB)(nil)
+	_ store.Commander = (*DB)(nil)
 )
 
 //go:embed migrations/*.sql

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,6 +15,14 @@ import (
 // missed (the listener's connection drops), so watchers also poll; after
 // a reconnection every watcher is woken.
 const eventsChannel = "claudectl_events"
+
+// The channels of commands between daemons: commandsChannel's payload is
+// the daemon a command is for ("" for any), doneChannel's the id of a
+// command that has its result.
+const (
+	commandsChannel = "claudectl_commands"
+	doneChannel     = "claudectl_command_done"
+)
 
 // notifyStatement is run by the writer in each batch's transaction.
 const notifyStatement = `SELECT pg_notify('` + eventsChannel + `', id) FROM unnest($1::text[]) AS id`
@@ -36,16 +45,21 @@ type listener struct {
 // a watcher that must not miss events also polls (the channel receives a
 // value after every reconnection too).
 func (db *DB) WatchEvents(id string) (<-chan struct{}, func()) {
+	return db.watch(eventsChannel + "\x00" + id)
+}
+
+// watch registers a watcher of key (a channel, NUL, a payload).
+func (db *DB) watch(key string) (<-chan struct{}, func()) {
 	l := &db.listen
 	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	if l.watchers == nil {
 		l.watchers = map[string]map[chan struct{}]struct{}{}
 	}
-	if l.watchers[id] == nil {
-		l.watchers[id] = map[chan struct{}]struct{}{}
+	if l.watchers[key] == nil {
+		l.watchers[key] = map[chan struct{}]struct{}{}
 	}
-	l.watchers[id][ch] = struct{}{}
+	l.watchers[key][ch] = struct{}{}
 	if !l.started && !db.closed.Load() {
 		l.started = true
 		ctx, cancel := context.WithCancel(context.Background())
@@ -57,17 +71,17 @@ func (db *DB) WatchEvents(id string) (<-chan struct{}, func()) {
 	return ch, func() {
 		once.Do(func() {
 			l.mu.Lock()
-			delete(l.watchers[id], ch)
-			if len(l.watchers[id]) == 0 {
-				delete(l.watchers, id)
+			delete(l.watchers[key], ch)
+			if len(l.watchers[key]) == 0 {
+				delete(l.watchers, key)
 			}
 			l.mu.Unlock()
 		})
 	}
 }
 
-// wake signals the watchers of id, or every watcher when id is "".
-func (l *listener) wake(id string) {
+// wake signals the watchers of key, or every watcher when key is "".
+func (l *listener) wake(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	signal := func(set map[chan struct{}]struct{}) {
@@ -78,12 +92,27 @@ func (l *listener) wake(id string) {
 			}
 		}
 	}
-	if id != "" {
-		signal(l.watchers[id])
+	if key != "" {
+		signal(l.watchers[key])
 		return
 	}
 	for _, set := range l.watchers {
 		signal(set)
+	}
+}
+
+// wakePrefix signals the watchers of every key with prefix.
+func (l *listener) wakePrefix(prefix string) {
+	l.mu.Lock()
+	keys := make([]string, 0, len(l.watchers))
+	for k := range l.watchers {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	l.mu.Unlock()
+	for _, k := range keys {
+		l.wake(k)
 	}
 }
 
@@ -117,16 +146,22 @@ func (l *listener) listen(ctx context.Context) error {
 	// the pool with a LISTEN on it.
 	c := conn.Hijack()
 	defer c.Close(context.Background())
-	if _, err := c.Exec(ctx, `LISTEN `+eventsChannel); err != nil {
-		return err
+	for _, ch := range []string{eventsChannel, commandsChannel, doneChannel} {
+		if _, err := c.Exec(ctx, `LISTEN `+ch); err != nil {
+			return err
+		}
 	}
-	l.wake("") // events committed before the LISTEN took effect
+	l.wake("") // what was committed before the LISTEN took effect
 	for {
 		n, err := c.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		l.wake(n.Payload)
+		if n.Channel == commandsChannel && n.Payload == "" {
+			l.wakePrefix(commandsChannel + "\x00") // for any daemon
+			continue
+		}
+		l.wake(n.Channel + "\x00" + n.Payload)
 	}
 }
 
