@@ -108,8 +108,8 @@ type DB struct {
 // DB is a [store.Store], shared by several daemons ([store.Leaser],
 // [store.Watcher]).
 var (
-	_ store.Store   = (*DB)(nil)
-	_ store.Leaser  = (*DB)(nil)
+	_ store.Store     = (*DB)(nil)
+	_ store.Leaser    = (*DB)(nil)
 	_ store.Watcher   = (*DB)(nil)
 	_ store.Commander = (*DB)(nil)
 )
