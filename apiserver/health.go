@@ -27,7 +27,8 @@ func (s *Service) Health(context.Context, *connect.Request[v1.HealthRequest]) (*
 // storeStatus says whether the store writes.
 func (s *Service) storeStatus() *v1.StoreStatus {
 	h, _ := s.D.StoreHealth()
-	out := &v1.StoreStatus{Ok: h.Err == nil, Location: s.StoreLocation}
+	name, ttl := s.D.Lease()
+	out := &v1.StoreStatus{Ok: h.Err == nil, Location: s.StoreLocation, DaemonName: name, LeaseTtlMs: ttl.Milliseconds()}
 	if h.Err != nil {
 		out.Error = h.Err.Error()
 		out.FailingSince = timestamppb.New(h.Since)

@@ -47,6 +47,15 @@ func (e *OwnedElsewhereError) Unwrap() error {
 	return store.ErrNotOwner
 }
 
+// Lease returns this daemon's name in the session leases and how long a
+// lease lasts, or "" and 0 when the store has no leases.
+func (d *Daemon) Lease() (name string, ttl time.Duration) {
+	if d.lease == nil {
+		return "", 0
+	}
+	return d.lease.Owner(), d.leaseTTL
+}
+
 // acquire takes session id's lease, when the store has leases.
 func (d *Daemon) acquire(ctx context.Context, id string) error {
 	if d.lease == nil {

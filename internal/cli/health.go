@@ -77,9 +77,13 @@ type daemonDoctorReport struct {
 	// StoreLocation is where the store is ("sqlite PATH", "postgres
 	// HOST:PORT/DATABASE").
 	StoreLocation string `json:"store_location,omitempty"`
-	Running       int32  `json:"running_sessions"`
-	Suspended     int32  `json:"suspended_sessions"`
-	Queued        int32  `json:"queued_sessions"`
+	// DaemonName and LeaseTTL: this daemon's name in the leases of a store
+	// shared by several daemons, and how long a lease lasts.
+	DaemonName string `json:"daemon_name,omitempty"`
+	LeaseTTL   string `json:"lease_ttl,omitempty"`
+	Running    int32  `json:"running_sessions"`
+	Suspended  int32  `json:"suspended_sessions"`
+	Queued     int32  `json:"queued_sessions"`
 	// MaxRunning is sessions.max_running (0: no limit).
 	MaxRunning int32 `json:"max_running"`
 	OK         bool  `json:"ok"`
@@ -124,7 +128,11 @@ func diagnoseDaemon(ctx context.Context, dc *daemonClient) (*daemonDoctorReport,
 	rep := &daemonDoctorReport{Server: dc.addr, CLIPath: cc.GetPath(), Version: cc.GetVersion(),
 		Compatibility: levelName(cc.GetLevel()), Message: cc.GetMessage(), Store: "ok",
 		Running: res.Msg.RunningSessions, Suspended: res.Msg.SuspendedSessions, Queued: res.Msg.QueuedSessions,
-		MaxRunning: res.Msg.MaxRunning, StoreLocation: res.Msg.GetStore().GetLocation()}
+		MaxRunning: res.Msg.MaxRunning, StoreLocation: res.Msg.GetStore().GetLocation(),
+		DaemonName: res.Msg.GetStore().GetDaemonName()}
+	if ms := res.Msg.GetStore().GetLeaseTtlMs(); ms > 0 {
+		rep.LeaseTTL = (time.Duration(ms) * time.Millisecond).String()
+	}
 	defer func() {
 		if st := res.Msg.GetStore(); st != nil && !st.Ok {
 			rep.Store = fmt.Sprintf("cannot write since %s: %s", st.GetFailingSince().AsTime().UTC().Format("2006-01-02 15:04:05Z"), st.GetError())
@@ -186,6 +194,9 @@ func (r *daemonDoctorReport) print(w io.Writer) {
 		row("Store", r.Store+" ("+r.StoreLocation+")")
 	} else {
 		row("Store", r.Store)
+	}
+	if r.DaemonName != "" {
+		row("Daemon", r.DaemonName+" (session leases of "+r.LeaseTTL+", shared store)")
 	}
 	limit := "no limit"
 	if r.MaxRunning > 0 {

@@ -48,7 +48,8 @@ func TestDoctorServerShowsDegradation(t *testing.T) {
 		t.Fatalf("doctor --server --json: exit %d, %v:\n%s", o.code, err, o.stdout)
 	}
 	if rep.Compatibility != "degraded" || !rep.OK || len(rep.Reasons) != 1 || rep.Reasons[0].Subject != "Bash tool" ||
-		rep.Reasons[0].LastSeen == "" || len(rep.DegradedSessions) != 1 || rep.DegradedSessions[0].SessionID != id {
+		rep.Reasons[0].LastSeen == "" || len(rep.DegradedSessions) != 1 || rep.DegradedSessions[0].SessionID != id ||
+		!strings.HasPrefix(rep.StoreLocation, "sqlite /") || !strings.HasSuffix(rep.StoreLocation, "claudectl.db") {
 		t.Errorf("doctor --server --json: %+v", rep)
 	}
 

@@ -200,7 +200,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
 			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots},
 		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning),
-		StoreRetryInterval: opts.StoreRetryInterval})
+		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL})
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,9 @@ type Settings struct {
 	// DaemonName is store.daemon_name: this daemon's name in the leases of
 	// a store shared by several daemons; "" means host name and data dir.
 	DaemonName string
+	// LeaseTTL is store.lease_ttl: how long a session's lease lasts unless
+	// renewed (zero: daemon.DefaultLeaseTTL).
+	LeaseTTL time.Duration
 
 	// WorkerTokenFile, if set, makes the daemon accept remote workers
 	// presenting the token it holds (WorkerToken, read by the command);
@@ -354,6 +357,17 @@ var configKeys = []configKey{
 			return errBadValue
 		}
 		c.DaemonName = s
+		return nil
+	}},
+	{"store.lease_ttl", `a duration >= 3s such as "15s" (default "15s")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		d, err := jsonDuration(raw)
+		if err != nil {
+			return err
+		}
+		if d < 3*time.Second {
+			return errBadValue
+		}
+		c.LeaseTTL = d
 		return nil
 	}},
 	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
@@ -784,6 +798,9 @@ const Usage = `Settings file:
                                  or "postgres://USER@HOST:PORT/DATABASE" (the
                                  password in PGPASSFILE or the URL; default
                                  claudectl.db in data_dir)
+  store.lease_ttl                how long a session's lease lasts unless renewed (every
+                                 third of it): after a daemon dies, another takes its
+                                 sessions this long after (default "15s")
   store.daemon_name              this daemon's name in the session leases of a store
                                  shared by several daemons (default host name and
                                  data_dir)

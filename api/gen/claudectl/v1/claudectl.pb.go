@@ -4428,7 +4428,12 @@ type StoreStatus struct {
 	LastOk       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_ok,json=lastOk,proto3" json:"last_ok,omitempty"`
 	// location is where the store is: "sqlite PATH" or "postgres
 	// HOST:PORT/DATABASE" (never credentials).
-	Location      string `protobuf:"bytes,5,opt,name=location,proto3" json:"location,omitempty"`
+	Location string `protobuf:"bytes,5,opt,name=location,proto3" json:"location,omitempty"`
+	// daemon_name is this daemon's name in the session leases of a store
+	// shared by several daemons, and lease_ttl_ms how long a lease lasts
+	// unless renewed; both empty with a store of one daemon.
+	DaemonName    string `protobuf:"bytes,6,opt,name=daemon_name,json=daemonName,proto3" json:"daemon_name,omitempty"`
+	LeaseTtlMs    int64  `protobuf:"varint,7,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4496,6 +4501,20 @@ func (x *StoreStatus) GetLocation() string {
 		return x.Location
 	}
 	return ""
+}
+
+func (x *StoreStatus) GetDaemonName() string {
+	if x != nil {
+		return x.DaemonName
+	}
+	return ""
+}
+
+func (x *StoreStatus) GetLeaseTtlMs() int64 {
+	if x != nil {
+		return x.LeaseTtlMs
+	}
+	return 0
 }
 
 var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
@@ -4826,13 +4845,17 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x12suspended_sessions\x18\f \x01(\x05R\x11suspendedSessions\x12'\n" +
 	"\x0fqueued_sessions\x18\r \x01(\x05R\x0equeuedSessions\x12\x1f\n" +
 	"\vmax_running\x18\x0e \x01(\x05R\n" +
-	"maxRunning\"\xc5\x01\n" +
+	"maxRunning\"\x88\x02\n" +
 	"\vStoreStatus\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12?\n" +
 	"\rfailing_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x123\n" +
 	"\alast_ok\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06lastOk\x12\x1a\n" +
-	"\blocation\x18\x05 \x01(\tR\blocation*\xac\x02\n" +
+	"\blocation\x18\x05 \x01(\tR\blocation\x12\x1f\n" +
+	"\vdaemon_name\x18\x06 \x01(\tR\n" +
+	"daemonName\x12 \n" +
+	"\flease_ttl_ms\x18\a \x01(\x03R\n" +
+	"leaseTtlMs*\xac\x02\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x01\x12\x1a\n" +
