@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/store/postgres/pgtest"
 )
 
 // The daemon's benchmarks run 100 sessions of a stand-in CLI that streams
@@ -224,6 +226,56 @@ func measureIdleMemory(b *testing.B, standin string) map[string]float64 {
 	}
 }
 
+// BenchmarkDaemonTwoDaemons is BenchmarkDaemon100Sessions's persisted
+// events and line-to-subscriber latency with the store on PostgreSQL,
+// the sessions run by one daemon and subscribed to through it ("1daemon")
+// or through a second daemon on the same database ("2daemons": the events
+// reach the subscriber by LISTEN/NOTIFY and a read of the table). Compare
+// with BenchmarkDaemon100Sessions on SQLite and, with
+// CLAUDECTL_TEST_STORE=postgres, on PostgreSQL.
+func BenchmarkDaemonTwoDaemons(b *testing.B) {
+	standin := buildStandin(b)
+	for _, c := range []struct {
+		name     string
+		deltas   int
+		interval time.Duration
+		stagger  bool
+	}{
+		{"stream=burst", 1000, 0, false},
+		{"stream=30ms/staggered", 40, 30 * time.Millisecond, true},
+	} {
+		for _, daemons := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/%ddaemon", c.name, daemons), func(b *testing.B) {
+				url := pgtest.New(b)
+				b.Setenv("STANDIN_DELTAS", strconv.Itoa(c.deltas))
+				b.Setenv("STANDIN_INTERVAL", c.interval.String())
+				f := createSessions(b, daemontest.Start(b, &daemontest.Options{CLIPath: standin, StoreURL: url, DaemonName: "a"}),
+					benchSessions, c.deltas)
+				if daemons == 2 {
+					f.subD = daemontest.Start(b, &daemontest.Options{CLIPath: standin, StoreURL: url, DaemonName: "b"}).D
+				}
+				f.subscribe()
+				if c.stagger {
+					f.stagger = time.Duration(c.deltas) * c.interval / time.Duration(benchSessions)
+				}
+				seq0 := f.persisted()
+				b.ResetTimer()
+				for range b.N {
+					f.turn()
+				}
+				b.StopTimer()
+				elapsed := b.Elapsed().Seconds()
+				b.ReportMetric(float64(f.persisted()-seq0)/elapsed, "events/s")
+				lat := f.latencies()
+				ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+				b.ReportMetric(ms(lat[len(lat)/2]), "p50_ms")
+				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99_ms")
+				b.ReportMetric(ms(lat[len(lat)-1]), "max_ms")
+			})
+		}
+	}
+}
+
 // buildStandin builds the stand-in CLI into a temporary directory.
 func buildStandin(b *testing.B) string {
 	b.Helper()
@@ -243,6 +295,7 @@ func buildStandin(b *testing.B) string {
 type fleet struct {
 	b       *testing.B
 	d       *daemon.Daemon
+	subD    *daemon.Daemon // subscribers go through it when set: another daemon on the same store
 	ids     []string
 	deltas  int
 	stagger time.Duration // between two sessions' prompts; 0: all at once
@@ -303,7 +356,7 @@ func (f *fleet) subscribe() {
 			var last int64
 			for dropped := true; dropped; {
 				dropped = false
-				for ev, err := range f.d.Subscribe(f.subCtx, id, last) {
+				for ev, err := range cmp.Or(f.subD, f.d).Subscribe(f.subCtx, id, last) {
 					now := time.Now().UnixNano()
 					if errors.Is(err, daemon.ErrSlowSubscriber) {
 						f.drops.Add(1)
