@@ -265,7 +265,7 @@ func (d *Daemon) Resume(ctx context.Context, id, prompt string) (*store.Session,
 	if err != nil {
 		return nil, err
 	}
-	return d.resume(ctx, s, prompt, false)
+	return d.resume(ctx, d.orphaned(ctx, s), prompt, false)
 }
 
 // resume starts a new CLI for s. quiet is a resume the client did not ask
@@ -589,6 +589,7 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 			if serr != nil {
 				return serr
 			}
+			s = d.orphaned(ctx, s)
 			if !s.Status.Resumable() {
 				return &StateError{SessionID: id, Status: s.Status,
 					Msg: "it has no CLI process; ResumeSession (claudectl resume) starts one"}

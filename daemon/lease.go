@@ -140,3 +140,32 @@ func (d *Daemon) takenOver(id string, why error) {
 		a.failSubscribers(fmt.Errorf("session %s moved to another daemon (%v): subscribe again to follow it there", id, why))
 	}()
 }
+
+// orphaned returns s, marked interrupted when it is stored as running
+// (starting, queued) while no daemon runs it: the daemon that did died and
+// its lease expired. The next prompt through any daemon then resumes it.
+func (d *Daemon) orphaned(ctx context.Context, s *store.Session) *store.Session {
+	if d.lease == nil || (s.Status != store.StatusRunning && s.Status != store.StatusStarting && s.Status != store.StatusQueued) {
+		return s
+	}
+	d.mu.Lock()
+	local := d.actors[s.ID] != nil
+	d.mu.Unlock()
+	if local || d.ownedElsewhere(ctx, s.ID) != nil {
+		return s
+	}
+	st := store.StatusInterrupted
+	ev, err := newEvent(s.ID, &StatusChange{Status: st,
+		Detail: "the daemon that ran the session stopped and its lease expired; the next prompt resumes it"})
+	if err == nil {
+		err = appendUpdate(ctx, d.db, &ev.Event, store.SessionUpdate{Status: &st})
+	}
+	if err != nil {
+		d.log.Warn("marking a session whose daemon died interrupted", "session", s.ID, "err", err)
+		return s
+	}
+	d.log.Info("session interrupted by its daemon's end", "session", s.ID)
+	c := *s
+	c.Status = st
+	return &c
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestTwoDaemonsOneStore: two daemons on one PostgreSQL. A session runs
@@ -143,6 +145,57 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 	}
 	if evs := untilIdle(t, b.D, ctx, s.ID, cur.LastSeq); len(evs) == 0 {
 		t.Fatal("no events of B's own turn")
+	}
+	if b.D.Running() != 1 {
+		t.Errorf("B runs %d CLIs, want 1", b.D.Running())
+	}
+}
+
+// TestDeadDaemonsSessionResumesElsewhere: a session stored as running
+// under a daemon that died (its lease expired) is resumed by a prompt
+// through another daemon, its log saying it was interrupted.
+func TestDeadDaemonsSessionResumesElsewhere(t *testing.T) {
+	url := pgtest.New(t)
+	a := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-a"}, claudetest.Reply(claudetest.Text("first")))
+	ctx := a.Ctx
+	s, err := a.D.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	untilIdle(t, a.D, ctx, s.ID, 0)
+	if err := a.D.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// B is up before A dies: its start leaves A's sessions alone.
+	b := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-b"}, claudetest.Reply(claudetest.Text("second")))
+	// As a kill -9 of daemon A mid-turn leaves it, once its lease ran out.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE sessions SET status = 'running', owner = 'daemon-a', lease_until = 1 WHERE id = $1`, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := b.D.Session(ctx, s.ID)
+	if err := b.D.Send(ctx, s.ID, "again"); err != nil {
+		t.Fatalf("a prompt through B to the dead daemon's session: %v", err)
+	}
+	if evs := untilIdle(t, b.D, ctx, s.ID, cur.LastSeq); len(evs) == 0 {
+		t.Fatal("no events of the turn through B")
+	}
+	// B marked it interrupted at the prompt.
+	interrupted := false
+	for ev, err := range b.DB().Events(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "status" && strings.Contains(string(ev.Raw), `"interrupted"`) {
+			interrupted = true
+		}
+	}
+	if !interrupted {
+		t.Error("the log does not say the session was interrupted")
 	}
 	if b.D.Running() != 1 {
 		t.Errorf("B runs %d CLIs, want 1", b.D.Running())
