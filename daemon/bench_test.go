@@ -106,23 +106,12 @@ func BenchmarkDaemon100Sessions(b *testing.B) {
 			if c.stagger {
 				f.stagger = time.Duration(c.deltas) * c.interval / time.Duration(benchSessions)
 			}
-			seq0 := f.persisted()
-			b.ResetTimer()
-			for range b.N {
-				f.turn()
-			}
-			b.StopTimer()
-			elapsed := b.Elapsed().Seconds()
-			b.ReportMetric(float64(f.persisted()-seq0)/elapsed, "events/s")
+			elapsed := f.run()
 			b.ReportMetric(float64(b.N*benchSessions*(c.deltas+8))/elapsed, "lines/s") // + init, assistant, result, 5 other stream events
 			lat := f.latencies()
 			if want := b.N * benchSessions * (c.deltas + 5); len(lat) != want {
 				b.Fatalf("%d stream events timed, want %d", len(lat), want)
 			}
-			ms := func(ns int64) float64 { return float64(ns) / 1e6 }
-			b.ReportMetric(ms(lat[len(lat)/2]), "p50_ms")
-			b.ReportMetric(ms(lat[len(lat)*99/100]), "p99_ms")
-			b.ReportMetric(ms(lat[len(lat)-1]), "max_ms")
 			logged := sortedAll(f.logged)
 			b.ReportMetric(ms(logged[len(logged)*99/100]), "append_p99_ms")
 			if mid := sortedAll(f.mid); len(mid) > 0 {
@@ -258,19 +247,7 @@ func BenchmarkDaemonTwoDaemons(b *testing.B) {
 				if c.stagger {
 					f.stagger = time.Duration(c.deltas) * c.interval / time.Duration(benchSessions)
 				}
-				seq0 := f.persisted()
-				b.ResetTimer()
-				for range b.N {
-					f.turn()
-				}
-				b.StopTimer()
-				elapsed := b.Elapsed().Seconds()
-				b.ReportMetric(float64(f.persisted()-seq0)/elapsed, "events/s")
-				lat := f.latencies()
-				ms := func(ns int64) float64 { return float64(ns) / 1e6 }
-				b.ReportMetric(ms(lat[len(lat)/2]), "p50_ms")
-				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99_ms")
-				b.ReportMetric(ms(lat[len(lat)-1]), "max_ms")
+				f.run()
 			})
 		}
 	}
@@ -309,6 +286,28 @@ type fleet struct {
 	mid    [][]int64    // per session: lat of the stream events not among the first or last turnEdge of a turn
 	drops  atomic.Int64 // subscriptions dropped for falling behind
 }
+
+// run times b.N turns of the fleet and reports the events persisted per
+// second and the line-to-subscriber latencies (p50, p99, max); it returns
+// the seconds the turns took.
+func (f *fleet) run() float64 {
+	b := f.b
+	seq0 := f.persisted()
+	b.ResetTimer()
+	for range b.N {
+		f.turn()
+	}
+	b.StopTimer()
+	elapsed := b.Elapsed().Seconds()
+	b.ReportMetric(float64(f.persisted()-seq0)/elapsed, "events/s")
+	lat := f.latencies()
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50_ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99_ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max_ms")
+	return elapsed
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // startFleet starts a daemon running standin with sessions sessions, each
 // subscribed to.

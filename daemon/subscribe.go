@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
 	"sync"
@@ -396,11 +397,11 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			select {
 			case <-gen:
 			case <-remote:
-				if !d.follow(ctx, id, &last, yield) {
+				if !d.follow(ctx, id, &last, false, yield) {
 					return
 				}
 			case <-poll:
-				if !d.follow(ctx, id, &last, yield) {
+				if !d.follow(ctx, id, &last, true, yield) {
 					return
 				}
 			case <-ctx.Done():
@@ -417,19 +418,31 @@ const followPoll = 2 * time.Second
 
 // follow yields what another daemon stored of session id after *last. It
 // reports false when the subscription is over: yield said stop, an error
-// was yielded, or the session ended for good and every event was yielded.
-func (d *Daemon) follow(ctx context.Context, id string, last *int64, yield func(Event, error) bool) bool {
-	s, err := d.stored(ctx, id)
-	if err != nil {
-		yield(Event{}, err)
-		return false
+// was yielded, or the session ended for good (a status event says closed
+// or failed; with check, the stored status too) and every event was
+// yielded.
+func (d *Daemon) follow(ctx context.Context, id string, last *int64, check bool, yield func(Event, error) bool) bool {
+	ended := false
+	if check {
+		s, err := d.stored(ctx, id)
+		if err != nil {
+			yield(Event{}, err)
+			return false
+		}
+		// Read before the replay: a terminal status means its events
+		// were all in the log the replay reads.
+		ended = terminal(s.Status)
 	}
-	if !d.replay(ctx, id, last, yield) {
-		return false
-	}
-	// s was read before the replay: a terminal status means its events
-	// were all in the log the replay read.
-	return !terminal(s.Status)
+	more := d.replay(ctx, id, last, func(ev Event, err error) bool {
+		if err == nil && ev.Type == "status" {
+			var st StatusChange
+			if json.Unmarshal(ev.Raw, &st) == nil && terminal(st.Status) {
+				ended = true
+			}
+		}
+		return yield(ev, err)
+	})
+	return more && !ended
 }
 
 // replay yields the stored events of session id after *last, advancing

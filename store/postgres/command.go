@@ -21,7 +21,7 @@ const commandPoll = time.Second
 // it; it sets c.ID, c.Sender (this DB's owner) and c.CreatedAt.
 func (db *DB) SendCommand(ctx context.Context, c *store.Command) (err error) {
 	defer wrap(&err, "postgres: SendCommand %s", c.Kind)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (db *DB) WatchCommands() (<-chan struct{}, func()) {
 // daemon took it first.
 func (db *DB) ClaimCommand(ctx context.Context, id int64) (_ bool, err error) {
 	defer wrap(&err, "postgres: ClaimCommand %d", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return false, err
 	}
@@ -176,7 +176,7 @@ func (db *DB) ClaimCommand(ctx context.Context, id int64) (_ bool, err error) {
 // wakes its sender.
 func (db *DB) FinishCommand(ctx context.Context, id int64, result json.RawMessage) (err error) {
 	defer wrap(&err, "postgres: FinishCommand %d", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (db *DB) FinishCommand(ctx context.Context, id int64, result json.RawMessag
 // out; false when a daemon claimed it first.
 func (db *DB) WithdrawCommand(ctx context.Context, id int64) (_ bool, err error) {
 	defer wrap(&err, "postgres: WithdrawCommand %d", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return false, err
 	}

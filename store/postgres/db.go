@@ -70,8 +70,9 @@ type Options struct {
 	// MaxBatch caps the events committed in one transaction. Zero means
 	// 2048.
 	MaxBatch int
-	// MaxConns is the size of the connection pool (the writer takes one).
-	// Zero means 8.
+	// MaxConns is the size of the connection pool (the writer and the
+	// listener take one each; subscribers following other daemons'
+	// sessions read through the rest). Zero means 16.
 	MaxConns int
 	// WriteTimeout bounds each write transaction and each call's wait for
 	// the server. Zero means 30s.
@@ -92,7 +93,8 @@ type DB struct {
 	app        *appender
 	maxPayload int
 	timeout    time.Duration
-	health     *health
+	health     *store.HealthTracker
+	server     string // host:port/database, named in errors and logs
 	owner      string
 
 	leaseMu sync.Mutex
@@ -173,10 +175,11 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		return nil, fmt.Errorf("postgres: %w: the store URL is not a PostgreSQL URL (postgres://USER@HOST:PORT/DB): %s",
 			store.ErrInvalid, redactErr(err, url))
 	}
-	h := &health{server: serverName(cfg.ConnConfig)}
-	defer wrap(&err, "postgres: Open %s", h.server)
+	server := serverName(cfg.ConnConfig)
+	h := &store.HealthTracker{Classify: classifier(server)}
+	defer wrap(&err, "postgres: Open %s", server)
 	defer func() {
-		if werr := h.classify(err); werr != nil {
+		if werr := h.Classify(err); werr != nil {
 			err = werr
 		}
 	}()
@@ -187,7 +190,7 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		o.MaxBatch = 2048
 	}
 	if o.MaxConns <= 0 {
-		o.MaxConns = 8
+		o.MaxConns = 16
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
@@ -214,7 +217,7 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		pool.Close()
 		return nil, err
 	}
-	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, health: h, owner: o.Owner,
+	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, health: h, server: server, owner: o.Owner,
 		fences: make(map[string]int64), logger: cmp.Or(o.Logger, slog.Default())}
 	db.app = newAppender(db, o.MaxBatch)
 	return db, nil
@@ -273,15 +276,15 @@ func (db *DB) Close() error {
 // WriteHealth reports whether writes are succeeding: Err is the latest
 // failure the server or the link caused (wrapping [store.ErrWriteFailed])
 // if no write has succeeded since.
-func (db *DB) WriteHealth() store.WriteHealth { return db.health.get() }
+func (db *DB) WriteHealth() store.WriteHealth { return db.health.Get() }
 
 // Server names the server the store writes to (host:port/database, no
 // credentials), for logs and Health.
-func (db *DB) Server() string { return db.health.server }
+func (db *DB) Server() string { return db.server }
 
 // log reports a failure the store handles itself.
 func (db *DB) log(msg string, err error) {
-	db.logger.Warn(msg, "store", "postgres "+db.health.server, "err", err)
+	db.logger.Warn(msg, "store", "postgres "+db.server, "err", err)
 }
 
 func (db *DB) check() error {
@@ -362,69 +365,20 @@ func redactErr(err error, url string) string {
 	return msg
 }
 
-// health tracks the outcome of writes for DB.WriteHealth.
-type health struct {
-	server string // host:port/database, named in the errors
-
-	mu     sync.Mutex
-	err    error
-	since  time.Time
-	lastOK time.Time
-}
-
-func (h *health) ok() {
-	now := time.Now()
-	h.mu.Lock()
-	h.err, h.since, h.lastOK = nil, time.Time{}, now
-	h.mu.Unlock()
-}
-
-func (h *health) failed(err error) {
-	now := time.Now()
-	h.mu.Lock()
-	if h.err == nil {
-		h.since = now
-	}
-	h.err = err
-	h.mu.Unlock()
-}
-
-func (h *health) get() store.WriteHealth {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return store.WriteHealth{Err: h.err, Since: h.since, LastOK: h.lastOK}
-}
-
-// classify returns err wrapped in store.ErrWriteFailed, with the reason in
+// classifier returns the store.HealthTracker classifier of the server
+// named server: err wrapped in store.ErrWriteFailed, with the reason in
 // plain words and the server, when the server or the link to it caused
 // it; otherwise nil.
-func (h *health) classify(err error) error {
-	if err == nil || errors.Is(err, store.ErrWriteFailed) {
-		return nil
-	}
-	why := writeFailure(err)
-	if why == "" {
-		return nil
-	}
-	return fmt.Errorf("%w: %s (PostgreSQL at %s): %w", store.ErrWriteFailed, why, h.server, err)
-}
-
-// track is deferred by write methods, before their wrap: it records the
-// outcome and turns a failure of the server into an error wrapping
-// store.ErrWriteFailed. Errors of the record itself, and the end of the
-// caller's ctx, leave the health as it was.
-func (h *health) track(ctx context.Context, errp *error) {
-	switch err := *errp; {
-	case err == nil:
-		h.ok()
-	case ctx.Err() != nil:
-	case errors.Is(err, store.ErrWriteFailed):
-		h.failed(err)
-	default:
-		if werr := h.classify(err); werr != nil {
-			*errp = werr
-			h.failed(werr)
+func classifier(server string) func(error) error {
+	return func(err error) error {
+		if err == nil || errors.Is(err, store.ErrWriteFailed) {
+			return nil
 		}
+		why := writeFailure(err)
+		if why == "" {
+			return nil
+		}
+		return fmt.Errorf("%w: %s (PostgreSQL at %s): %w", store.ErrWriteFailed, why, server, err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/claudectl/claudectl/internal/jsonl"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -128,30 +127,14 @@ func (db *DB) prepareAll(evs []*store.Event) error {
 // prepare validates ev and applies the defaults and the payload limit on
 // the caller's goroutine.
 func (db *DB) prepare(ev *store.Event, now time.Time) error {
-	switch {
-	case ev.SessionID == "":
-		return fmt.Errorf("postgres: append: %w: event without session", store.ErrInvalid)
-	case ev.Type == "":
-		return fmt.Errorf("postgres: append: %w: event without type", store.ErrInvalid)
-	case !ev.Direction.Valid():
-		return fmt.Errorf("postgres: append: %w: direction %v", store.ErrInvalid, ev.Direction)
-	case text("session id", ev.SessionID) != nil:
+	if err := store.PrepareEvent(ev, now, db.maxPayload); err != nil {
+		return fmt.Errorf("postgres: append: %w", err)
+	}
+	if text("session id", ev.SessionID) != nil {
 		return fmt.Errorf("postgres: append: session %q: %w", ev.SessionID, store.ErrNotFound)
 	}
 	// The line's type and subtype come from the CLI: kept, made storable.
 	ev.Type, ev.Subtype = cleanText(ev.Type), cleanText(ev.Subtype)
-	if ev.Time.IsZero() {
-		ev.Time = now
-	}
-	if ev.Raw == nil {
-		ev.Raw = []byte{}
-	}
-	if n := int64(len(ev.Raw)); ev.OriginalSize < n {
-		ev.OriginalSize = n
-	}
-	if db.maxPayload > 0 && len(ev.Raw) > db.maxPayload {
-		ev.Raw, _ = jsonl.Truncate(ev.Raw, db.maxPayload)
-	}
 	return nil
 }
 

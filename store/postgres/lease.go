@@ -47,7 +47,7 @@ func (db *DB) Owner() string { return db.owner }
 // [store.ErrNotFound].
 func (db *DB) Acquire(ctx context.Context, id string, ttl time.Duration) (fence int64, err error) {
 	defer wrap(&err, "postgres: Acquire %q", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return 0, err
 	}
@@ -86,7 +86,7 @@ func (db *DB) Acquire(ctx context.Context, id string, ttl time.Duration) (fence 
 // writes are refused from now on, and the caller must stop running them.
 func (db *DB) Renew(ctx context.Context, ttl time.Duration) (lost []string, err error) {
 	defer wrap(&err, "postgres: Renew")
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (db *DB) Renew(ctx context.Context, ttl time.Duration) (lost []string, err 
 // error.
 func (db *DB) Release(ctx context.Context, id string) (err error) {
 	defer wrap(&err, "postgres: Release %q", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/claudectl/claudectl/internal/jsonl"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -19,17 +18,12 @@ import (
 // for a session rule of an unknown session.
 func (db *DB) CreateRule(ctx context.Context, r *store.Rule) (err error) {
 	defer wrap(&err, "postgres: CreateRule %q", r.Spec)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
-	switch {
-	case r.Spec == "":
-		return fmt.Errorf("%w: rule without spec", store.ErrInvalid)
-	case r.Behavior != "allow" && r.Behavior != "deny" && r.Behavior != "ask":
-		return fmt.Errorf("%w: rule behavior %q", store.ErrInvalid, r.Behavior)
-	case r.ProjectDir != "" && r.SessionID != "":
-		return fmt.Errorf("%w: a rule is scoped to a project or a session, not both", store.ErrInvalid)
+	if err := store.ValidateRule(r); err != nil {
+		return err
 	}
 	for _, f := range []struct{ name, v string }{{"spec", r.Spec}, {"project dir", r.ProjectDir},
 		{"session id", r.SessionID}, {"created by", r.CreatedBy}} {
@@ -109,7 +103,7 @@ func (db *DB) Rules(ctx context.Context) (_ []*store.Rule, err error) {
 // DeleteRule removes rule id. Errors: [store.ErrNotFound].
 func (db *DB) DeleteRule(ctx context.Context, id int64) (err error) {
 	defer wrap(&err, "postgres: DeleteRule %d", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -130,21 +124,12 @@ func (db *DB) DeleteRule(ctx context.Context, id int64) (err error) {
 // [store.ErrInvalid] as the SQLite store's.
 func (db *DB) AddDecision(ctx context.Context, d *store.Decision) (err error) {
 	defer wrap(&err, "postgres: AddDecision %q", d.RequestID)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
-	switch {
-	case d.SessionID == "" || d.RequestID == "" || d.ToolName == "" || d.By == "":
-		return fmt.Errorf("%w: a decision needs a session, a request id, a tool and who decided", store.ErrInvalid)
-	case d.Behavior != "allow" && d.Behavior != "deny" && d.Behavior != "withdrawn":
-		return fmt.Errorf("%w: decision behavior %q", store.ErrInvalid, d.Behavior)
-	}
-	if d.DecidedAt.IsZero() {
-		d.DecidedAt = time.Now()
-	}
-	if d.RequestedAt.IsZero() {
-		d.RequestedAt = d.DecidedAt
+	if err := store.PrepareDecision(d); err != nil {
+		return err
 	}
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
@@ -159,15 +144,7 @@ func (db *DB) AddDecision(ctx context.Context, d *store.Decision) (err error) {
 }
 
 // limit returns b truncated to the payload limit, or nil for NULL.
-func (db *DB) limit(b json.RawMessage) []byte {
-	if b == nil {
-		return nil
-	}
-	if db.maxPayload > 0 && len(b) > db.maxPayload {
-		b, _ = jsonl.Truncate(b, db.maxPayload)
-	}
-	return b
-}
+func (db *DB) limit(b json.RawMessage) []byte { return store.LimitPayload(b, db.maxPayload) }
 
 // Decisions returns audit entries, newest first, as f selects them.
 func (db *DB) Decisions(ctx context.Context, f store.DecisionFilter) (_ []*store.Decision, err error) {

@@ -46,13 +46,11 @@ func scanSession(row pgx.Row) (*store.Session, error) {
 }
 
 func validOptions(o json.RawMessage) (string, error) {
-	if len(o) == 0 {
-		return "{}", nil
+	s, err := store.SessionOptionsJSON(o)
+	if err != nil {
+		return "", err
 	}
-	if !json.Valid(o) {
-		return "", fmt.Errorf("%w: options are not valid JSON", store.ErrInvalid)
-	}
-	return string(o), text("options", string(o))
+	return s, text("options", s)
 }
 
 // CreateSession stores a new session, as the SQLite store does: it assigns
@@ -62,15 +60,12 @@ func validOptions(o json.RawMessage) (string, error) {
 // use.
 func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	defer wrap(&err, "postgres: CreateSession")
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
-	if s.Cwd == "" {
-		return fmt.Errorf("%w: session without cwd", store.ErrInvalid)
-	}
-	if !s.Status.Valid() {
-		return fmt.Errorf("%w: session status %q", store.ErrInvalid, s.Status)
+	if err := store.ValidateSession(s); err != nil {
+		return err
 	}
 	options, err := validOptions(s.Options)
 	if err != nil {
@@ -189,7 +184,7 @@ func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.S
 // cannot hold.
 func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpdate) (_ *store.Session, err error) {
 	defer wrap(&err, "postgres: UpdateSession %q", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -214,16 +209,13 @@ func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpd
 
 // validUpdate checks upd before it goes to the database.
 func validUpdate(upd store.SessionUpdate) error {
-	if upd.Status != nil && !upd.Status.Valid() {
-		return fmt.Errorf("%w: session status %q", store.ErrInvalid, *upd.Status)
+	if err := store.ValidateUpdate(upd); err != nil {
+		return err
 	}
 	if upd.Options != nil {
 		if _, err := validOptions(upd.Options); err != nil {
 			return err
 		}
-	}
-	if upd.BudgetUSD != nil && *upd.BudgetUSD < 0 {
-		return fmt.Errorf("%w: negative budget", store.ErrInvalid)
 	}
 	for _, f := range []struct {
 		name string
@@ -289,7 +281,7 @@ func fenced(q string, args []any, fence int64, owner string) (string, []any) {
 // queue, after the appends already queued. Errors: [store.ErrNotFound].
 func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
 	defer wrap(&err, "postgres: DeleteSession %q", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -305,7 +297,7 @@ func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
 // alone: they run there.
 func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error) {
 	defer wrap(&err, "postgres: MarkRunningInterrupted")
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -328,7 +320,7 @@ func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error
 // and returns its generation (1 for the first). Errors: [store.ErrNotFound].
 func (db *DB) NewProcess(ctx context.Context, id string) (_ int64, err error) {
 	defer wrap(&err, "postgres: NewProcess %q", id)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return 0, err
 	}

@@ -18,7 +18,7 @@ import (
 // Errors: [store.ErrNotFound] for an unknown session.
 func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.UsageRecord, _ *store.Session, err error) {
 	defer wrap(&err, "postgres: AddUsage %q", in.SessionID)
-	defer db.health.track(ctx, &err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, nil, err
 	}

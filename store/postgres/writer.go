@@ -161,13 +161,13 @@ func (a *appender) commit(batch []*request) {
 	}
 	h := a.db.health
 	if err != nil {
-		if werr := h.classify(err); werr != nil {
+		if werr := h.Classify(err); werr != nil {
 			err = werr
-			h.failed(err)
+			h.Failed(err)
 		}
 		err = fmt.Errorf("postgres: append: %w", err)
 	} else {
-		h.ok()
+		h.OK()
 	}
 	for i, r := range live {
 		e := err

@@ -74,7 +74,7 @@ type appender struct {
 	chunks  map[int64]*chunkWriter
 	open    []*chunkWriter // the chunks holding events not inserted yet, in order of their first event
 	free    []*chunkWriter // chunk writers to reuse, at most maxFreeChunks
-	health  *health
+	health  *store.HealthTracker
 	commits atomic.Int64 // batches written (for tests)
 
 	mu     sync.RWMutex // held for reading while sending on in; for writing to close it
@@ -83,7 +83,7 @@ type appender struct {
 	exited chan struct{}
 }
 
-func newAppender(w *sql.DB, maxBatch int, h *health) (*appender, error) {
+func newAppender(w *sql.DB, maxBatch int, h *store.HealthTracker) (*appender, error) {
 	ctx := context.Background()
 	a := &appender{
 		w:        w,
@@ -286,13 +286,13 @@ func (a *appender) commit(batch []*appendRequest) {
 		// The transaction rolled back; what the cache says may be wrong
 		// (another process wrote to the file, say): read it afresh.
 		clear(a.sessions)
-		if werr := a.health.classify(err); werr != nil {
+		if werr := a.health.Classify(err); werr != nil {
 			err = werr
-			a.health.failed(err)
+			a.health.Failed(err)
 		}
 		err = fmt.Errorf("sqlite: append: %w", err)
 	} else {
-		a.health.ok()
+		a.health.OK()
 	}
 	for i, r := range live {
 		e := err

@@ -124,7 +124,7 @@ type DB struct {
 	app        *appender
 	cp         *checkpointer
 	maxPayload int
-	health     *health
+	health     *store.HealthTracker
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -195,9 +195,9 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 		return nil, fmt.Errorf("%w: path must name a file and hold no '?'", store.ErrInvalid)
 	}
 	dir, _ := filepath.Abs(filepath.Dir(path))
-	h := &health{dir: dir}
+	h := &store.HealthTracker{Classify: classifier(dir)}
 	defer func() {
-		if werr := h.classify(err); werr != nil {
+		if werr := h.Classify(err); werr != nil {
 			err = werr
 		}
 	}()

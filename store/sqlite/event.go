@@ -8,7 +8,6 @@ import (
 	"iter"
 	"time"
 
-	"github.com/claudectl/claudectl/internal/jsonl"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -87,7 +86,7 @@ func (db *DB) AppendAsync(ctx context.Context, done func(error), evs ...*store.E
 // other append rather than taking a transaction of its own. Errors as
 // AppendAsync's and UpdateSession's.
 func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store.Event, upd store.SessionUpdate) error {
-	if err := validUpdate(upd); err != nil {
+	if err := store.ValidateUpdate(upd); err != nil {
 		return fmt.Errorf("sqlite: append: %w", err)
 	}
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
@@ -156,25 +155,8 @@ func (db *DB) prepareAll(evs []*store.Event) error {
 // prepare validates ev and applies the defaults and the payload limit. It
 // runs on the caller's goroutine, so truncation costs the writer nothing.
 func (db *DB) prepare(ev *store.Event, now time.Time) error {
-	switch {
-	case ev.SessionID == "":
-		return fmt.Errorf("sqlite: append: %w: event without session", store.ErrInvalid)
-	case ev.Type == "":
-		return fmt.Errorf("sqlite: append: %w: event without type", store.ErrInvalid)
-	case !ev.Direction.Valid():
-		return fmt.Errorf("sqlite: append: %w: direction %v", store.ErrInvalid, ev.Direction)
-	}
-	if ev.Time.IsZero() {
-		ev.Time = now
-	}
-	if ev.Raw == nil {
-		ev.Raw = []byte{}
-	}
-	if n := int64(len(ev.Raw)); ev.OriginalSize < n {
-		ev.OriginalSize = n
-	}
-	if db.maxPayload > 0 && len(ev.Raw) > db.maxPayload {
-		ev.Raw, _ = jsonl.Truncate(ev.Raw, db.maxPayload)
+	if err := store.PrepareEvent(ev, now, db.maxPayload); err != nil {
+		return fmt.Errorf("sqlite: append: %w", err)
 	}
 	return nil
 }

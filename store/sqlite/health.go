@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/sqlite/internal/testhook"
@@ -14,71 +12,20 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// health tracks the outcome of writes for DB.WriteHealth. Every write
-// reports to it once: a mutex and a clock read, nothing per event.
-type health struct {
-	dir string // the data directory, named in the errors
-
-	mu     sync.Mutex
-	err    error     // guarded by mu; the latest failure, nil once a write succeeds
-	since  time.Time // guarded by mu
-	lastOK time.Time // guarded by mu
-}
-
-// ok records a successful write.
-func (h *health) ok() {
-	now := time.Now()
-	h.mu.Lock()
-	h.err, h.since, h.lastOK = nil, time.Time{}, now
-	h.mu.Unlock()
-}
-
-// failed records a write failure (an error wrapping store.ErrWriteFailed).
-func (h *health) failed(err error) {
-	now := time.Now()
-	h.mu.Lock()
-	if h.err == nil {
-		h.since = now
-	}
-	h.err = err
-	h.mu.Unlock()
-}
-
-func (h *health) get() store.WriteHealth {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return store.WriteHealth{Err: h.err, Since: h.since, LastOK: h.lastOK}
-}
-
-// classify returns err wrapped in store.ErrWriteFailed, with the reason in
-// plain words and the data directory, when the disk or the database file
-// caused it; otherwise nil.
-func (h *health) classify(err error) error {
-	if err == nil || errors.Is(err, store.ErrWriteFailed) {
-		return nil
-	}
-	why := writeFailure(err)
-	if why == "" {
-		return nil
-	}
-	return fmt.Errorf("%w: %s (data dir %s): %w", store.ErrWriteFailed, why, h.dir, err)
-}
-
-// track is deferred by every write method, before its wrap: it records the
-// outcome in h and turns a failure of the disk or the file into an error
-// wrapping store.ErrWriteFailed. Errors of the record itself (not found,
-// invalid, a constraint) leave the health as it was.
-func (h *health) track(errp *error) {
-	switch err := *errp; {
-	case err == nil:
-		h.ok()
-	case errors.Is(err, store.ErrWriteFailed):
-		h.failed(err)
-	default:
-		if werr := h.classify(err); werr != nil {
-			*errp = werr
-			h.failed(werr)
+// classifier returns the store.HealthTracker classifier of a database in
+// dir: err wrapped in store.ErrWriteFailed, with the reason in plain words
+// and the data directory, when the disk or the database file caused it;
+// otherwise nil.
+func classifier(dir string) func(error) error {
+	return func(err error) error {
+		if err == nil || errors.Is(err, store.ErrWriteFailed) {
+			return nil
 		}
+		why := writeFailure(err)
+		if why == "" {
+			return nil
+		}
+		return fmt.Errorf("%w: %s (data dir %s): %w", store.ErrWriteFailed, why, dir, err)
 	}
 }
 
@@ -118,7 +65,7 @@ func writeFailure(err error) string {
 // last succeeded. It costs a mutex and is safe for concurrent use. After a
 // failure the store keeps taking writes: the first that succeeds (once the
 // disk has room again, say) clears Err.
-func (db *DB) WriteHealth() store.WriteHealth { return db.health.get() }
+func (db *DB) WriteHealth() store.WriteHealth { return db.health.Get() }
 
 func init() {
 	testhook.Fill = func(db any, on bool) error { return db.(*DB).fill(on) }

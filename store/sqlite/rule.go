@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/claudectl/claudectl/internal/jsonl"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -21,17 +20,12 @@ import (
 // [store.ErrNotFound] for a session rule whose session does not exist.
 func (db *DB) CreateRule(ctx context.Context, r *store.Rule) (err error) {
 	defer wrap(&err, "sqlite: CreateRule %q", r.Spec)
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
-	switch {
-	case r.Spec == "":
-		return fmt.Errorf("%w: rule without spec", store.ErrInvalid)
-	case r.Behavior != "allow" && r.Behavior != "deny" && r.Behavior != "ask":
-		return fmt.Errorf("%w: rule behavior %q", store.ErrInvalid, r.Behavior)
-	case r.ProjectDir != "" && r.SessionID != "":
-		return fmt.Errorf("%w: a rule is scoped to a project or a session, not both", store.ErrInvalid)
+	if err := store.ValidateRule(r); err != nil {
+		return err
 	}
 	sessionID := sql.NullString{String: r.SessionID, Valid: r.SessionID != ""}
 	tx, err := db.w.BeginTx(ctx, nil)
@@ -103,7 +97,7 @@ func (db *DB) Rules(ctx context.Context) (_ []*store.Rule, err error) {
 // DeleteRule removes rule id. Errors: [store.ErrNotFound].
 func (db *DB) DeleteRule(ctx context.Context, id int64) (err error) {
 	defer wrap(&err, "sqlite: DeleteRule %d", id)
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -123,21 +117,12 @@ func (db *DB) DeleteRule(ctx context.Context, id int64) (err error) {
 // or a behavior other than allow, deny or withdrawn.
 func (db *DB) AddDecision(ctx context.Context, d *store.Decision) (err error) {
 	defer wrap(&err, "sqlite: AddDecision %q", d.RequestID)
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
-	switch {
-	case d.SessionID == "" || d.RequestID == "" || d.ToolName == "" || d.By == "":
-		return fmt.Errorf("%w: a decision needs a session, a request id, a tool and who decided", store.ErrInvalid)
-	case d.Behavior != "allow" && d.Behavior != "deny" && d.Behavior != "withdrawn":
-		return fmt.Errorf("%w: decision behavior %q", store.ErrInvalid, d.Behavior)
-	}
-	if d.DecidedAt.IsZero() {
-		d.DecidedAt = time.Now()
-	}
-	if d.RequestedAt.IsZero() {
-		d.RequestedAt = d.DecidedAt
+	if err := store.PrepareDecision(d); err != nil {
+		return err
 	}
 	return db.w.QueryRowContext(ctx, `INSERT INTO decisions (session_id, request_id, tool_name, input, behavior,
 		decided_by, rule_id, rule_spec, message, updated_input, requested_at, decided_at)
@@ -147,15 +132,7 @@ func (db *DB) AddDecision(ctx context.Context, d *store.Decision) (err error) {
 }
 
 // limit returns b truncated to the payload limit, or nil for NULL.
-func (db *DB) limit(b json.RawMessage) []byte {
-	if b == nil {
-		return nil
-	}
-	if db.maxPayload > 0 && len(b) > db.maxPayload {
-		b, _ = jsonl.Truncate(b, db.maxPayload)
-	}
-	return b
-}
+func (db *DB) limit(b json.RawMessage) []byte { return store.LimitPayload(b, db.maxPayload) }
 
 // Decisions returns audit entries, newest first, as f selects them.
 func (db *DB) Decisions(ctx context.Context, f store.DecisionFilter) (_ []*store.Decision, err error) {

@@ -41,16 +41,6 @@ func scanSession(row scanner) (*store.Session, error) {
 	return &s, nil
 }
 
-func validOptions(o json.RawMessage) (string, error) {
-	if len(o) == 0 {
-		return "{}", nil
-	}
-	if !json.Valid(o) {
-		return "", fmt.Errorf("%w: options are not valid JSON", store.ErrInvalid)
-	}
-	return string(o), nil
-}
-
 // CreateSession stores a new session. It assigns s.ID when empty (a random
 // 26-character id), sets s.CreatedAt and s.UpdatedAt, and nil Options to
 // {}; Totals, Process and LastSeq start at zero.
@@ -58,20 +48,14 @@ func validOptions(o json.RawMessage) (string, error) {
 // are not JSON, or an ID already in use.
 func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	defer wrap(&err, "sqlite: CreateSession")
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
-	if s.Cwd == "" {
-		return fmt.Errorf("%w: session without cwd", store.ErrInvalid)
-	}
-	if !s.Status.Valid() {
-		return fmt.Errorf("%w: session status %q", store.ErrInvalid, s.Status)
-	}
-	options, err := validOptions(s.Options)
-	if err != nil {
+	if err := store.ValidateSession(s); err != nil {
 		return err
 	}
+	options, _ := store.SessionOptionsJSON(s.Options)
 	if s.ID == "" {
 		s.ID = rand.Text()
 	}
@@ -154,30 +138,14 @@ func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.S
 // options that are not JSON or a negative budget.
 func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpdate) (_ *store.Session, err error) {
 	defer wrap(&err, "sqlite: UpdateSession %q", id)
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
-	if err := validUpdate(upd); err != nil {
+	if err := store.ValidateUpdate(upd); err != nil {
 		return nil, err
 	}
 	return updateSession(ctx, db.w, id, upd)
-}
-
-// validUpdate checks upd before it goes to the database.
-func validUpdate(upd store.SessionUpdate) error {
-	if upd.Status != nil && !upd.Status.Valid() {
-		return fmt.Errorf("%w: session status %q", store.ErrInvalid, *upd.Status)
-	}
-	if upd.Options != nil {
-		if _, err := validOptions(upd.Options); err != nil {
-			return err
-		}
-	}
-	if upd.BudgetUSD != nil && *upd.BudgetUSD < 0 {
-		return fmt.Errorf("%w: negative budget", store.ErrInvalid)
-	}
-	return nil
 }
 
 // dbtx is a *sql.DB, a *sql.Tx or the event writer's statement cache.
@@ -216,7 +184,7 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 		add("status", *upd.Status)
 	}
 	if upd.Options != nil {
-		o, _ := validOptions(upd.Options)
+		o, _ := store.SessionOptionsJSON(upd.Options)
 		add("options", o)
 	}
 	if upd.Error != nil {
@@ -236,7 +204,7 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 // queue, after the appends already queued. Errors: [store.ErrNotFound].
 func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
 	defer wrap(&err, "sqlite: DeleteSession %q", id)
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return err
 	}
@@ -250,7 +218,7 @@ func (db *DB) DeleteSession(ctx context.Context, id string) (err error) {
 // sessions stay idle: nothing of theirs was lost.
 func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error) {
 	defer wrap(&err, "sqlite: MarkRunningInterrupted")
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -277,7 +245,7 @@ func (db *DB) MarkRunningInterrupted(ctx context.Context) (_ []string, err error
 // start again at each generation. Errors: [store.ErrNotFound].
 func (db *DB) NewProcess(ctx context.Context, id string) (_ int64, err error) {
 	defer wrap(&err, "sqlite: NewProcess %q", id)
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return 0, err
 	}

@@ -23,7 +23,7 @@ import (
 // unknown session, [store.ErrInvalid] for a nil Result.
 func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.UsageRecord, _ *store.Session, err error) {
 	defer wrap(&err, "sqlite: AddUsage %q", in.SessionID)
-	defer db.health.track(&err)
+	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, nil, err
 	}
