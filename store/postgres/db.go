@@ -77,6 +77,12 @@ type Options struct {
 	// WriteTimeout bounds each write transaction and each call's wait for
 	// the server. Zero means 30s.
 	WriteTimeout time.Duration
+	// RetryFor is how long the event writer writes a batch again when the
+	// server went away before the commit (a restart, a blink of the
+	// link), its callers waiting, before it fails the batch: a restart
+	// shorter than this loses nothing. Zero means 15s; negative never
+	// retries.
+	RetryFor time.Duration
 	// Logger receives what the store does on its own (reconnecting its
 	// listener); nil means slog.Default().
 	Logger *slog.Logger
@@ -93,6 +99,7 @@ type DB struct {
 	app        *appender
 	maxPayload int
 	timeout    time.Duration
+	retryFor   time.Duration // see Options.RetryFor
 	health     *store.HealthTracker
 	server     string // host:port/database, named in errors and logs
 	owner      string
@@ -195,6 +202,9 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
+	if o.RetryFor == 0 {
+		o.RetryFor = 15 * time.Second
+	}
 	cfg.MaxConns = int32(o.MaxConns)
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
@@ -217,7 +227,7 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		pool.Close()
 		return nil, err
 	}
-	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, health: h, server: server, owner: o.Owner,
+	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, retryFor: o.RetryFor, health: h, server: server, owner: o.Owner,
 		fences: make(map[string]int64), logger: cmp.Or(o.Logger, slog.Default())}
 	db.app = newAppender(db, o.MaxBatch)
 	return db, nil

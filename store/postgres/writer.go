@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -41,6 +43,7 @@ type appender struct {
 	db       *DB
 	maxBatch int
 	commits  atomic.Int64
+	closing  atomic.Bool // Close was called: no more retries
 
 	mu     sync.RWMutex // held for reading while sending on in; for writing to close it
 	closed bool
@@ -95,6 +98,7 @@ func (a *appender) submit(ctx context.Context, r *request) error {
 }
 
 func (a *appender) close() {
+	a.closing.Store(true)
 	a.mu.Lock()
 	if !a.closed {
 		a.closed = true
@@ -154,12 +158,29 @@ func (a *appender) commit(batch []*request) {
 	}
 	a.commits.Add(1)
 	failed := make([]error, len(live))
-	err := a.write(live, failed, careful)
-	if _, ok := err.(requestError); ok {
-		clear(failed)
-		err = a.write(live, failed, true)
-	}
 	h := a.db.health
+	var err error
+	retryUntil := time.Now().Add(a.db.retryFor)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		clear(failed)
+		err = a.write(live, failed, careful)
+		if _, ok := err.(requestError); ok {
+			clear(failed)
+			err = a.write(live, failed, true)
+		}
+		// The server went away before the commit (it restarts, the link
+		// blinked): nothing of the batch is stored, so it is written
+		// again, its callers waiting, until the server is back or the
+		// retry time is spent. A failed COMMIT is never retried: it may
+		// have committed.
+		if err == nil || !retryable(err) || time.Now().Add(wait).After(retryUntil) || a.closing.Load() {
+			break
+		}
+		if werr := h.Classify(err); werr != nil {
+			h.Failed(werr)
+		}
+		time.Sleep(wait)
+	}
 	if err != nil {
 		if werr := h.Classify(err); werr != nil {
 			err = werr
@@ -216,7 +237,7 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 		if err := notify(ctx, tx, live, nil); err != nil {
 			return err
 		}
-		return tx.Commit(ctx)
+		return commit(ctx, tx)
 	}
 	for i, r := range live {
 		if _, err := tx.Exec(ctx, `SAVEPOINT request`); err != nil {
@@ -242,7 +263,27 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 	if err := notify(ctx, tx, live, failed); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	return commit(ctx, tx)
+}
+
+// A commitError is a failed COMMIT: whether the transaction committed is
+// unknown, so its batch is not written again.
+type commitError struct{ error }
+
+func (e commitError) Unwrap() error { return e.error }
+
+func commit(ctx context.Context, tx pgx.Tx) error {
+	if err := tx.Commit(ctx); err != nil {
+		return commitError{err}
+	}
+	return nil
+}
+
+// retryable reports whether a batch that failed with err can be written
+// again: the server or the link failed, before the commit.
+func retryable(err error) bool {
+	var ce commitError
+	return !errors.As(err, &ce) && writeFailure(err) != ""
 }
 
 // notify tells the daemons listening that the sessions live appended to
