@@ -201,3 +201,62 @@ func TestDeadDaemonsSessionResumesElsewhere(t *testing.T) {
 		t.Errorf("B runs %d CLIs, want 1", b.D.Running())
 	}
 }
+
+// TestPostgresRestartUnderLoad: PostgreSQL restarts (connections cut)
+// while a session streams; the daemon's writes wait for it and go on, so
+// the turn completes, a subscriber gets every event once, and the log has
+// no gap record and no hole.
+func TestPostgresRestartUnderLoad(t *testing.T) {
+	srv, err := pgtest.Start()
+	if err != nil {
+		var m *pgtest.MissingError
+		if errors.As(err, &m) {
+			pgtest.ServerURL(t) // skips, or fails under CI=true
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop) // after the daemon's cleanup, which writes
+	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("streaming through a restart ", 20))},
+		ChunkSize: 6, DeltaDelay: 20 * time.Millisecond}
+	td := daemontest.Start(t, &daemontest.Options{StoreURL: srv.URL()}, slow)
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []store.Event, 1)
+	go func() { done <- untilIdle(t, d, ctx, s.ID, 0) }()
+	if err := d.Send(ctx, s.ID, "stream"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond) // mid-turn
+	start := time.Now()
+	if err := srv.Restart(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PostgreSQL was down for %v", time.Since(start).Round(time.Millisecond))
+	got := <-done
+	t.Logf("the turn ended %v after the restart began", time.Since(start).Round(time.Millisecond))
+	var stored []store.Event
+	for ev, err := range td.DB().Events(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "gap" {
+			t.Errorf("a gap record: %s", ev.Raw)
+		}
+		stored = append(stored, ev)
+	}
+	if len(got) == 0 || len(got) > len(stored) {
+		t.Fatalf("the subscriber got %d events, %d stored", len(got), len(stored))
+	}
+	for i, ev := range got {
+		if ev.Seq != int64(i+1) || string(ev.Raw) != string(stored[i].Raw) {
+			t.Fatalf("event %d: seq %d; the subscriber's and the stored differ", i, ev.Seq)
+		}
+	}
+	if sess, _ := d.Session(ctx, s.ID); sess.Status != store.StatusIdle {
+		t.Errorf("after the turn: %s (%s)", sess.Status, sess.Error)
+	}
+	t.Logf("%d events across the restart", len(got))
+}
