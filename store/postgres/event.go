@@ -161,13 +161,10 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 			fail(store.ErrNotFound)
 			return
 		}
-		var pk, last int64
-		var first *int64
-		qctx, cancel := db.ctx(ctx)
-		err := db.pool.QueryRow(qctx, `SELECT pk, last_seq,
-			(SELECT MIN(seq) FROM events WHERE session = sessions.pk AND seq > $2)
-			FROM sessions WHERE id = $1`, id, after).Scan(&pk, &last, &first)
-		cancel()
+		// One round trip for the session, its last seq and the first page:
+		// a follower reads a session's new events at every wake-up.
+		page := make([]store.Event, 0, pageEvents)
+		pk, last, page, err := db.firstPage(ctx, id, after, page)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			fail(store.ErrNotFound)
@@ -178,21 +175,22 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 		case after < 0 || after > last:
 			fail(fmt.Errorf("%w: after seq %d, the log ends at %d", store.ErrUnavailable, after, last))
 			return
-		case after < last && (first == nil || *first > after+1):
+		case after < last && (len(page) == 0 || page[0].Seq > after+1):
 			at := last + 1
-			if first != nil {
-				at = *first
+			if len(page) > 0 {
+				at = page[0].Seq
 			}
 			fail(fmt.Errorf("%w: the log resumes at %d, not %d", store.ErrUnavailable, at, after+1))
 			return
 		}
 		next := after + 1
-		page := make([]store.Event, 0, pageEvents)
 		for next <= last {
-			page, err = db.eventPage(ctx, id, pk, next, last, page[:0])
-			if err != nil {
-				fail(err)
-				return
+			if next > after+1 {
+				page, err = db.eventPage(ctx, id, pk, next, last, page[:0])
+				if err != nil {
+					fail(err)
+					return
+				}
 			}
 			if len(page) == 0 {
 				fail(fmt.Errorf("%w: event %d is missing", store.ErrUnavailable, next))
@@ -210,6 +208,47 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 			}
 		}
 	}
+}
+
+// firstPage reads session id's pk and last seq and, in the same query, the
+// first page of its events after seq after. pgx.ErrNoRows: no session.
+func (db *DB) firstPage(ctx context.Context, id string, after int64, page []store.Event) (pk, last int64, _ []store.Event, _ error) {
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	rows, err := db.pool.Query(ctx, `SELECT s.pk, s.last_seq, e.seq, e.time, e.direction, e.type, e.subtype, e.raw, e.original_size
+		FROM sessions s LEFT JOIN LATERAL (
+			SELECT * FROM events WHERE session = s.pk AND seq > $2 AND seq <= s.last_seq ORDER BY seq LIMIT $3) e ON true
+		WHERE s.id = $1`, id, after, pageEvents)
+	if err != nil {
+		return 0, 0, page, err
+	}
+	defer rows.Close()
+	found, size := false, 0
+	for size < pageBytes && rows.Next() {
+		found = true
+		var (
+			seq, t, orig *int64
+			dir          *int16
+			typ, sub     *string
+			raw          []byte
+		)
+		if err := rows.Scan(&pk, &last, &seq, &t, &dir, &typ, &sub, &raw, &orig); err != nil {
+			return 0, 0, page, err
+		}
+		if seq == nil {
+			continue // the session, without events after after
+		}
+		page = append(page, store.Event{SessionID: id, Seq: *seq, Time: fromNanos(*t), Direction: store.Direction(*dir),
+			Type: *typ, Subtype: *sub, Raw: raw, OriginalSize: *orig})
+		size += len(raw)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, page, err
+	}
+	if !found {
+		return 0, 0, page, pgx.ErrNoRows
+	}
+	return pk, last, page, nil
 }
 
 // eventPage appends to page the events of pk from seq from to seq to, up
