@@ -335,15 +335,15 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 	flush := func(all bool) error {
 		kept := a.open[:0]
 		for _, c := range a.open {
-			if !all && len(c.buf) < maxChunkBytes {
+			if !all && len(c.Buf) < maxChunkBytes {
 				kept = append(kept, c)
 				continue
 			}
-			if _, err := insert.ExecContext(ctx, c.pk, c.first, c.last, c.buf); err != nil {
+			if _, err := insert.ExecContext(ctx, c.PK, c.First, c.Last, c.Buf); err != nil {
 				a.dropChunks()
 				return err
 			}
-			c.reset(c.pk, c.last+1)
+			c.Reset(c.PK, c.Last+1)
 		}
 		a.open = kept
 		return nil
@@ -405,17 +405,17 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			c := a.chunks[st.pk]
 			if c == nil {
 				c = a.newChunk()
-				c.reset(st.pk, st.last)
+				c.Reset(st.pk, st.last)
 				a.chunks[st.pk] = c
 			}
-			if c.empty() {
-				if c.first != st.last {
-					c.reset(st.pk, st.last)
+			if c.Empty() {
+				if c.First != st.last {
+					c.Reset(st.pk, st.last)
 				}
 				a.open = append(a.open, c)
 			}
-			c.add(ev, st.last)
-			if len(c.buf) >= maxChunkBytes {
+			c.Add(ev, st.last)
+			if len(c.Buf) >= maxChunkBytes {
 				if err := flush(false); err != nil {
 					return err
 				}
@@ -515,8 +515,8 @@ func (a *appender) newChunk() *chunkWriter {
 // writers for the next batches.
 func (a *appender) dropChunks() {
 	for _, c := range a.chunks {
-		if len(a.free) < maxFreeChunks && cap(c.buf) <= maxFreeChunkBytes {
-			c.buf = c.buf[:0]
+		if len(a.free) < maxFreeChunks && cap(c.Buf) <= maxFreeChunkBytes {
+			c.Buf = c.Buf[:0]
 			a.free = append(a.free, c)
 		}
 	}

@@ -3,162 +3,29 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/internal/chunk"
 )
 
-// A session's log is stored in chunks: one row of event_chunks holds the
-// events first_seq..last_seq of one session, in order, encoded as below.
-// The writer makes one chunk per session per commit (split at
-// maxChunkBytes), so a commit of a thousand events of twenty sessions
+// A session's log is stored in chunks (package store/internal/chunk: one
+// row of event_chunks holds the events first_seq..last_seq of one session,
+// in order). The writer makes one chunk per session per commit (split at
+// chunk.MaxBytes), so a commit of a thousand events of twenty sessions
 // inserts twenty rows and twenty index entries instead of a thousand of
 // each: the per-row cost of SQLite (and of binding eight values a row)
 // is what bounded the daemon's throughput. Replays decode the chunks; a
 // read from the middle of a chunk skips its first events.
-//
-// Encoding: one format byte (chunkFormat), then per event
-//
-//	time       zigzag varint: nanoseconds since the previous event's time
-//	           (since 0 for the first)
-//	direction  one byte
-//	type       uvarint length, bytes
-//	subtype    uvarint length, bytes
-//	size       uvarint: the original size
-//	raw        uvarint length, bytes
-//
-// Seqs are not stored: the i-th event of a chunk has seq first_seq+i.
-const chunkFormat = 1
-
-// maxChunkBytes ends a chunk once its encoding reaches it (a single larger
-// event makes a chunk of its own), so that a replay starting inside a
-// chunk decodes little it does not need, and a chunk is never more than
-// one payload limit or so over it.
-const maxChunkBytes = 128 << 10
 
 // insertChunkSQL stores one chunk.
 const insertChunkSQL = `INSERT INTO event_chunks (session, first_seq, last_seq, events) VALUES (?, ?, ?, ?)`
 
-// A chunkWriter builds the chunk of one session in the current commit.
-type chunkWriter struct {
-	pk          int64
-	first, last int64 // seqs; last < first: empty
-	prevTime    int64
-	buf         []byte
-}
+type chunkWriter = chunk.Writer
 
-// reset makes c an empty chunk of session pk starting at seq first.
-func (c *chunkWriter) reset(pk, first int64) {
-	c.pk, c.first, c.last, c.prevTime = pk, first, first-1, 0
-	c.buf = append(c.buf[:0], chunkFormat)
-}
+const maxChunkBytes = chunk.MaxBytes
 
-func (c *chunkWriter) empty() bool { return c.last < c.first }
-
-// add appends ev, whose seq must be c.last+1.
-func (c *chunkWriter) add(ev *store.Event, seq int64) {
-	if seq != c.last+1 {
-		panic(fmt.Sprintf("sqlite: chunk of session %d: seq %d after %d", c.pk, seq, c.last))
-	}
-	t := ev.Time.UnixNano()
-	b := c.buf
-	b = binary.AppendVarint(b, t-c.prevTime)
-	b = append(b, byte(ev.Direction))
-	b = binary.AppendUvarint(b, uint64(len(ev.Type)))
-	b = append(b, ev.Type...)
-	b = binary.AppendUvarint(b, uint64(len(ev.Subtype)))
-	b = append(b, ev.Subtype...)
-	b = binary.AppendUvarint(b, uint64(ev.OriginalSize))
-	b = binary.AppendUvarint(b, uint64(len(ev.Raw)))
-	b = append(b, ev.Raw...)
-	c.buf, c.prevTime, c.last = b, t, seq
-}
-
-var errBadChunk = errors.New("damaged event chunk")
-
-// decodeChunk calls yield with the events of a chunk of session id whose
-// first event has seq first, from seq from on, until yield returns false.
-// The events' Raw are sub-slices of data, which the caller gives up.
-func decodeChunk(id string, first int64, data []byte, from int64, yield func(store.Event) bool) error {
-	if len(data) == 0 || data[0] != chunkFormat {
-		return fmt.Errorf("%w: format %v (session %s, seq %d)", errBadChunk, data[:min(len(data), 1)], id, first)
-	}
-	d := data[1:]
-	bad := func(what string, seq int64) error {
-		return fmt.Errorf("%w: %s of event %d (session %s)", errBadChunk, what, seq, id)
-	}
-	var t int64
-	for seq := first; len(d) > 0; seq++ {
-		dt, n := binary.Varint(d)
-		if n <= 0 {
-			return bad("time", seq)
-		}
-		t += dt
-		d = d[n:]
-		if len(d) == 0 {
-			return bad("direction", seq)
-		}
-		dir := store.Direction(d[0])
-		d = d[1:]
-		typ, rest, ok := chunkBytes(d)
-		if !ok {
-			return bad("type", seq)
-		}
-		sub, rest, ok := chunkBytes(rest)
-		if !ok {
-			return bad("subtype", seq)
-		}
-		size, n := binary.Uvarint(rest)
-		if n <= 0 {
-			return bad("size", seq)
-		}
-		raw, rest, ok := chunkBytes(rest[n:])
-		if !ok {
-			return bad("line", seq)
-		}
-		d = rest
-		if seq < from {
-			continue
-		}
-		ev := store.Event{SessionID: id, Seq: seq, Time: fromNanos(t), Direction: dir,
-			Type: internType(typ), Subtype: internType(sub), Raw: raw, OriginalSize: int64(size)}
-		if !yield(ev) {
-			return nil
-		}
-	}
-	return nil
-}
-
-// chunkBytes reads a length-prefixed byte string; the result's capacity
-// ends with it, so that appending to it never writes over the next.
-func chunkBytes(d []byte) (v, rest []byte, ok bool) {
-	l, n := binary.Uvarint(d)
-	if n <= 0 || uint64(len(d)-n) < l {
-		return nil, nil, false
-	}
-	end := n + int(l)
-	return d[n:end:end], d[end:], true
-}
-
-// internType returns the common types and subtypes without allocating.
-func internType(b []byte) string {
-	if s, ok := commonTypes[string(b)]; ok { // no allocation for the lookup
-		return s
-	}
-	return string(b)
-}
-
-// commonTypes are the event types and subtypes most lines have.
-var commonTypes = func() map[string]string {
-	m := map[string]string{}
-	for _, t := range []string{"", "stream_event", "text_delta", "assistant", "user", "result", "system", "status",
-		"control_request", "control_response", "tool_use", "usage_report", "success", "init"} {
-		m[t] = t
-	}
-	return m
-}()
+var decodeChunk = chunk.Decode
 
 // convertEvents is migration 4's Go step: it moves the events of the
 // row-per-event table of version 3 into chunks, a run of consecutive seqs
@@ -169,12 +36,12 @@ func convertEvents(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	defer insert.Close()
-	c := chunkWriter{pk: -1, first: 1}
+	c := chunkWriter{PK: -1, First: 1}
 	flush := func() error {
-		if c.empty() {
+		if c.Empty() {
 			return nil
 		}
-		_, err := insert.ExecContext(ctx, c.pk, c.first, c.last, c.buf)
+		_, err := insert.ExecContext(ctx, c.PK, c.First, c.Last, c.Buf)
 		return err
 	}
 	// Keyset pages, so that no cursor is open while chunks are inserted.
@@ -207,13 +74,13 @@ func convertEvents(ctx context.Context, tx *sql.Tx) error {
 			break
 		}
 		for _, r := range page {
-			if r.pk != c.pk || r.seq != c.last+1 || len(c.buf) >= maxChunkBytes {
+			if r.pk != c.PK || r.seq != c.Last+1 || len(c.Buf) >= maxChunkBytes {
 				if err := flush(); err != nil {
 					return err
 				}
-				c.reset(r.pk, r.seq)
+				c.Reset(r.pk, r.seq)
 			}
-			c.add(&r.ev, r.seq)
+			c.Add(&r.ev, r.seq)
 		}
 		last := page[len(page)-1]
 		pk, seq = last.pk, last.seq

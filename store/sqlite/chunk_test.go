@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/internal/chunk"
 )
 
 func TestChunkRoundTrip(t *testing.T) {
@@ -17,13 +18,13 @@ func TestChunkRoundTrip(t *testing.T) {
 		{Time: base.Add(time.Second), Direction: store.FromDaemon, Type: "odd type", Subtype: "sub", Raw: bytes.Repeat([]byte("z"), 70000), OriginalSize: 1 << 40},
 	}
 	var c chunkWriter
-	c.reset(7, 41)
+	c.Reset(7, 41)
 	for i := range evs {
-		c.add(&evs[i], 41+int64(i))
+		c.Add(&evs[i], 41+int64(i))
 	}
 	for from := int64(0); from <= 45; from++ {
 		var got []store.Event
-		if err := decodeChunk("s", 41, bytes.Clone(c.buf), from, func(ev store.Event) bool {
+		if err := decodeChunk("s", 41, bytes.Clone(c.Buf), from, func(ev store.Event) bool {
 			got = append(got, ev)
 			return true
 		}); err != nil {
@@ -47,14 +48,14 @@ func TestChunkRoundTrip(t *testing.T) {
 }
 
 // FuzzDecodeChunk: whatever the bytes, decoding ends with events or
-// errBadChunk, never a panic or a line past the data.
+// chunk.ErrBad, never a panic or a line past the data.
 func FuzzDecodeChunk(f *testing.F) {
 	var c chunkWriter
-	c.reset(1, 1)
-	c.add(&store.Event{Time: time.Unix(5, 0), Direction: store.FromCLI, Type: "x", Raw: []byte(`{}`)}, 1)
-	c.add(&store.Event{Time: time.Unix(6, 0), Direction: store.ToCLI, Type: "user", Subtype: "s", Raw: []byte(`{"q":1}`)}, 2)
-	f.Add(c.buf)
-	f.Add([]byte{chunkFormat, 0x80})
+	c.Reset(1, 1)
+	c.Add(&store.Event{Time: time.Unix(5, 0), Direction: store.FromCLI, Type: "x", Raw: []byte(`{}`)}, 1)
+	c.Add(&store.Event{Time: time.Unix(6, 0), Direction: store.ToCLI, Type: "user", Subtype: "s", Raw: []byte(`{"q":1}`)}, 2)
+	f.Add(c.Buf)
+	f.Add([]byte{chunk.Format, 0x80})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		total := 0
@@ -62,8 +63,8 @@ func FuzzDecodeChunk(f *testing.F) {
 			total += len(ev.Raw)
 			return true
 		})
-		if err != nil && !errors.Is(err, errBadChunk) {
-			t.Fatalf("error %v is not errBadChunk", err)
+		if err != nil && !errors.Is(err, chunk.ErrBad) {
+			t.Fatalf("error %v is not chunk.ErrBad", err)
 		}
 		if total > len(data) {
 			t.Fatalf("decoded %d bytes of lines from %d bytes", total, len(data))
