@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/internal/chunk"
 )
 
 // Append stores ev at the end of its session's log and returns its seq
@@ -133,8 +134,6 @@ func (db *DB) prepare(ev *store.Event, now time.Time) error {
 	if text("session id", ev.SessionID) != nil {
 		return fmt.Errorf("postgres: append: session %q: %w", ev.SessionID, store.ErrNotFound)
 	}
-	// The line's type and subtype come from the CLI: kept, made storable.
-	ev.Type, ev.Subtype = cleanText(ev.Type), cleanText(ev.Subtype)
 	return nil
 }
 
@@ -215,40 +214,59 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 func (db *DB) firstPage(ctx context.Context, id string, after int64, page []store.Event) (pk, last int64, _ []store.Event, _ error) {
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
-	rows, err := db.pool.Query(ctx, `SELECT s.pk, s.last_seq, e.seq, e.time, e.direction, e.type, e.subtype, e.raw, e.original_size
+	rows, err := db.pool.Query(ctx, `SELECT s.pk, s.last_seq, c.first_seq, c.events
 		FROM sessions s LEFT JOIN LATERAL (
-			SELECT * FROM events WHERE session = s.pk AND seq > $2 AND seq <= s.last_seq ORDER BY seq LIMIT $3) e ON true
+			SELECT first_seq, events FROM event_chunks WHERE session = s.pk AND last_seq > $2 AND first_seq <= s.last_seq
+			ORDER BY last_seq LIMIT $3) c ON true
 		WHERE s.id = $1`, id, after, pageEvents)
 	if err != nil {
 		return 0, 0, page, err
 	}
 	defer rows.Close()
-	found, size := false, 0
-	for size < pageBytes && rows.Next() {
+	found := false
+	page, err = decodeRows(rows, id, after+1, func(first **int64, data *[]byte) []any {
 		found = true
-		var (
-			seq, t, orig *int64
-			dir          *int16
-			typ, sub     *string
-			raw          []byte
-		)
-		if err := rows.Scan(&pk, &last, &seq, &t, &dir, &typ, &sub, &raw, &orig); err != nil {
-			return 0, 0, page, err
-		}
-		if seq == nil {
-			continue // the session, without events after after
-		}
-		page = append(page, store.Event{SessionID: id, Seq: *seq, Time: fromNanos(*t), Direction: store.Direction(*dir),
-			Type: *typ, Subtype: *sub, Raw: raw, OriginalSize: *orig})
-		size += len(raw)
-	}
-	if err := rows.Err(); err != nil {
+		return []any{&pk, &last, first, data}
+	}, page)
+	if err != nil {
 		return 0, 0, page, err
 	}
 	if !found {
 		return 0, 0, page, pgx.ErrNoRows
 	}
+	// Events past last (committed after the session row was read) are
+	// left for the next replay.
+	for len(page) > 0 && page[len(page)-1].Seq > last {
+		page = page[:len(page)-1]
+	}
 	return pk, last, page, nil
+}
+
+// decodeRows decodes the chunks of rows (each scanned into the targets
+// dest returns, a NULL chunk skipped) into page, from seq from on, up to
+// pageEvents events or about pageBytes of payload.
+func decodeRows(rows pgx.Rows, id string, from int64, dest func(first **int64, data *[]byte) []any, page []store.Event) ([]store.Event, error) {
+	size := 0
+	full := func() bool { return len(page) >= pageEvents || size >= pageBytes }
+	for !full() && rows.Next() {
+		var first *int64
+		var data []byte
+		if err := rows.Scan(dest(&first, &data)...); err != nil {
+			return page, err
+		}
+		if first == nil {
+			continue
+		}
+		err := chunk.Decode(id, *first, data, from, func(ev store.Event) bool {
+			page = append(page, ev)
+			size += len(ev.Raw)
+			return !full()
+		})
+		if err != nil {
+			return page, err
+		}
+	}
+	return page, rows.Err()
 }
 
 // eventPage appends to page the events of pk from seq from to seq to, up
@@ -256,23 +274,15 @@ func (db *DB) firstPage(ctx context.Context, id string, after int64, page []stor
 func (db *DB) eventPage(ctx context.Context, id string, pk, from, to int64, page []store.Event) ([]store.Event, error) {
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
-	rows, err := db.pool.Query(ctx, `SELECT seq, time, direction, type, subtype, raw, original_size FROM events
-		WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4`, pk, from, to, pageEvents)
+	rows, err := db.pool.Query(ctx, `SELECT first_seq, events FROM event_chunks
+		WHERE session = $1 AND last_seq >= $2 AND first_seq <= $3 ORDER BY last_seq LIMIT $4`, pk, from, to, pageEvents)
 	if err != nil {
 		return page, err
 	}
 	defer rows.Close()
-	size := 0
-	for size < pageBytes && rows.Next() {
-		ev := store.Event{SessionID: id}
-		var t int64
-		var dir int16
-		if err := rows.Scan(&ev.Seq, &t, &dir, &ev.Type, &ev.Subtype, &ev.Raw, &ev.OriginalSize); err != nil {
-			return page, err
-		}
-		ev.Time, ev.Direction = fromNanos(t), store.Direction(dir)
-		page = append(page, ev)
-		size += len(ev.Raw)
+	page, err = decodeRows(rows, id, from, func(first **int64, data *[]byte) []any { return []any{first, data} }, page)
+	for len(page) > 0 && page[len(page)-1].Seq > to {
+		page = page[:len(page)-1]
 	}
-	return page, rows.Err()
+	return page, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/internal/chunk"
 )
 
 // Request states: a request is withdrawn by its caller (queued →
@@ -343,7 +344,7 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request) error {
 // sessions' last events and inserts them: one UPDATE of the sessions'
 // last_seq, which locks their rows until the transaction ends and checks
 // the fencing number of the sessions db holds a lease of, and one COPY of
-// the events.
+// a chunk per session.
 func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB) error {
 	var ids []string
 	counts := make(map[string]int64)
@@ -389,26 +390,36 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB) er
 		}
 		return notWritable(ctx, tx, missing)
 	}
+	// Number the events and encode each session's run as chunks (a new
+	// chunk past chunk.MaxBytes).
+	writers := make(map[string]*chunk.Writer, len(ids))
+	var rowsOut [][]any
+	emit := func(c *chunk.Writer) {
+		rowsOut = append(rowsOut, []any{c.PK, c.First, c.Last, c.Buf})
+	}
 	for _, ev := range evs {
 		n := at[ev.SessionID]
 		ev.Seq = n.seq
 		n.seq++
 		at[ev.SessionID] = n
+		c := writers[ev.SessionID]
+		if c == nil {
+			c = new(chunk.Writer)
+			c.Reset(n.pk, ev.Seq)
+			writers[ev.SessionID] = c
+		}
+		c.Add(ev, ev.Seq)
+		if len(c.Buf) >= chunk.MaxBytes {
+			emit(c)
+			writers[ev.SessionID] = nil // the next event starts a new chunk
+		}
 	}
-	i := 0
-	_, err = tx.CopyFrom(ctx, pgx.Identifier{"events"},
-		[]string{"session", "seq", "time", "direction", "type", "subtype", "raw", "original_size"},
-		pgx.CopyFromFunc(func() ([]any, error) {
-			if i == len(evs) {
-				return nil, nil
-			}
-			ev := evs[i]
-			i++
-			return []any{at[ev.SessionID].pk, ev.Seq, ev.Time.UnixNano(), int16(ev.Direction),
-				ev.Type, ev.Subtype, ev.Raw, ev.OriginalSize}, nil
-		}))
-	if err != nil {
-		return err
+	for _, id := range ids {
+		if c := writers[id]; c != nil && !c.Empty() {
+			emit(c)
+		}
 	}
-	return nil
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"event_chunks"}, []string{"session", "first_seq", "last_seq", "events"},
+		pgx.CopyFromRows(rowsOut))
+	return err
 }

@@ -37,17 +37,18 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_status ON sessions (status);
 CREATE INDEX sessions_created ON sessions (created_at DESC, id);
 
--- One row per line, clustered by its primary key's index for replays.
-CREATE TABLE events (
-	session       bigint   NOT NULL REFERENCES sessions (pk) ON DELETE CASCADE,
-	seq           bigint   NOT NULL CHECK (seq > 0),
-	time          bigint   NOT NULL,
-	direction     smallint NOT NULL CHECK (direction BETWEEN 1 AND 3), -- from CLI, to CLI, from daemon
-	type          text     NOT NULL,
-	subtype       text     NOT NULL DEFAULT '',
-	raw           bytea    NOT NULL, -- the line, truncated past the payload limit
-	original_size bigint   NOT NULL, -- its length before truncation
-	PRIMARY KEY (session, seq)
+-- A session's log in chunks: one row holds the events first_seq..last_seq
+-- of one session, in order, encoded as package store/internal/chunk says
+-- (SQLite's format). The writer makes one chunk per session per batch, so
+-- a batch of a thousand events of twenty sessions is twenty rows: a row
+-- per event made the server's work per row (tuple, index entry, WAL
+-- record) the bound of the daemon's throughput.
+CREATE TABLE event_chunks (
+	session   bigint NOT NULL REFERENCES sessions (pk) ON DELETE CASCADE,
+	first_seq bigint NOT NULL CHECK (first_seq > 0),
+	last_seq  bigint NOT NULL CHECK (last_seq >= first_seq),
+	events    bytea  NOT NULL,
+	PRIMARY KEY (session, last_seq)
 );
 
 CREATE TABLE usage (
