@@ -144,6 +144,7 @@ type Daemon struct {
 	leaseTTL      time.Duration
 	heartbeatDone chan struct{}
 	commandsDone  chan struct{}  // serveCommands ended (nil: not started)
+	rulesDone     chan struct{}  // syncRules ended (nil: not started)
 	commands      sync.WaitGroup // commands of other daemons being carried out
 
 	ctx    context.Context // the life of every session's CLI
@@ -193,6 +194,10 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 			d.commandsDone = make(chan struct{})
 			go d.serveCommands()
 		}
+	}
+	if w, ok := d.db.(store.Watcher); ok {
+		d.rulesDone = make(chan struct{})
+		go d.syncRules(w)
 	}
 	return d, nil
 }
@@ -780,6 +785,9 @@ func (d *Daemon) Close() error {
 	}
 	if d.commandsDone != nil {
 		<-d.commandsDone
+	}
+	if d.rulesDone != nil {
+		<-d.rulesDone
 	}
 	d.commands.Wait()
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -168,4 +169,47 @@ func (d *Daemon) orphaned(ctx context.Context, s *store.Session) *store.Session 
 	c := *s
 	c.Status = st
 	return &c
+}
+
+// syncRules keeps the permission engine in step with the rules other
+// daemons sharing the store add and remove, until the daemon closes.
+func (d *Daemon) syncRules(w store.Watcher) {
+	defer close(d.rulesDone)
+	wake, stop := w.WatchRules()
+	defer stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-wake:
+		}
+		rules, err := d.db.Rules(d.ctx)
+		if err != nil {
+			if d.ctx.Err() == nil {
+				d.log.Warn("reloading the rules after another daemon changed them", "err", err)
+			}
+			continue
+		}
+		var prs []permission.Rule
+		for _, r := range rules {
+			if r.SessionID != "" && !d.hosts(r.SessionID) {
+				continue // loaded when the session's CLI starts here
+			}
+			pr, err := RuleFromStore(r)
+			if err != nil {
+				continue // logged when loaded at start
+			}
+			prs = append(prs, pr)
+		}
+		if err := d.engine.Replace(prs); err != nil {
+			d.log.Warn("reloading the rules after another daemon changed them", "err", err)
+		}
+	}
+}
+
+// hosts reports whether session id has a CLI (or a launch) here.
+func (d *Daemon) hosts(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.actors[id] != nil
 }

@@ -260,3 +260,69 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d events across the restart", len(got))
 }
+
+// TestRulesReachEveryDaemon: a rule added through daemon B settles the
+// requests of a session daemon A runs; once removed through B, A asks a
+// person again.
+func TestRulesReachEveryDaemon(t *testing.T) {
+	url := pgtest.New(t)
+	dir := t.TempDir()
+	touch := func(name string) claudetest.Turn {
+		return claudetest.Reply(claudetest.ToolUseID("toolu_"+name, "Bash", map[string]any{
+			"command": "touch " + filepath.Join(dir, name), "description": "make a file"}))
+	}
+	a := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-a"},
+		touch("one"), claudetest.Reply(claudetest.Text("made one")), touch("two"), claudetest.Reply(claudetest.Text("not made")))
+	b := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-b"})
+	ctx := a.Ctx
+	rule := &store.Rule{Spec: "Bash(touch:*)", Behavior: "allow", CreatedBy: "client:bob"}
+	if err := b.D.AddRule(ctx, rule); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // A's listener hears of it
+	s, err := a.D.Create(ctx, &daemon.SessionOptions{Cwd: dir}, "make one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := untilIdle(t, a.D, ctx, s.ID, 0)
+	for _, ev := range evs {
+		if ev.Type == "permission_request" {
+			t.Fatalf("A asked although B's rule allows it: %s", ev.Raw)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "one")); err != nil {
+		t.Fatalf("the command B's rule allowed did not run: %v", err)
+	}
+
+	if err := b.D.RemoveRule(ctx, rule.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	last := evs[len(evs)-1].Seq
+	if err := a.D.Send(ctx, s.ID, "make two"); err != nil {
+		t.Fatal(err)
+	}
+	asked := false
+	for ev, err := range a.D.Subscribe(ctx, s.ID, last) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "permission_request" {
+			asked = true
+			var pr daemon.PermissionRequest
+			json.Unmarshal(ev.Raw, &pr)
+			if _, _, err := a.D.Decide(ctx, daemon.Decision{RequestID: pr.RequestID, Allow: false, Message: "no", Client: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ev.Type == "result" {
+			break
+		}
+	}
+	if !asked {
+		t.Fatal("A did not ask after the rule was removed through B")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "two")); err == nil {
+		t.Error("the denied command ran")
+	}
+}

@@ -91,6 +91,10 @@ type Watcher interface {
 	// and a function that ends the watch. Notifications can be missed
 	// (a reconnection): a follower also polls.
 	WatchEvents(id string) (<-chan struct{}, func())
+	// WatchRules returns a channel that receives a value after any daemon
+	// added or removed a permission rule (and after a reconnection), and
+	// a function that ends the watch.
+	WatchRules() (<-chan struct{}, func())
 }
 
 // A Leaser is a store that several daemons share, whose sessions are each

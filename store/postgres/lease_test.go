@@ -159,3 +159,44 @@ func TestWatchEventsAcrossStores(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// TestWatchRules: a rule added or removed through one store wakes the
+// rule watchers of another.
+func TestWatchRules(t *testing.T) {
+	url := pgtest.New(t)
+	ctx := context.Background()
+	a, b := mustOpenURL(t, url), mustOpenURL(t, url)
+	ch, stop := b.WatchRules()
+	defer stop()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no notification of %s", what)
+		}
+	}
+	wait("the listener's start")
+	r := &store.Rule{Spec: "Bash(ls:*)", Behavior: "allow"}
+	if err := a.CreateRule(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	wait("a rule added")
+	if err := a.DeleteRule(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	wait("a rule removed")
+	if err := a.DeleteRule(ctx, r.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleting it again: %v", err)
+	}
+}
+
+func mustOpenURL(t *testing.T, url string) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}

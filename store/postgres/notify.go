@@ -24,6 +24,15 @@ const (
 	doneChannel     = "claudectl_command_done"
 )
 
+// rulesChannel carries a notification (no payload) after a permission rule
+// was added or removed.
+const rulesChannel = "claudectl_rules"
+
+// WatchRules returns a channel that receives a value after any daemon
+// writing to this database added or removed a permission rule, and after
+// the listener reconnected, and a function that ends the watch.
+func (db *DB) WatchRules() (<-chan struct{}, func()) { return db.watch(rulesChannel + "\x00") }
+
 // notifyStatement is run by the writer in each batch's transaction.
 const notifyStatement = `SELECT pg_notify('` + eventsChannel + `', id) FROM unnest($1::text[]) AS id`
 
@@ -146,7 +155,7 @@ func (l *listener) listen(ctx context.Context) error {
 	// the pool with a LISTEN on it.
 	c := conn.Hijack()
 	defer c.Close(context.Background())
-	for _, ch := range []string{eventsChannel, commandsChannel, doneChannel} {
+	for _, ch := range []string{eventsChannel, commandsChannel, doneChannel, rulesChannel} {
 		if _, err := c.Exec(ctx, `LISTEN `+ch); err != nil {
 			return err
 		}

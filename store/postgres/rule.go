@@ -66,6 +66,9 @@ func (db *DB) CreateRule(ctx context.Context, r *store.Rule) (err error) {
 		}
 		return err
 	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, rulesChannel); err != nil {
+		return err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
@@ -109,11 +112,14 @@ func (db *DB) DeleteRule(ctx context.Context, id int64) (err error) {
 	}
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
-	tag, err := db.pool.Exec(ctx, `DELETE FROM rules WHERE id = $1`, id)
+	// The notification goes with the deletion's transaction.
+	var n int64
+	err = db.pool.QueryRow(ctx, `WITH d AS (DELETE FROM rules WHERE id = $1 RETURNING id)
+		SELECT count(*) FROM d, (SELECT pg_notify($2, '')) AS n`, id, rulesChannel).Scan(&n)
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return store.ErrNotFound
 	}
 	return nil
