@@ -83,7 +83,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	worker := exec.CommandContext(ctx, claudectlBin, "worker", "--connect", "ws://"+proxy.Addr+u.Path,
-		"--token-file", tokenFile, "--cli", cli, "--reconnect-timeout", "30s", "--name", "e2e-worker", "--verbose")
+		"--token-file", tokenFile, "--cli", cli, "--once", "--reconnect-timeout", "30s", "--name", "e2e-worker", "--verbose")
 	var werr syncBuffer
 	worker.Stderr = &werr
 	if err := worker.Start(); err != nil {
@@ -207,7 +207,7 @@ func TestWorkerGivesUp(t *testing.T) {
 	os.WriteFile(tokenFile, []byte("t"), 0o600)
 	cli := script(t, `echo "2.1.329 (Claude Code)"`)
 	// Nothing listens on this port: the worker must give up after the timeout.
-	o := claudectl(t, invocation{}, "worker", "--connect", "ws://127.0.0.1:9/worker", "--token-file", tokenFile, "--cli", cli, "--reconnect-timeout", "1s")
+	o := claudectl(t, invocation{}, "worker", "--connect", "ws://127.0.0.1:9/worker", "--token-file", tokenFile, "--cli", cli, "--once", "--reconnect-timeout", "1s")
 	if o.code != ExitFailure || !strings.Contains(o.stderr, "gave up") {
 		t.Errorf("exit %d, stderr %q; want 1 and gave up", o.code, o.stderr)
 	}
