@@ -327,6 +327,11 @@ func (l *WorkerListener) takeIdle(ctx context.Context) (*workerLink, error) {
 // the connection to the remote CLI. ctx governs the whole session: when it
 // ends, the worker stops the CLI at once.
 func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
+	return l.start(ctx, c, "")
+}
+
+// start is Start with the tag the session gets in WorkerInfo.Sessions.
+func (l *WorkerListener) start(ctx context.Context, c *Command, tag string) (Conn, error) {
 	l.init()
 	if l.Token == "" {
 		return nil, errors.New("claude: WorkerListener.Token is empty")
@@ -341,7 +346,7 @@ func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
 	}
 	l.mu.Unlock()
 	if anyRegistered {
-		return l.startPlaced(ctx, c, WorkerSelector{}, "")
+		return l.startPlaced(ctx, c, WorkerSelector{}, tag)
 	}
 	rc := l.newConn(ctx, c)
 	wctx := ctx

@@ -392,6 +392,9 @@ func (l *WorkerListener) claimed(session, worker string, wl *workerLink) bool {
 // capacity), never above its capacity. Start fails with a *NoWorkerError
 // when none matches and a *WorkersBusyError when all are full.
 //
+// With neither Name nor Labels, Start is the listener's own: a registered
+// worker if one is connected, else the next one-session worker.
+//
 // The chosen worker gets an open frame on its control connection and dials
 // a link of its own for the session, which then runs as any session of the
 // listener (same replay, same *WorkerLostError after the worker's grace
@@ -407,6 +410,9 @@ type WorkerTransport struct {
 
 // Start implements [Transport].
 func (t *WorkerTransport) Start(ctx context.Context, c *Command) (Conn, error) {
+	if t.Name == "" && len(t.Labels) == 0 {
+		return t.Listener.start(ctx, c, t.Tag)
+	}
 	return t.Listener.startPlaced(ctx, c, WorkerSelector{Name: t.Name, Labels: t.Labels}, t.Tag)
 }
 
