@@ -146,7 +146,7 @@ type Daemon struct {
 	// workerOf is the remote worker each session's CLI ran on last, by
 	// session id; guarded by mu (workers.go).
 	workerNames map[string]string
-	closed bool              // guarded by mu
+	closed      bool // guarded by mu
 }
 
 // New returns a daemon. It loads the stored rules into the engine and
