@@ -143,7 +143,7 @@ type Daemon struct {
 	actors map[string]*actor // guarded by mu; only sessions with a live CLI
 	hubs   map[string]*hub   // guarded by mu; sessions with an actor or a subscriber (subscribe.go)
 	feed   sessionFeed       // tells session watchers what changed (watch.go)
-	// workerOf is the remote worker each session's CLI ran on last, by
+	// workerNames is the remote worker each session's CLI ran on last, by
 	// session id; guarded by mu (workers.go).
 	workerNames map[string]string
 	closed      bool // guarded by mu

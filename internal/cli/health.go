@@ -79,7 +79,9 @@ type daemonDoctorReport struct {
 	Queued    int32  `json:"queued_sessions"`
 	// MaxRunning is sessions.max_running (0: no limit).
 	MaxRunning int32 `json:"max_running"`
-	OK         bool  `json:"ok"`
+	// Workers are the registered remote workers (claudectl workers).
+	Workers []workerJSON `json:"workers,omitempty"`
+	OK      bool         `json:"ok"`
 	ExitCode   int   `json:"exit_code"`
 }
 
@@ -122,6 +124,9 @@ func diagnoseDaemon(ctx context.Context, dc *daemonClient) (*daemonDoctorReport,
 		Compatibility: levelName(cc.GetLevel()), Message: cc.GetMessage(), Store: "ok",
 		Running: res.Msg.RunningSessions, Suspended: res.Msg.SuspendedSessions, Queued: res.Msg.QueuedSessions,
 		MaxRunning: res.Msg.MaxRunning}
+	for _, w := range res.Msg.GetWorkers() {
+		rep.Workers = append(rep.Workers, workerToJSON(w))
+	}
 	defer func() {
 		if st := res.Msg.GetStore(); st != nil && !st.Ok {
 			rep.Store = fmt.Sprintf("cannot write since %s: %s", st.GetFailingSince().AsTime().UTC().Format("2006-01-02 15:04:05Z"), st.GetError())
@@ -185,6 +190,14 @@ func (r *daemonDoctorReport) print(w io.Writer) {
 		limit = fmt.Sprintf("at most %d", r.MaxRunning)
 	}
 	row("Sessions", fmt.Sprintf("%d running (%s), %d queued, %d suspended", r.Running, limit, r.Queued, r.Suspended))
+	now := time.Now()
+	for i, w := range r.Workers {
+		k := ""
+		if i == 0 {
+			k = "Workers"
+		}
+		row(k, fmt.Sprintf("%s: %s, %d/%d sessions, Claude Code %s", w.Name, workerStateText(w, now), len(w.Sessions), w.Capacity, orDash(w.CLIVersion)))
+	}
 	for i, x := range r.Reasons {
 		k := ""
 		if i == 0 {
