@@ -80,9 +80,9 @@ type daemonDoctorReport struct {
 	// MaxRunning is sessions.max_running (0: no limit).
 	MaxRunning int32 `json:"max_running"`
 	// Workers are the registered remote workers (claudectl workers).
-	Workers []workerJSON `json:"workers,omitempty"`
-	OK      bool         `json:"ok"`
-	ExitCode   int   `json:"exit_code"`
+	Workers  []workerJSON `json:"workers,omitempty"`
+	OK       bool         `json:"ok"`
+	ExitCode int          `json:"exit_code"`
 }
 
 // doctorReason is one cause of the daemon's level.
