@@ -228,8 +228,11 @@ func (d *Daemon) Create(ctx context.Context, o *SessionOptions, prompt string) (
 		return nil, ErrClosed
 	}
 	worker := o.GetWorker()
-	if worker == WorkerLocal {
+	switch {
+	case worker == WorkerLocal:
 		worker = ""
+	case worker == "" && len(o.GetWorkerLabels()) > 0:
+		worker = WorkerRemote // the labels pick one
 	}
 	s := &store.Session{Cwd: o.GetCwd(), Model: o.GetModel(), PermissionMode: o.GetPermissionMode(),
 		Status: store.StatusStarting, Options: raw, BudgetUSD: o.GetMaxBudgetUsd(), Worker: worker}
