@@ -340,10 +340,7 @@ func (l *WorkerListener) start(ctx context.Context, c *Command, tag string) (Con
 		return nil, err
 	}
 	l.mu.Lock()
-	anyRegistered := false
-	for _, e := range l.registry {
-		anyRegistered = anyRegistered || e.ctl != nil
-	}
+	anyRegistered := l.anyConnectedLocked()
 	l.mu.Unlock()
 	if anyRegistered {
 		return l.startPlaced(ctx, c, WorkerSelector{}, tag)

@@ -217,13 +217,29 @@ func (l *WorkerListener) Workers() []WorkerInfo {
 }
 
 // CheckPlacement reports whether a session could be placed on a worker
-// matching sel now: nil, a *NoWorkerError or a *WorkersBusyError.
+// matching sel now: nil, a *NoWorkerError or a *WorkersBusyError. An empty
+// sel is what Start does: nil when no registered worker is connected (Start
+// then waits for a one-session worker).
 func (l *WorkerListener) CheckPlacement(sel WorkerSelector) error {
 	l.init()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if sel.Name == "" && len(sel.Labels) == 0 && !l.anyConnectedLocked() {
+		return nil
+	}
 	_, err := l.pickLocked(sel)
 	return err
+}
+
+// anyConnectedLocked reports whether a registered worker is connected;
+// l.mu is held.
+func (l *WorkerListener) anyConnectedLocked() bool {
+	for _, e := range l.registry {
+		if e.ctl != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // pickLocked chooses the worker for a session: among the connected
@@ -333,7 +349,11 @@ func (l *WorkerListener) serveControl(c *websocket.Conn, reg *relay.Registration
 	link := &relay.Link{Conn: c, PingInterval: l.pingInterval, PingTimeout: l.pingTimeout,
 		Handle: func(f *relay.Frame) error {
 			if f.Type == relay.TypeDecline {
-				l.decline(reg.Name, f.Session, f.Error)
+				why := f.Error
+				if len(why) > 256 {
+					why = why[:256] + "…"
+				}
+				l.decline(reg.Name, f.Session, why)
 			}
 			return nil
 		}}

@@ -114,10 +114,8 @@ func (d *Daemon) checkWorker(o *SessionOptions) error {
 		return &InvalidArgumentError{Field: "options.worker", Value: cmp.Or(w, WorkerRemote),
 			Reason: "this daemon accepts no remote workers: start it with workers.token_file in settings.json"}
 	}
-	if sel, ok := workerSelector(o); ok {
-		return d.workers.CheckPlacement(sel)
-	}
-	return nil
+	sel, _ := workerSelector(o)
+	return d.workers.CheckPlacement(sel)
 }
 
 func formatLabels(labels map[string]string) string {
