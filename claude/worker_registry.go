@@ -389,11 +389,12 @@ func (l *WorkerListener) decline(worker, session, why string) {
 }
 
 // claimed delivers the link a worker dialed for session to its placement;
-// it reports false when no placement waits for it from that worker.
+// it reports false when no placement waits for it from that worker. The
+// send happens under l.mu, so that unclaim never misses a link.
 func (l *WorkerListener) claimed(session, worker string, wl *workerLink) bool {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	cl := l.claims[session]
-	l.mu.Unlock()
 	if cl == nil || cl.worker != worker {
 		return false
 	}
@@ -402,6 +403,19 @@ func (l *WorkerListener) claimed(session, worker string, wl *workerLink) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// unclaim ends the wait for session's link; a link that came all the same
+// is dropped (its worker dials again, is refused, and stops).
+func (l *WorkerListener) unclaim(session string, cl *claim) {
+	l.mu.Lock()
+	delete(l.claims, session)
+	l.mu.Unlock()
+	select {
+	case wl := <-cl.link:
+		wl.c.CloseNow()
+	default:
 	}
 }
 
@@ -463,9 +477,7 @@ func (l *WorkerListener) startPlaced(ctx context.Context, c *Command, sel Worker
 	l.claims[rc.id] = cl
 	l.mu.Unlock()
 	fail := func(err error) (Conn, error) {
-		l.mu.Lock()
-		delete(l.claims, rc.id)
-		l.mu.Unlock()
+		l.unclaim(rc.id, cl)
 		l.forget(rc)
 		return nil, &StartError{Path: "worker " + rc.worker, Err: err}
 	}
@@ -478,9 +490,7 @@ func (l *WorkerListener) startPlaced(ctx context.Context, c *Command, sel Worker
 	select {
 	case wl = <-cl.link:
 	case why := <-cl.declined:
-		l.mu.Lock()
-		delete(l.claims, rc.id)
-		l.mu.Unlock()
+		l.unclaim(rc.id, cl)
 		l.forget(rc)
 		return nil, &WorkersBusyError{Selector: sel, Workers: []string{rc.worker + ": " + why}}
 	case <-wctx.Done():
@@ -491,9 +501,7 @@ func (l *WorkerListener) startPlaced(ctx context.Context, c *Command, sel Worker
 	case <-l.ctx.Done():
 		return fail(ErrListenerClosed)
 	}
-	l.mu.Lock()
-	delete(l.claims, rc.id)
-	l.mu.Unlock()
+	l.unclaim(rc.id, cl)
 	if err := l.handOver(wl, rc); err != nil {
 		return fail(fmt.Errorf("the worker's link dropped before the session started: %w", err))
 	}
