@@ -24,9 +24,15 @@ import (
 // local ones; the CLI's working directory and files are the worker's.
 //
 // Use [WorkerListener.Listen] to serve on an address of its own, or mount
-// the listener (an [http.Handler]) in a server. Each [WorkerListener.Start]
-// takes the next worker that connects (or one already waiting), sends it the
-// command and returns the connection. The worker applies the environment
+// the listener (an [http.Handler]) in a server. Workers are of two kinds:
+// registered ones ("claudectl worker --name N --label k=v --capacity C")
+// stay connected and run several sessions, placed on them by
+// [WorkerTransport] (by name, labels and load; see [WorkerListener.Workers]);
+// one-session ones ("claudectl worker --once") wait for a session and exit
+// when it ends. [WorkerListener.Start] uses a registered worker with room if
+// one is connected, else takes the next one-session worker that connects
+// (or one already waiting); it sends the command and returns the
+// connection. The worker applies the environment
 // changes of [Options.Env] to its own environment; [Options.CLIPath] is
 // ignored (the worker's --cli flag chooses the CLI).
 //
