@@ -230,6 +230,10 @@ func TestDaemonRegisteredWorkers(t *testing.T) {
 	if err := json.Unmarshal([]byte(o.stdout), &list); err != nil || len(list) != 2 || list[0].Name != "alpha" || len(list[0].Sessions) != 2 || list[1].Capacity != 1 {
 		t.Errorf("claudectl workers --json: %s (%v)", o.stdout, err)
 	}
+	o = claudectl(t, cliEnv, "sessions")
+	if !strings.Contains(o.stdout, "WORKER") || !strings.Contains(o.stdout, onBeta.Id) || !containsAll(o.stdout, " beta", " alpha") {
+		t.Errorf("claudectl sessions does not show the workers:\n%s", o.stdout)
+	}
 	o = claudectl(t, cliEnv, "doctor", "--server", apiURL)
 	if !strings.Contains(o.stdout, "alpha: connected, 2/2 sessions") {
 		t.Errorf("doctor --server does not show the workers:\n%s", o.stdout)
@@ -381,5 +385,18 @@ func waitStatus(t *testing.T, sessions claudectlv1connect.SessionServiceClient, 
 			t.Fatalf("session %s is %s (error %q), want %s", id, statusName(s.Status), s.Error, statusName(status))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestRunWorkerFlagsNeedServer(t *testing.T) {
+	for _, args := range [][]string{{"run", "--worker", "beta", "hi"}, {"run", "--worker-label", "gpu=yes", "hi"}} {
+		o := claudectl(t, invocation{}, args...)
+		if o.code != ExitUsage || !strings.Contains(o.stderr, "go with --server") {
+			t.Errorf("%v: exit %d, stderr %q; want 2, with --server", args, o.code, o.stderr)
+		}
+	}
+	o := claudectl(t, invocation{}, "run", "--worker-label", "nokey", "hi")
+	if o.code != ExitUsage || !strings.Contains(o.stderr, "KEY=VALUE") {
+		t.Errorf("--worker-label nokey: exit %d, stderr %q", o.code, o.stderr)
 	}
 }
