@@ -286,3 +286,40 @@ func TestWorkerGraceExpires(t *testing.T) {
 		t.Errorf("Workers: %+v, want doomed lost with no session", ws)
 	}
 }
+
+// TestWorkerHostStops: a registered worker told to stop closes its CLIs
+// gracefully; the session sees the CLI's clean exit, and Run returns nil.
+func TestWorkerHostStops(t *testing.T) {
+	h := newHostHarness(t)
+	stop, errc := h.run("", relay.Registration{Name: "stopper", Capacity: 2}, 1)
+	h.waitConnected("stopper")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := (&claude.WorkerTransport{Listener: h.l, Name: "stopper"}).Start(ctx, &claude.Command{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ReadLine(); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if _, err := conn.ReadLine(); err != io.EOF {
+		t.Errorf("ReadLine after the worker stopped: %v, want EOF", err)
+	}
+	if err := conn.Wait(); err != nil {
+		t.Errorf("Wait: %v, want the CLI's clean exit", err)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("Run after stop: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	ws := h.l.Workers()
+	if len(ws) != 1 || ws[0].State != claude.WorkerReconnecting || len(ws[0].Sessions) != 0 {
+		t.Errorf("Workers after the stop: %+v", ws)
+	}
+}
