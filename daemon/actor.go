@@ -103,8 +103,9 @@ func (a *actor) start(ctx context.Context) error {
 				Reason: "this daemon accepts no remote workers now"})
 		}
 		sel, _ := workerSelector(a.opts)
-		if last := a.d.workerOf(a.id); last != "" && a.launch.resume != "" && !a.launch.fork {
-			// The conversation's transcript is on the worker that ran it.
+		if last := a.d.workerOf(a.id); last != "" && a.launch.resume != "" {
+			// The conversation's transcript is on the worker that ran it
+			// (a fork's: the worker of the session it copies, see Fork).
 			sel.Name = last
 		}
 		tr = &claude.WorkerTransport{Listener: a.d.workers, Name: sel.Name, Labels: sel.Labels, Tag: a.id}

@@ -296,6 +296,8 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("daemon: creating the fork of %s: %w", id, err)
 	}
+	// The conversation's transcript is on the worker that ran it.
+	d.setWorkerOf(s.ID, d.workerOf(src.ID))
 	return d.launch(ctx, s, o, launch{resume: src.ClaudeSessionID, fork: true}, prompt)
 }
 

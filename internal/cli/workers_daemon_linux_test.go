@@ -400,3 +400,63 @@ func TestRunWorkerFlagsNeedServer(t *testing.T) {
 		t.Errorf("--worker-label nokey: exit %d, stderr %q", o.code, o.stderr)
 	}
 }
+
+// TestDaemonWorkerResumeSticks: a session placed by labels and resumed goes
+// back to the worker that holds its transcript, not to the least loaded one.
+func TestDaemonWorkerResumeSticks(t *testing.T) {
+	t.Parallel()
+	bin := buildClaudectl(t)
+	const token = "worker-s3cret"
+	dd := daemontest.Start(t, &daemontest.Options{WorkerToken: token},
+		claudetest.Reply(claudetest.Text("first")), claudetest.Reply(claudetest.Text("again")))
+	apiURL, httpc := dd.Serve()
+	ctx := dd.Ctx
+	sessions := claudectlv1connect.NewSessionServiceClient(httpc, apiURL)
+	endpoint := "ws://" + strings.TrimPrefix(apiURL, "http://") + apiserver.WorkerPath
+	startRegWorker(t, bin, endpoint, token, "--name", "a1", "--label", "pool=p", "--capacity", "3")
+	startRegWorker(t, bin, endpoint, token, "--name", "b2", "--label", "pool=p", "--capacity", "2")
+	workersAPI := claudectlv1connect.NewWorkerServiceClient(httpc, apiURL)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res, err := workersAPI.ListWorkers(ctx, connect.NewRequest(&v1.ListWorkersRequest{}))
+		if err == nil && len(res.Msg.Workers) == 2 && res.Msg.Workers[0].State == v1.WorkerState_WORKER_STATE_CONNECTED &&
+			res.Msg.Workers[1].State == v1.WorkerState_WORKER_STATE_CONNECTED {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers not connected: %v %v", res, err)
+		}
+	}
+	create := func(o *v1.SessionOptions, prompt string) *v1.Session {
+		t.Helper()
+		o.Cwd = t.TempDir()
+		res, err := sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{Options: o, Prompt: prompt}))
+		if err != nil {
+			t.Fatalf("CreateSession %v: %v", o, err)
+		}
+		return res.Msg.Session
+	}
+	a := create(&v1.SessionOptions{WorkerLabels: map[string]string{"pool": "p"}}, "hello")
+	if a.WorkerName != "a1" {
+		t.Fatalf("the first session went to %q, want a1 (a tie goes by name)", a.WorkerName)
+	}
+	waitStatus(t, sessions, ctx, a.Id, v1.SessionStatus_SESSION_STATUS_IDLE, 60*time.Second)
+	if _, err := sessions.CloseSession(ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: a.Id})); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, sessions, ctx, a.Id, v1.SessionStatus_SESSION_STATUS_CLOSED, 30*time.Second)
+	// Load a1 more than b2: 2 of 3 against 1 of 2.
+	create(&v1.SessionOptions{Worker: "b2"}, "")
+	create(&v1.SessionOptions{Worker: "a1"}, "")
+	create(&v1.SessionOptions{Worker: "a1"}, "")
+	res, err := sessions.ResumeSession(ctx, connect.NewRequest(&v1.ResumeSessionRequest{SessionId: a.Id, Prompt: "again"}))
+	if err != nil {
+		t.Fatalf("ResumeSession: %v", err)
+	}
+	if w := res.Msg.Session.WorkerName; w != "a1" {
+		t.Errorf("the resumed session runs on %q, want a1, where its transcript is", w)
+	}
+	s := waitStatus(t, sessions, ctx, a.Id, v1.SessionStatus_SESSION_STATUS_IDLE, 60*time.Second)
+	if s.Error != "" {
+		t.Errorf("resumed session: error %q", s.Error)
+	}
+}
