@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -154,6 +155,12 @@ func TestDaemonRegisteredWorkers(t *testing.T) {
 	})
 	if a := ws["alpha"]; a.Capacity != 2 || a.Labels["gpu"] != "yes" || a.CliVersion != claudetest.CLIVersion(t) || a.GraceSeconds != 3 || a.Pid != int32(alpha.cmd.Process.Pid) {
 		t.Errorf("alpha: %v", a)
+	}
+
+	// ListWorkers needs the API token, as every call does.
+	_, err = claudectlv1connect.NewWorkerServiceClient(http.DefaultClient, apiURL).ListWorkers(ctx, connect.NewRequest(&v1.ListWorkersRequest{}))
+	if connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("ListWorkers without the token: %v, want Unauthenticated", err)
 	}
 
 	// A second worker with a live worker's name is refused, and says why.
