@@ -25,6 +25,9 @@ const (
 	// and report it once it is told to stop.
 	DefaultStopTimeout = 10 * time.Second
 	maxSessionID       = 128
+	// unreachableWarnEvery spaces the warnings of a worker that cannot
+	// reach any controller.
+	unreachableWarnEvery = 30 * time.Second
 )
 
 // A Host is a registered worker: it keeps a control connection to a
@@ -121,6 +124,7 @@ func (h *Host) Run(ctx context.Context) error {
 	defer h.shutdown()
 	logger := h.logger()
 	backoff := minBackoff
+	var lastWarn time.Time
 	for attempt := 1; ; attempt++ {
 		url := h.URLs[(attempt-1)%len(h.URLs)]
 		c, _, err := dial(ctx, h.HTTPClient, url, h.Token)
@@ -131,7 +135,7 @@ func (h *Host) Run(ctx context.Context) error {
 				return err
 			}
 			if up {
-				backoff = minBackoff
+				backoff, lastWarn = minBackoff, time.Time{}
 			}
 			if ctx.Err() == nil {
 				logger.Warn("claudectl worker: control link lost; reconnecting", "url", url, "err", err, "running", len(h.Running()))
@@ -142,7 +146,13 @@ func (h *Host) Run(ctx context.Context) error {
 				return fmt.Errorf("%w: %s answered %d: check the token", ErrRejected, url, he.code)
 			}
 			if ctx.Err() == nil {
-				logger.Debug("claudectl worker: dial failed", "url", url, "attempt", attempt, "err", err)
+				// Say so now and then: a worker that never reaches its
+				// controller must not look like one waiting for sessions.
+				level := slog.LevelDebug
+				if time.Since(lastWarn) >= unreachableWarnEvery {
+					level, lastWarn = slog.LevelWarn, time.Now()
+				}
+				logger.Log(ctx, level, "claudectl worker: cannot reach the controller; trying again", "url", url, "attempt", attempt, "err", err)
 			}
 		}
 		if ctx.Err() != nil {
