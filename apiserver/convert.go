@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -28,12 +29,13 @@ var statusToProto = map[store.SessionStatus]v1.SessionStatus{
 	store.StatusQueued:      v1.SessionStatus_SESSION_STATUS_QUEUED,
 }
 
-func sessionToProto(s *store.Session) *v1.Session {
+// sessionToProto maps a stored session, with the worker that runs it.
+func (svc *Service) sessionToProto(s *store.Session) *v1.Session {
 	worker := s.Worker
 	if worker == "" {
 		worker = "local"
 	}
-	return &v1.Session{
+	return &v1.Session{WorkerName: svc.D.WorkerOf(s.ID),
 		Id: s.ID, ClaudeSessionId: s.ClaudeSessionID, Cwd: s.Cwd, Model: s.Model,
 		PermissionMode: s.PermissionMode, Status: statusToProto[s.Status],
 		CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
@@ -207,6 +209,27 @@ func eventToProto(ev *daemon.Event) *v1.Event {
 			m.OriginalSize = ev.OriginalSize
 		}
 		out.Kind = &v1.Event_Message{Message: m}
+	}
+	return out
+}
+
+var workerStateToProto = map[claude.WorkerState]v1.WorkerState{
+	claude.WorkerConnected:    v1.WorkerState_WORKER_STATE_CONNECTED,
+	claude.WorkerReconnecting: v1.WorkerState_WORKER_STATE_RECONNECTING,
+	claude.WorkerLost:         v1.WorkerState_WORKER_STATE_LOST,
+}
+
+func workerToProto(w *claude.WorkerInfo) *v1.Worker {
+	return &v1.Worker{Name: w.Name, Labels: w.Labels, Capacity: int32(w.Capacity), SessionIds: w.Sessions,
+		CliVersion: w.CLIVersion, State: workerStateToProto[w.State], StateSince: timestamppb.New(w.Since),
+		LastSeen: timestamppb.New(w.LastSeen), Address: w.Addr, Host: w.Host, Pid: int32(w.PID),
+		GraceSeconds: int64(w.Grace / time.Second)}
+}
+
+func workersToProto(ws []claude.WorkerInfo) []*v1.Worker {
+	out := make([]*v1.Worker, len(ws))
+	for i := range ws {
+		out[i] = workerToProto(&ws[i])
 	}
 	return out
 }

@@ -35,9 +35,12 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, store.ErrUnavailable):
 		return connect.NewError(connect.CodeOutOfRange, err)
+	case errors.Is(err, claude.ErrWorkersBusy):
+		return connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, claude.ErrNoWorker):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, daemon.ErrNotRunning), errors.Is(err, daemon.ErrAlreadyRunning), errors.Is(err, claude.ErrClosed),
 		errors.Is(err, store.ErrNotOwner): // another daemon runs the session
-
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, daemon.ErrClosed), errors.Is(err, store.ErrClosed), errors.Is(err, permission.ErrBrokerClosed):
 		return connect.NewError(connect.CodeUnavailable, err)

@@ -167,7 +167,7 @@ func (s *stream) stop() {
 func TestGrpcurlReflection(t *testing.T) {
 	g := startGrpcurl(t)
 	list := g.run(g.addr, "list")
-	for _, svc := range []string{"claudectl.v1.SessionService", "claudectl.v1.PermissionService", "claudectl.v1.HealthService"} {
+	for _, svc := range []string{"claudectl.v1.SessionService", "claudectl.v1.PermissionService", "claudectl.v1.HealthService", "claudectl.v1.WorkerService"} {
 		if !strings.Contains(list, svc+"\n") {
 			t.Errorf("grpcurl list does not show %s:\n%s", svc, list)
 		}
@@ -180,6 +180,12 @@ func TestGrpcurlReflection(t *testing.T) {
 		if !strings.Contains(desc, want) {
 			t.Errorf("grpcurl describe claudectl.v1.SessionService does not show %q:\n%s", want, desc)
 		}
+	}
+
+	var lw v1.ListWorkersResponse // this daemon accepts no workers
+	g.call("claudectl.v1.WorkerService/ListWorkers", struct{}{}, &lw)
+	if len(lw.Workers) != 0 {
+		t.Errorf("ListWorkers = %v, want none", &lw)
 	}
 
 	var hd v1.HealthDetailsResponse

@@ -65,7 +65,7 @@ func (s *Service) HealthDetails(ctx context.Context, _ *connect.Request[v1.Healt
 	out := &v1.HealthDetailsResponse{Ok: st.Ok, Store: st, Version: Version, StartedAt: timestamppb.New(s.D.Started()),
 		Sessions: int32(len(all)), RunningSessions: int32(s.D.Running()),
 		PendingPermissions: int32(len(s.D.Pending(""))), QueuedSessions: int32(s.D.Queued()),
-		MaxRunning: int32(s.D.MaxRunning())}
+		MaxRunning: int32(s.D.MaxRunning()), Workers: workersToProto(s.D.ListWorkers())}
 	for _, sess := range all {
 		if sess.Status == store.StatusSuspended {
 			out.SuspendedSessions++

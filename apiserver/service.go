@@ -19,7 +19,7 @@ import (
 // Version is claudectl's version as HealthDetails reports it (BuildVersion).
 var Version = BuildVersion()
 
-// Service implements the three services on a daemon.
+// Service implements the four services on a daemon.
 type Service struct {
 	D *daemon.Daemon
 	// VersionOf asks the CLI's version; nil means claude.VersionOf.
@@ -36,6 +36,7 @@ var (
 	_ claudectlv1connect.SessionServiceHandler    = (*Service)(nil)
 	_ claudectlv1connect.PermissionServiceHandler = (*Service)(nil)
 	_ claudectlv1connect.HealthServiceHandler     = (*Service)(nil)
+	_ claudectlv1connect.WorkerServiceHandler     = (*Service)(nil)
 )
 
 // MaxRequestBytes bounds one request message (a prompt, a decision), as
@@ -50,10 +51,12 @@ func NewHandler(s *Service) http.Handler {
 	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, limit))
 	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s, limit))
 	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, limit))
+	mux.Handle(claudectlv1connect.NewWorkerServiceHandler(s, limit))
 	r := grpcreflect.NewStaticReflector(
 		claudectlv1connect.SessionServiceName,
 		claudectlv1connect.PermissionServiceName,
 		claudectlv1connect.HealthServiceName,
+		claudectlv1connect.WorkerServiceName,
 	)
 	mux.Handle(grpcreflect.NewHandlerV1(r))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(r))

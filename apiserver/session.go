@@ -16,7 +16,7 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[v1.Cre
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&v1.CreateSessionResponse{Session: sessionToProto(sess)}), nil
+	return connect.NewResponse(&v1.CreateSessionResponse{Session: s.sessionToProto(sess)}), nil
 }
 
 // ListSessions implements SessionService.
@@ -27,7 +27,7 @@ func (s *Service) ListSessions(ctx context.Context, req *connect.Request[v1.List
 	}
 	out := &v1.ListSessionsResponse{}
 	for _, ss := range all {
-		p := sessionToProto(ss)
+		p := s.sessionToProto(ss)
 		if len(req.Msg.Status) > 0 && !slices.Contains(req.Msg.Status, p.Status) {
 			continue
 		}
@@ -45,7 +45,7 @@ func (s *Service) GetSession(ctx context.Context, req *connect.Request[v1.GetSes
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&v1.GetSessionResponse{Session: sessionToProto(ss)}), nil
+	return connect.NewResponse(&v1.GetSessionResponse{Session: s.sessionToProto(ss)}), nil
 }
 
 // Send implements SessionService.
@@ -118,7 +118,7 @@ func (s *Service) ResumeSession(ctx context.Context, req *connect.Request[v1.Res
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&v1.ResumeSessionResponse{Session: sessionToProto(sess)}), nil
+	return connect.NewResponse(&v1.ResumeSessionResponse{Session: s.sessionToProto(sess)}), nil
 }
 
 // ForkSession implements SessionService.
@@ -130,7 +130,7 @@ func (s *Service) ForkSession(ctx context.Context, req *connect.Request[v1.ForkS
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&v1.ForkSessionResponse{Session: sessionToProto(sess)}), nil
+	return connect.NewResponse(&v1.ForkSessionResponse{Session: s.sessionToProto(sess)}), nil
 }
 
 // Subscribe implements SessionService.
@@ -160,7 +160,7 @@ func (s *Service) WatchSessions(ctx context.Context, _ *connect.Request[v1.Watch
 		}
 		out := &v1.WatchSessionsResponse{Snapshot: ch.Snapshot}
 		for _, ss := range ch.Sessions {
-			out.Sessions = append(out.Sessions, sessionToProto(ss))
+			out.Sessions = append(out.Sessions, s.sessionToProto(ss))
 		}
 		if err := stream.Send(out); err != nil {
 			return err

@@ -42,7 +42,10 @@ type workerConn struct {
 	l      *WorkerListener
 	ctx    context.Context
 	id     string
-	worker string
+	worker string // guarded by mu once the session started
+	tag    string // WorkerTransport.Tag
+	placed bool   // on a registered worker: counts in its load
+	grace  time.Duration
 	cmd    *relay.Command
 	out    *relay.Outbox
 	stderr func(string)
@@ -75,6 +78,13 @@ type workerItem struct {
 	seq  uint64
 	line Line
 	kind string
+}
+
+// WorkerName returns the name of the worker that runs the session.
+func (rc *workerConn) WorkerName() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.worker
 }
 
 func (rc *workerConn) readLimit() int64 {
@@ -237,6 +247,9 @@ func (rc *workerConn) fail(err error) {
 func (rc *workerConn) watch() {
 	defer rc.bg.Done()
 	timeout := rc.l.reconnectTimeout()
+	if rc.grace > 0 {
+		timeout = rc.grace
+	}
 	ctxDone := rc.ctx.Done()
 	for {
 		rc.mu.Lock()
@@ -263,7 +276,7 @@ func (rc *workerConn) watch() {
 		case <-linkCh:
 			stop()
 		case <-timer:
-			reason := fmt.Sprintf("no link for %v", timeout)
+			reason := fmt.Sprintf("gone for %v, more than its grace period of %v", time.Since(lostAt).Round(time.Millisecond), timeout)
 			if lastErr != nil {
 				reason += " (last error: " + lastErr.Error() + ")"
 			}

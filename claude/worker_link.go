@@ -26,6 +26,7 @@ type workerLink struct {
 	c      *websocket.Conn
 	name   string
 	remote string
+	claim  string // the session a registered worker opened this link for
 	assign chan assignment
 	gone   chan struct{} // closed when the handler stops waiting for an assignment
 
@@ -75,7 +76,17 @@ func (wl *workerLink) serve(rc *workerConn, from uint64) {
 	}()
 
 	if rc == nil {
-		l.addIdle(wl)
+		if wl.claim != "" {
+			if !l.claimed(wl.claim, wl.name, wl) {
+				l.logger().Warn("claude: worker opened a link for a session nobody waits for", "worker", wl.name, "session", wl.claim)
+				relay.WriteFrame(ctx, wl.c, &relay.Header{Type: relay.TypeReject, Error: "no session " + wl.claim + " waits for worker " + wl.name}, nil)
+				wl.c.Close(websocket.StatusNormalClosure, "")
+				close(wl.gone)
+				return
+			}
+		} else {
+			l.addIdle(wl)
+		}
 		select {
 		case a := <-wl.assign:
 			rc = a.rc

@@ -24,9 +24,15 @@ import (
 // local ones; the CLI's working directory and files are the worker's.
 //
 // Use [WorkerListener.Listen] to serve on an address of its own, or mount
-// the listener (an [http.Handler]) in a server. Each [WorkerListener.Start]
-// takes the next worker that connects (or one already waiting), sends it the
-// command and returns the connection. The worker applies the environment
+// the listener (an [http.Handler]) in a server. Workers are of two kinds:
+// registered ones ("claudectl worker --name N --label k=v --capacity C")
+// stay connected and run several sessions, placed on them by
+// [WorkerTransport] (by name, labels and load; see [WorkerListener.Workers]);
+// one-session ones ("claudectl worker --once") wait for a session and exit
+// when it ends. [WorkerListener.Start] uses a registered worker with room if
+// one is connected, else takes the next one-session worker that connects
+// (or one already waiting); it sends the command and returns the
+// connection. The worker applies the environment
 // changes of [Options.Env] to its own environment; [Options.CLIPath] is
 // ignored (the worker's --cli flag chooses the CLI).
 //
@@ -75,6 +81,10 @@ type WorkerListener struct {
 	idle     []*workerLink
 	idleWake chan struct{} // closed and replaced when a worker becomes idle
 	sessions map[string]*workerConn
+	// registry holds the registered workers by name, claims the sessions
+	// placed on one of them that wait for its link.
+	registry map[string]*registered
+	claims   map[string]*claim
 	// ended remembers, until the time given, the sessions whose CLI exited,
 	// with the frames received: a worker that missed the last ack because
 	// the link dropped gets it when it comes back.
@@ -96,6 +106,8 @@ func (l *WorkerListener) init() {
 		l.idleWake = make(chan struct{})
 		l.sessions = map[string]*workerConn{}
 		l.ended = map[string]endedSession{}
+		l.registry = map[string]*registered{}
+		l.claims = map[string]*claim{}
 	})
 }
 
@@ -230,9 +242,16 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.Close(websocket.StatusProtocolError, "hello expected")
 		return
 	}
+	if hello.Register != nil {
+		l.serveControl(c, hello.Register, r.RemoteAddr)
+		return
+	}
 	wl := &workerLink{l: l, c: c, name: hello.Worker, remote: r.RemoteAddr, assign: make(chan assignment, 1), gone: make(chan struct{})}
 	if wl.name == "" {
 		wl.name = r.RemoteAddr
+	}
+	if hello.Claim != "" && hello.Session == "" {
+		wl.claim = hello.Claim
 	}
 	var rc *workerConn
 	if hello.Session != "" {
@@ -307,10 +326,18 @@ func (l *WorkerListener) takeIdle(ctx context.Context) (*workerLink, error) {
 	}
 }
 
-// Start implements [Transport]: it waits for a worker (see WaitTimeout),
-// sends it the command and returns the connection to the remote CLI. ctx
-// governs the whole session: when it ends, the worker stops the CLI at once.
+// Start implements [Transport]: it places the session on the least loaded
+// registered worker with room if one is connected (see [WorkerTransport]);
+// else it waits for the next one-session worker ("claudectl worker --once")
+// to connect (see WaitTimeout). It sends the worker the command and returns
+// the connection to the remote CLI. ctx governs the whole session: when it
+// ends, the worker stops the CLI at once.
 func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
+	return l.start(ctx, c, "")
+}
+
+// start is Start with the tag the session gets in WorkerInfo.Sessions.
+func (l *WorkerListener) start(ctx context.Context, c *Command, tag string) (Conn, error) {
 	l.init()
 	if l.Token == "" {
 		return nil, errors.New("claude: WorkerListener.Token is empty")
@@ -318,21 +345,13 @@ func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	set, unset := envDelta(c.Env, osEnviron())
-	rc := &workerConn{
-		l:   l,
-		ctx: ctx,
-		id:  "s-" + randomHex(12),
-		cmd: &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
-		out: relay.NewOutbox(orDefault(l.BufferBytes, relay.DefaultBufferBytes)),
-
-		ackCh:   make(chan struct{}),
-		wake:    make(chan struct{}),
-		linkCh:  make(chan struct{}),
-		exited:  make(chan struct{}),
-		closing: make(chan struct{}),
-		stderr:  l.Stderr,
+	l.mu.Lock()
+	anyRegistered := l.anyConnectedLocked()
+	l.mu.Unlock()
+	if anyRegistered {
+		return l.startPlaced(ctx, c, WorkerSelector{}, tag)
 	}
+	rc := l.newConn(ctx, c)
 	wctx := ctx
 	if l.WaitTimeout > 0 {
 		var cancel context.CancelFunc
@@ -355,19 +374,8 @@ func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
 			}
 			return nil, &StartError{Path: "remote worker at " + l.URL(), Err: err}
 		}
-		res := make(chan error, 1)
-		wl.assign <- assignment{rc: rc, result: res}
-		select {
-		case err = <-res:
-		case <-wl.gone:
-			select {
-			case err = <-res:
-			default:
-				err = errors.New("gone")
-			}
-		}
+		err = l.handOver(wl, rc)
 		if err == nil {
-			rc.worker = wl.name
 			break
 		}
 		l.logger().Debug("claude: worker went away before its session started", "worker", wl.name, "err", err)
@@ -375,6 +383,48 @@ func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
 	rc.bg.Add(1)
 	go rc.watch()
 	return rc, nil
+}
+
+// handOver gives rc to the waiting worker connection wl and reports whether
+// the start frame went out.
+func (l *WorkerListener) handOver(wl *workerLink, rc *workerConn) error {
+	res := make(chan error, 1)
+	wl.assign <- assignment{rc: rc, result: res}
+	select {
+	case err := <-res:
+		if err == nil && !rc.placed {
+			rc.mu.Lock()
+			rc.worker = wl.name
+			rc.mu.Unlock()
+		}
+		return err
+	case <-wl.gone:
+		select {
+		case err := <-res:
+			return err
+		default:
+			return errors.New("gone")
+		}
+	}
+}
+
+// newConn makes the Conn of a new session running c.
+func (l *WorkerListener) newConn(ctx context.Context, c *Command) *workerConn {
+	set, unset := envDelta(c.Env, osEnviron())
+	return &workerConn{
+		l:   l,
+		ctx: ctx,
+		id:  "s-" + randomHex(12),
+		cmd: &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
+		out: relay.NewOutbox(orDefault(l.BufferBytes, relay.DefaultBufferBytes)),
+
+		ackCh:   make(chan struct{}),
+		wake:    make(chan struct{}),
+		linkCh:  make(chan struct{}),
+		exited:  make(chan struct{}),
+		closing: make(chan struct{}),
+		stderr:  l.Stderr,
+	}
 }
 
 func (l *WorkerListener) forget(rc *workerConn) {
@@ -396,6 +446,8 @@ func (l *WorkerListener) forget(rc *workerConn) {
 }
 
 func (l *WorkerListener) reconnectTimeout() time.Duration {
+	// A registered worker's sessions wait for its grace period instead
+	// (workerConn.grace).
 	if l.ReconnectTimeout > 0 {
 		return l.ReconnectTimeout
 	}

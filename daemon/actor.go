@@ -100,12 +100,18 @@ func (a *actor) start(ctx context.Context) error {
 	}
 	a.process = gen
 	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf}
-	if a.opts.GetWorker() == WorkerRemote {
+	if a.remote() {
 		if a.d.workers == nil {
 			return a.fail(ctx, &InvalidArgumentError{Field: "options.worker", Value: a.opts.GetWorker(),
 				Reason: "this daemon accepts no remote workers now"})
 		}
-		tr = a.d.workers
+		sel, _ := workerSelector(a.opts)
+		if last := a.d.workerOf(a.id); last != "" && a.launch.resume != "" {
+			// The conversation's transcript is on the worker that ran it
+			// (a fork's: the worker of the session it copies, see Fork).
+			sel.Name = last
+		}
+		tr = &claude.WorkerTransport{Listener: a.d.workers, Name: sel.Name, Labels: sel.Labels, Tag: a.id}
 	} else if a.d.transport != nil {
 		tr = a.d.transport
 	}
@@ -338,7 +344,10 @@ func (a *actor) read() error {
 }
 
 // remote reports whether the session runs on a remote worker.
-func (a *actor) remote() bool { return a.opts.GetWorker() == WorkerRemote }
+func (a *actor) remote() bool {
+	w := a.opts.GetWorker()
+	return (w != "" && w != WorkerLocal) || len(a.opts.GetWorkerLabels()) > 0
+}
 
 // ctxNoCancel is the context the reader logs with: events are logged even
 // while the session closes.

@@ -154,7 +154,10 @@ type Daemon struct {
 	actors map[string]*actor // guarded by mu; only sessions with a live CLI
 	hubs   map[string]*hub   // guarded by mu; sessions with an actor or a subscriber (subscribe.go)
 	feed   sessionFeed       // tells session watchers what changed (watch.go)
-	closed bool              // guarded by mu
+	// workerNames is the remote worker each session's CLI ran on last, by
+	// session id; guarded by mu (workers.go).
+	workerNames map[string]string
+	closed      bool // guarded by mu
 }
 
 // New returns a daemon. It loads the stored rules into the engine and
@@ -248,8 +251,11 @@ func (d *Daemon) Create(ctx context.Context, o *SessionOptions, prompt string) (
 		return nil, ErrClosed
 	}
 	worker := o.GetWorker()
-	if worker == WorkerLocal {
+	switch {
+	case worker == WorkerLocal:
 		worker = ""
+	case worker == "" && len(o.GetWorkerLabels()) > 0:
+		worker = WorkerRemote // the labels pick one
 	}
 	s := &store.Session{Cwd: o.GetCwd(), Model: o.GetModel(), PermissionMode: o.GetPermissionMode(),
 		Status: store.StatusStarting, Options: raw, BudgetUSD: o.GetMaxBudgetUsd(), Worker: worker}
@@ -313,6 +319,8 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("daemon: creating the fork of %s: %w", id, err)
 	}
+	// The conversation's transcript is on the worker that ran it.
+	d.setWorkerOf(s.ID, d.workerOf(src.ID))
 	return d.launch(ctx, s, o, launch{resume: src.ClaudeSessionID, fork: true}, prompt)
 }
 

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/relay"
 )
 
 // SessionOptions are a session's launch options as clients send them. They
@@ -29,8 +32,20 @@ type SessionOptions = v1.SessionOptions
 // Where a session's CLI runs (SessionOptions.Worker).
 const (
 	WorkerLocal  = "local"  // a child process of the daemon ("" too)
-	WorkerRemote = "remote" // the next "claudectl worker" that connects
+	WorkerRemote = "remote" // any remote worker (see the proto's SessionOptions.worker)
+	// Any other value names a registered worker.
 )
+
+// workerSelector returns the registered worker o asks for, and whether it
+// asks for one by name or labels (else: local, or "remote" alone).
+func workerSelector(o *SessionOptions) (claude.WorkerSelector, bool) {
+	w := o.GetWorker()
+	sel := claude.WorkerSelector{Labels: o.GetWorkerLabels()}
+	if w != "" && w != WorkerLocal && w != WorkerRemote {
+		sel.Name = w
+	}
+	return sel, sel.Name != "" || len(sel.Labels) > 0
+}
 
 // ClaudeOptions maps a session's options to the SDK's: the one place where a
 // session option becomes a CLI flag. The daemon adds what is its own (the
@@ -68,6 +83,49 @@ type SessionPolicy struct {
 	Roots []string
 }
 
+// checkWorker checks where o asks its CLI to run: a worker name and labels
+// that could be valid, a daemon that accepts remote workers, and, for a
+// registered worker by name or labels, one that can take the session now
+// (a *claude.NoWorkerError or *claude.WorkersBusyError if not).
+func (d *Daemon) checkWorker(o *SessionOptions) error {
+	w := o.GetWorker()
+	if err := relay.ValidLabels(o.GetWorkerLabels()); err != nil {
+		var re *relay.RegistrationError
+		if errors.As(err, &re) {
+			return &InvalidArgumentError{Field: "options.worker_labels", Value: re.Value, Reason: re.Reason}
+		}
+		return err
+	}
+	labels := o.GetWorkerLabels()
+	switch {
+	case (w == "" || w == WorkerLocal) && len(labels) == 0:
+		return nil
+	case w == WorkerLocal:
+		return &InvalidArgumentError{Field: "options.worker_labels", Value: formatLabels(labels),
+			Reason: `labels pick a remote worker: set worker to "remote" (or leave it empty), not "local"`}
+	case w == "" || w == WorkerRemote:
+	default:
+		if err := relay.ValidName(w); err != nil {
+			return &InvalidArgumentError{Field: "options.worker", Value: w,
+				Reason: `must be "local", "remote" or a worker's name (letters, digits, '.', '_', '-'; claudectl workers lists them)`}
+		}
+	}
+	if d.workers == nil {
+		return &InvalidArgumentError{Field: "options.worker", Value: cmp.Or(w, WorkerRemote),
+			Reason: "this daemon accepts no remote workers: start it with workers.token_file in settings.json"}
+	}
+	sel, _ := workerSelector(o)
+	return d.workers.CheckPlacement(sel)
+}
+
+func formatLabels(labels map[string]string) string {
+	kv := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		kv = append(kv, k+"="+labels[k])
+	}
+	return strings.Join(kv, ",")
+}
+
 // Limits on what one session's options may hold.
 const (
 	maxOptionString = 128 << 10 // one argument: Linux refuses longer ones
@@ -86,15 +144,8 @@ func (d *Daemon) validateOptions(o *SessionOptions) error {
 	if err := d.checkPolicy(o); err != nil {
 		return err
 	}
-	switch o.GetWorker() {
-	case "", WorkerLocal:
-	case WorkerRemote:
-		if d.workers == nil {
-			return &InvalidArgumentError{Field: "options.worker", Value: o.GetWorker(),
-				Reason: "this daemon accepts no remote workers: start it with workers.token_file in settings.json"}
-		}
-	default:
-		return &InvalidArgumentError{Field: "options.worker", Value: o.GetWorker(), Reason: `must be "local" or "remote"`}
+	if err := d.checkWorker(o); err != nil {
+		return err
 	}
 	if o.GetCwd() == "" {
 		return &InvalidArgumentError{Field: "options.cwd", Value: "", Reason: "required"}

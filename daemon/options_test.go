@@ -16,6 +16,10 @@ import (
 // SDK accepts.
 func sample(o *SessionOptions, f protoreflect.FieldDescriptor) {
 	m := o.ProtoReflect()
+	if f.IsMap() {
+		m.Mutable(f).Map().Set(protoreflect.ValueOfString("k").MapKey(), protoreflect.ValueOfString("v"))
+		return
+	}
 	if f.IsList() {
 		l := m.Mutable(f).List()
 		l.Append(protoreflect.ValueOfString("--" + string(f.Name())))
@@ -52,7 +56,8 @@ var sdkFields = map[protoreflect.Name]string{
 // notCLIOptions are the session options that are not CLI options, with
 // where they take effect instead.
 var notCLIOptions = map[protoreflect.Name]string{
-	"worker": "picks the transport (actor.start)",
+	"worker":        "picks the transport (actor.start)",
+	"worker_labels": "picks the remote worker (actor.start)",
 }
 
 // TestSessionOptionsEveryField proves, for every field of the session

@@ -22,6 +22,9 @@ func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.C
 	if err != nil {
 		return nil, err
 	}
+	if wn, ok := c.(interface{ WorkerName() string }); ok {
+		t.a.d.setWorkerOf(t.a.id, wn.WorkerName())
+	}
 	return &tapConn{Conn: c, a: t.a}, nil
 }
 

@@ -163,6 +163,7 @@ func Commands(env *Env) []Command {
 		&WorkerCommand{Env: env},
 		&ServeCommand{Env: env},
 		&SessionsCommand{Env: env},
+		&WorkersCommand{Env: env},
 		&SendCommand{Env: env},
 		&AttachCommand{Env: env},
 		&ResumeCommand{Env: env},

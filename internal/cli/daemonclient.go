@@ -58,6 +58,7 @@ type daemonClient struct {
 	sessions claudectlv1connect.SessionServiceClient
 	perms    claudectlv1connect.PermissionServiceClient
 	health   claudectlv1connect.HealthServiceClient
+	workers  claudectlv1connect.WorkerServiceClient
 }
 
 // dial resolves the address and token and returns the clients. Close it.
@@ -111,6 +112,7 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 		sessions: claudectlv1connect.NewSessionServiceClient(httpc, server),
 		perms:    claudectlv1connect.NewPermissionServiceClient(httpc, server),
 		health:   claudectlv1connect.NewHealthServiceClient(httpc, server),
+		workers:  claudectlv1connect.NewWorkerServiceClient(httpc, server),
 	}, nil
 }
 

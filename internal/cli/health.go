@@ -86,8 +86,10 @@ type daemonDoctorReport struct {
 	Queued     int32  `json:"queued_sessions"`
 	// MaxRunning is sessions.max_running (0: no limit).
 	MaxRunning int32 `json:"max_running"`
-	OK         bool  `json:"ok"`
-	ExitCode   int   `json:"exit_code"`
+	// Workers are the registered remote workers (claudectl workers).
+	Workers  []workerJSON `json:"workers,omitempty"`
+	OK       bool         `json:"ok"`
+	ExitCode int          `json:"exit_code"`
 }
 
 // doctorReason is one cause of the daemon's level.
@@ -132,6 +134,9 @@ func diagnoseDaemon(ctx context.Context, dc *daemonClient) (*daemonDoctorReport,
 		DaemonName: res.Msg.GetStore().GetDaemonName()}
 	if ms := res.Msg.GetStore().GetLeaseTtlMs(); ms > 0 {
 		rep.LeaseTTL = (time.Duration(ms) * time.Millisecond).String()
+	}
+	for _, w := range res.Msg.GetWorkers() {
+		rep.Workers = append(rep.Workers, workerToJSON(w))
 	}
 	defer func() {
 		if st := res.Msg.GetStore(); st != nil && !st.Ok {
@@ -203,6 +208,14 @@ func (r *daemonDoctorReport) print(w io.Writer) {
 		limit = fmt.Sprintf("at most %d", r.MaxRunning)
 	}
 	row("Sessions", fmt.Sprintf("%d running (%s), %d queued, %d suspended", r.Running, limit, r.Queued, r.Suspended))
+	now := time.Now()
+	for i, w := range r.Workers {
+		k := ""
+		if i == 0 {
+			k = "Workers"
+		}
+		row(k, fmt.Sprintf("%s: %s, %d/%d sessions, Claude Code %s", w.Name, workerStateText(w, now), len(w.Sessions), w.Capacity, orDash(w.CLIVersion)))
+	}
 	for i, x := range r.Reasons {
 		k := ""
 		if i == 0 {

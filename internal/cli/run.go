@@ -14,6 +14,7 @@ import (
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/internal/relay"
 )
 
 // RunCommand is "claudectl run": it runs one prompt through Claude Code and
@@ -87,8 +88,10 @@ type runConfig struct {
 	maxPayloadBytes    int
 	verbose            bool
 	timeout            time.Duration
-	server             clientFlags // --server, --token-file
-	keep               bool        // --keep: leave the daemon session open
+	server             clientFlags       // --server, --token-file
+	keep               bool              // --keep: leave the daemon session open
+	worker             string            // --worker: where the daemon runs the CLI
+	workerLabels       map[string]string // --worker-label
 
 	prompt          string
 	promptFromStdin bool
@@ -132,6 +135,21 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.server.server, "server", "", "run in a session of the claudectl daemon at `URL` (default $CLAUDECTL_SERVER; none: a local CLI)")
 	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` "+tokenDefaultHelp)
 	fs.BoolVar(&cfg.keep, "keep", false, "with --server: keep the daemon session open after the turn (default: closed)")
+	fs.StringVar(&cfg.worker, "worker", "", "with --server: run the CLI on the remote worker `NAME` (claudectl workers lists them), or on any with remote")
+	fs.Func("worker-label", "with --server: run the CLI on a remote worker with the label `KEY=VALUE` (repeatable)", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return errors.New("must be KEY=VALUE")
+		}
+		if err := relay.ValidLabel(k, v); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "worker "))
+		}
+		if cfg.workerLabels == nil {
+			cfg.workerLabels = map[string]string{}
+		}
+		cfg.workerLabels[k] = v
+		return nil
+	})
 	return fs
 }
 
@@ -145,6 +163,7 @@ func (cfg *runConfig) sessionOptions(cwd string) *daemon.SessionOptions {
 		SystemPrompt: cfg.systemPrompt, AppendSystemPrompt: cfg.appendSystemPrompt,
 		MaxTurns: int32(cfg.maxTurns), MaxBudgetUsd: cfg.maxBudgetUSD,
 		IncludePartialMessages: true,
+		Worker:                 cfg.worker, WorkerLabels: cfg.workerLabels,
 	}
 }
 
@@ -216,6 +235,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		}
 	} else if cfg.server.tokenFile != "" {
 		return usagef("--token-file goes with --server (or CLAUDECTL_SERVER)")
+	} else if cfg.worker != "" || len(cfg.workerLabels) > 0 {
+		return usagef("--worker and --worker-label go with --server (or CLAUDECTL_SERVER): a remote worker serves the daemon")
 	}
 	if cfg.promptFromStdin {
 		if env.StdinIsTerminal() {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -23,7 +24,8 @@ func (*SessionsCommand) Summary() string { return "list the daemon's sessions" }
 const sessionsUsage = `Usage: claudectl sessions [flags]
 
 Lists the sessions the daemon hosts: id, status, model, working directory
-and cost so far; the session a fork was made from (PARENT) and why a failed
+and cost so far; the remote worker that runs it (WORKER) when any session
+runs on one; the session a fork was made from (PARENT) and why a failed
 or closed session ended (ERROR, its first line: --json has all of it) when
 any session has one; for a waiting session, the tool and the id of the
 permission request it waits on (WAITING FOR: claudectl approve or deny
@@ -42,8 +44,10 @@ type sessionJSON struct {
 	ClaudeSessionID string  `json:"claude_session_id,omitempty"`
 	PermissionMode  string  `json:"permission_mode,omitempty"`
 	Worker          string  `json:"worker,omitempty"`
-	ParentID        string  `json:"parent_id,omitempty"`
-	Error           string  `json:"error,omitempty"`
+	// WorkerName is the remote worker that runs it (or ran it last).
+	WorkerName string `json:"worker_name,omitempty"`
+	ParentID   string `json:"parent_id,omitempty"`
+	Error      string `json:"error,omitempty"`
 	// WaitingFor are the permission requests the session waits on.
 	WaitingFor []waitingJSON `json:"waiting_for,omitempty"`
 }
@@ -67,7 +71,7 @@ func waitingText(ws []waitingJSON) string {
 func sessionToJSON(s *v1.Session) sessionJSON {
 	return sessionJSON{ID: s.Id, Status: statusName(s.Status), Model: s.Model, Cwd: s.Cwd,
 		CostUSD: s.GetTotals().GetCostUsd(), ClaudeSessionID: s.ClaudeSessionId,
-		PermissionMode: s.PermissionMode, Worker: s.Worker, ParentID: s.ParentId, Error: s.Error}
+		PermissionMode: s.PermissionMode, Worker: s.Worker, WorkerName: s.WorkerName, ParentID: s.ParentId, Error: s.Error}
 }
 
 // endedError returns the first line of the error of a failed or closed
@@ -133,8 +137,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	}
 	// PARENT and ERROR are shown only when a session has one; ERROR is
 	// last, so that a long one does not widen the columns.
-	var parents, errs, waits bool
+	var parents, errs, waits, remote bool
 	for _, s := range list {
+		remote = remote || (s.Worker != "" && s.Worker != "local")
 		parents = parents || s.ParentID != ""
 		errs = errs || endedError(s) != ""
 		waits = waits || len(s.WaitingFor) > 0
@@ -144,6 +149,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	head := []string{"ID", "STATUS", "MODEL", "CWD", "COST"}
+	if remote {
+		head = append(head, "WORKER")
+	}
 	if parents {
 		head = append(head, "PARENT")
 	}
@@ -156,6 +164,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	row(head...)
 	for _, s := range list {
 		cells := []string{s.ID, s.Status, orDash(s.Model), s.Cwd, fmt.Sprintf("$%.4f", s.CostUSD)}
+		if remote {
+			cells = append(cells, cmp.Or(s.WorkerName, s.Worker))
+		}
 		if parents {
 			cells = append(cells, orDash(s.ParentID))
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,31 +33,101 @@ func (*WorkerCommand) Summary() string {
 
 const workerUsage = `Usage: claudectl worker --connect URL --token-file FILE [flags]
 
-Connects to a controller's worker endpoint (a claude.WorkerListener), waits
-for a session, runs this machine's Claude Code CLI over stdio for it and
-relays its lines both ways until the session ends; then exits 0. When the
-CLI ends, every process it started ends too, tools that detached included.
+Registers with a controller's worker endpoint (a claudectl daemon's
+ws://HOST:PORT/v1/worker, or any claude.WorkerListener) under --name, with
+its --label set and --capacity, and stays connected: the controller places
+sessions here (by name, by labels, or on the least loaded worker), and this
+machine's Claude Code CLI runs over stdio for each, its lines relayed both
+ways. When a CLI ends, every process it started ends too, tools that
+detached included.
 
-If the link drops, the CLI keeps running and the worker reconnects with
-backoff; nothing is lost or repeated. It gives up, stopping the CLI, when
-the controller stays out of reach for --reconnect-timeout.
+If a link drops, the CLIs keep running and the worker reconnects with
+backoff, trying each --connect address in turn; nothing is lost or repeated.
+The controller fails this worker's sessions (reason: the worker lost) when
+it stays away longer than --grace, and so does the worker.
 
-Exit status: 0 the session ended, 1 the controller refused the worker, could
-not be reached or the link was lost for good, 2 bad usage.
+SIGTERM or Ctrl-C stops it: each CLI is closed (its input ended, then
+SIGTERM, then SIGKILL), the controller hears of it, and the worker exits 0.
+
+With --once it runs one session and exits when it ends (the first protocol:
+the controller gives it the next session that asks for worker "remote").
+
+Exit status: 0 stopped (or, with --once, the session ended), 1 the
+controller refused the worker (a wrong token, a name taken by a connected
+worker) or, with --once, could not be reached or the link was lost for good,
+2 bad usage.
 `
+
+// Defaults of "claudectl worker".
+const (
+	defaultWorkerCapacity = 4
+	maxWorkerAddresses    = 16
+)
 
 // Run implements Command.
 func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	env := c.Env.withDefaults()
-	var connect, tokenFile, cliPath, name string
-	var verbose bool
+	var connect []string
+	var tokenFile, cliPath, name string
+	var verbose, once bool
+	labels := map[string]string{}
+	capacity := defaultWorkerCapacity
+	grace := relay.DefaultGrace
 	reconnect := relay.DefaultReconnectTimeout
 	fs := newFlagSet("worker")
-	fs.StringVar(&connect, "connect", "", "the controller's worker endpoint, `URL` ws://HOST/PATH or wss://HOST/PATH")
+	fs.Func("connect", "the controller's worker endpoint, `URL` ws://HOST/PATH or wss://HOST/PATH; several (repeated or comma-separated) are tried in turn", func(s string) error {
+		for _, u := range strings.Split(s, ",") {
+			u = strings.TrimSpace(u)
+			if !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
+				return fmt.Errorf("%q must be a ws:// or wss:// URL", u)
+			}
+			if !slices.Contains(connect, u) {
+				connect = append(connect, u)
+			}
+		}
+		if len(connect) > maxWorkerAddresses {
+			return fmt.Errorf("at most %d addresses", maxWorkerAddresses)
+		}
+		return nil
+	})
 	fs.StringVar(&tokenFile, "token-file", "", "read the bearer token from `FILE`")
 	fs.StringVar(&cliPath, "cli", "", "the claude executable at `PATH` (default: $CLAUDE_BIN, ~/.claude/local/claude, /usr/local/bin/claude, then claude on $PATH)")
-	fs.StringVar(&name, "name", "", "the worker's `NAME` in the controller's logs (default: host name and process id)")
-	fs.Func("reconnect-timeout", "give up when the controller is out of reach for `DURATION` (default 2m)", func(s string) error {
+	fs.StringVar(&name, "name", "", "the worker's `NAME`, unique among the controller's workers: letters, digits, '.', '_', '-' (default: the host name)")
+	fs.Func("label", "a label `KEY=VALUE` sessions can ask for (repeatable)", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return errors.New("must be KEY=VALUE")
+		}
+		if err := relay.ValidLabel(k, v); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "worker "))
+		}
+		if len(labels) >= relay.MaxLabels {
+			return fmt.Errorf("at most %d labels", relay.MaxLabels)
+		}
+		labels[k] = v
+		return nil
+	})
+	fs.Func("capacity", "run at most `N` sessions at once (default 4)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > relay.MaxCapacity {
+			return fmt.Errorf("must be a number from 1 to %d", relay.MaxCapacity)
+		}
+		capacity = n
+		return nil
+	})
+	fs.Func("grace", "how long the controller keeps this worker's sessions while it is away, `DURATION` (default 2m)", func(s string) error {
+		var d time.Duration
+		if err := parseNonNegDuration(&d, "for example 2m")(s); err != nil {
+			return err
+		}
+		if d < relay.MinGrace || d > relay.MaxGrace {
+			return fmt.Errorf("must be from %v to %v", relay.MinGrace, relay.MaxGrace)
+		}
+		grace = d
+		return nil
+	})
+	fs.BoolVar(&once, "once", false, "run one session, then exit")
+	fs.Func("reconnect-timeout", "with --once: give up when the controller is out of reach for `DURATION` (default 2m)", func(s string) error {
 		var d time.Duration
 		if err := parseNonNegDuration(&d, "for example 2m")(s); err != nil {
 			return err
@@ -78,11 +150,8 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if connect == "" {
+	if len(connect) == 0 {
 		return usagef("missing --connect URL")
-	}
-	if !strings.HasPrefix(connect, "ws://") && !strings.HasPrefix(connect, "wss://") {
-		return badValue("connect", connect, "must be a ws:// or wss:// URL")
 	}
 	if tokenFile == "" {
 		return usagef("missing --token-file FILE")
@@ -94,6 +163,16 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	token := strings.TrimSpace(string(b))
 	if token == "" {
 		return badValue("token-file", tokenFile, "the file is empty")
+	}
+	host, _ := os.Hostname()
+	if name == "" {
+		name = defaultWorkerName(host, once)
+	}
+	if err := relay.ValidName(name); err != nil && !once {
+		return badValue("name", name, strings.TrimPrefix(err.Error(), fmt.Sprintf("worker name %q: ", name)))
+	}
+	if once && (len(labels) > 0 || capacity != defaultWorkerCapacity || grace != relay.DefaultGrace) {
+		return usagef("--label, --capacity and --grace are for a registered worker, not --once")
 	}
 	if cliPath != "" {
 		p, err := claude.FindBinary(&claude.FindOptions{Path: cliPath})
@@ -108,30 +187,67 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 		}
 		cliPath = p
 	}
-	if name == "" {
-		host, _ := os.Hostname()
-		name = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-	w := &relay.Worker{
-		URL:              connect,
-		Token:            token,
-		Name:             name,
-		ReconnectTimeout: reconnect,
-		Logger:           logger,
-		Start:            startLocalCLI(cliPath, env.CLIEnv),
-	}
-	if err := w.Run(ctx); err != nil {
-		if ctx.Err() != nil {
-			return exitWith(ExitFailure, "stopped: %v", context.Cause(ctx))
+	if once {
+		w := &relay.Worker{
+			URLs:             connect,
+			Token:            token,
+			Name:             name,
+			ReconnectTimeout: reconnect,
+			Logger:           logger,
+			Start:            startLocalCLI(cliPath, env.CLIEnv),
 		}
+		if err := w.Run(ctx); err != nil {
+			if ctx.Err() != nil {
+				return exitWith(ExitFailure, "stopped: %v", context.Cause(ctx))
+			}
+			return exitWith(ExitFailure, "%v", err)
+		}
+		return nil
+	}
+	version := ""
+	if v, err := claude.VersionOf(ctx, cliPath); err != nil {
+		logger.Warn("claudectl worker: claude --version failed; registering without a CLI version", "cli", cliPath, "err", err)
+	} else {
+		version = v.String()
+	}
+	h := &relay.Host{
+		URLs:  connect,
+		Token: token,
+		Registration: relay.Registration{Name: name, Labels: labels, Capacity: capacity, CLIVersion: version,
+			Host: host, PID: os.Getpid(), GraceMillis: grace.Milliseconds()},
+		Logger: logger,
+		Start:  startLocalCLI(cliPath, env.CLIEnv),
+	}
+	if err := h.Run(ctx); err != nil {
 		return exitWith(ExitFailure, "%v", err)
 	}
 	return nil
+}
+
+// defaultWorkerName is the host name made into a valid worker name (with
+// the process id for a --once worker, which needs no unique name).
+func defaultWorkerName(host string, once bool) string {
+	var b strings.Builder
+	for _, r := range host {
+		if r < 0x80 && (r == '.' || r == '_' || r == '-' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9')) {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	n := strings.TrimLeft(b.String(), "._-")
+	if once {
+		n = fmt.Sprintf("%s-%d", n, os.Getpid())
+	}
+	if n == "" || n == "local" || n == "remote" {
+		n = "worker-" + n
+	}
+	return n[:min(len(n), relay.MaxNameLen)]
 }
 
 // startLocalCLI returns the worker's StartFunc: the CLI at path over stdio,

@@ -40,7 +40,7 @@ func startWorker(t *testing.T, bin, endpoint, token string) *workerProc {
 	}
 	w := &workerProc{done: make(chan struct{})}
 	cmd := exec.Command(bin, "worker", "--connect", endpoint, "--token-file", tokenFile,
-		"--cli", claudetest.CLIPath(t), "--name", "e2e-worker", "--reconnect-timeout", "20s", "--verbose")
+		"--cli", claudetest.CLIPath(t), "--once", "--name", "e2e-worker", "--reconnect-timeout", "20s", "--verbose")
 	cmd.Stderr = &w.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

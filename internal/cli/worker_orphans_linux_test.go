@@ -45,7 +45,7 @@ func TestWorkerLeavesNoOrphans(t *testing.T) {
 			os.WriteFile(tokenFile, []byte(l.Token+"\n"), 0o600)
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			worker := exec.CommandContext(ctx, bin, "worker", "--connect", l.URL(), "--token-file", tokenFile, "--cli", cli, "--name", "orphans")
+			worker := exec.CommandContext(ctx, bin, "worker", "--connect", l.URL(), "--token-file", tokenFile, "--cli", cli, "--once", "--name", "orphans")
 			var werr syncBuffer
 			worker.Stderr = &werr
 			if err := worker.Start(); err != nil {

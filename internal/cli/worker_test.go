@@ -83,7 +83,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	worker := exec.CommandContext(ctx, claudectlBin, "worker", "--connect", "ws://"+proxy.Addr+u.Path,
-		"--token-file", tokenFile, "--cli", cli, "--reconnect-timeout", "30s", "--name", "e2e-worker", "--verbose")
+		"--token-file", tokenFile, "--cli", cli, "--once", "--reconnect-timeout", "30s", "--name", "e2e-worker", "--verbose")
 	var werr syncBuffer
 	worker.Stderr = &werr
 	if err := worker.Start(); err != nil {
@@ -186,6 +186,9 @@ func TestWorkerEndToEnd(t *testing.T) {
 }
 
 func TestWorkerUsage(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("t"), 0o600)
+	ok := []string{"worker", "--connect", "ws://127.0.0.1:1/w", "--token-file", tokenFile}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -194,6 +197,15 @@ func TestWorkerUsage(t *testing.T) {
 		{[]string{"worker", "--connect", "http://x"}, "must be a ws://"},
 		{[]string{"worker", "--connect", "ws://127.0.0.1:1/w"}, "missing --token-file"},
 		{[]string{"worker", "--connect", "ws://127.0.0.1:1/w", "--token-file", "/nonexistent"}, "--token-file"},
+		{[]string{"worker", "--connect", "ws://127.0.0.1:1/w,http://x"}, `"http://x" must be a ws://`},
+		{append(ok, "--capacity", "0"), "--capacity"},
+		{append(ok, "--capacity", "5000"), "from 1 to 1024"},
+		{append(ok, "--label", "gpu"), "must be KEY=VALUE"},
+		{append(ok, "--label", "bad key=x"), "the key may hold only"},
+		{append(ok, "--grace", "10ms"), "must be from 1s to 24h"},
+		{append(ok, "--name", "has space"), "only letters, digits"},
+		{append(ok, "--name", "remote"), "reserved"},
+		{append(ok, "--once", "--label", "a=b"), "not --once"},
 	} {
 		o := claudectl(t, invocation{}, tc.args...)
 		if o.code != ExitUsage || !strings.Contains(o.stderr, tc.want) {
@@ -207,7 +219,7 @@ func TestWorkerGivesUp(t *testing.T) {
 	os.WriteFile(tokenFile, []byte("t"), 0o600)
 	cli := script(t, `echo "2.1.329 (Claude Code)"`)
 	// Nothing listens on this port: the worker must give up after the timeout.
-	o := claudectl(t, invocation{}, "worker", "--connect", "ws://127.0.0.1:9/worker", "--token-file", tokenFile, "--cli", cli, "--reconnect-timeout", "1s")
+	o := claudectl(t, invocation{}, "worker", "--connect", "ws://127.0.0.1:9/worker", "--token-file", tokenFile, "--cli", cli, "--once", "--reconnect-timeout", "1s")
 	if o.code != ExitFailure || !strings.Contains(o.stderr, "gave up") {
 		t.Errorf("exit %d, stderr %q; want 1 and gave up", o.code, o.stderr)
 	}

@@ -33,6 +33,33 @@
 //	controller → resume {"session":"s-…","ack":M}
 //	controller → reject {"error":"…"}
 //
+// # Registered workers
+//
+// A registered worker ([Host]) keeps a control connection open besides its
+// sessions' links. Its hello carries a register object instead of a
+// session ([Registration]):
+//
+//	worker → hello   {"worker":"gpu1","register":{"name":"gpu1","instance":"9f…","labels":{"gpu":"yes"},"capacity":4,"cli_version":"2.1.330","host":"h","pid":7,"grace_ms":120000}}
+//	controller → welcome {}                          registered
+//	controller → reject  {"error":"worker name \"gpu1\" is taken …"}
+//
+// The controller refuses a registration that fails Registration.Validate,
+// or whose name a connected worker of another instance holds. To place a
+// session on the worker it sends, on the control connection,
+//
+//	controller → open    {"session":"s-…"}
+//	worker → decline     {"session":"s-…","error":"… at capacity …"}   when it cannot
+//
+// and the worker dials a new link for it whose hello claims the session,
+// after which the link runs as any other (start, then sequenced frames):
+//
+//	worker → hello  {"session":"", "worker":"gpu1", "claim":"s-…"}
+//
+// Only those frames travel on a control connection; unknown ones are
+// ignored. When it drops, the worker dials again with backoff, trying its
+// addresses in turn, and registers again; its sessions' links reconnect on
+// their own.
+//
 // # Sequenced frames and replay
 //
 // After the handshake each side sends sequenced frames, numbered from 1 in

@@ -26,6 +26,11 @@ const (
 	TypeClose  = "close"
 	TypeStderr = "stderr"
 	TypeExit   = "exit"
+
+	// The control connection of a registered worker (see Host).
+	TypeWelcome = "welcome" // controller → worker: registered
+	TypeOpen    = "open"    // controller → worker: dial a link for this session
+	TypeDecline = "decline" // worker → controller: cannot open that session
 )
 
 // Header is the JSON part of a frame.
@@ -37,13 +42,19 @@ type Header struct {
 	// Ack is the highest sequence number the sender consumed from the peer.
 	Ack uint64 `json:"ack,omitempty"`
 
-	Session string   `json:"session,omitempty"` // hello, start, resume
-	Worker  string   `json:"worker,omitempty"`  // hello: a name for logs
-	Command *Command `json:"command,omitempty"` // start
-	Orig    int64    `json:"orig,omitempty"`    // line: size before truncation
-	Now     bool     `json:"now,omitempty"`     // close: no grace period
-	Exit    *Exit    `json:"exit,omitempty"`    // exit
-	Error   string   `json:"error,omitempty"`   // reject
+	Session string `json:"session,omitempty"` // hello, start, resume, open, decline
+	Worker  string `json:"worker,omitempty"`  // hello: a name for logs
+	// Claim is set in the hello of a link a registered worker opened for
+	// the session an open frame named.
+	Claim string `json:"claim,omitempty"`
+	// Register is set in the hello of a registered worker's control
+	// connection.
+	Register *Registration `json:"register,omitempty"`
+	Command  *Command      `json:"command,omitempty"` // start
+	Orig     int64         `json:"orig,omitempty"`    // line: size before truncation
+	Now      bool          `json:"now,omitempty"`     // close: no grace period
+	Exit     *Exit         `json:"exit,omitempty"`    // exit
+	Error    string        `json:"error,omitempty"`   // reject, decline
 }
 
 // Command is what the worker runs: its own CLI with these arguments, in its

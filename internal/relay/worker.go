@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,9 +51,18 @@ var ErrRejected = errors.New("relay: rejected by the controller")
 // and relays its lines until the session ends. See the package
 // documentation for the protocol.
 type Worker struct {
-	URL   string // ws:// or wss:// URL of the controller's endpoint
+	URL string // ws:// or wss:// URL of the controller's endpoint
+	// URLs, if set, replaces URL: the endpoints of the controllers, tried
+	// in turn, one per attempt.
+	URLs  []string
 	Token string // bearer token
 	Name  string // shown in the controller's logs
+	// Claim is the session an open frame of the controller asked a
+	// registered worker (Host) for; empty for a worker that waits for any.
+	Claim string
+	// Drain, when closed, stops the CLI gracefully, as a close frame
+	// would: its exit is still sent and acknowledged before Run returns.
+	Drain <-chan struct{}
 	Start StartFunc
 	// ReconnectTimeout is how long the worker keeps trying to reach the
 	// controller, from the moment the link was lost (or, at first, from
@@ -120,7 +130,8 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	backoff := minBackoff
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		c, _, derr := w.dial(ctx)
+		url := w.url(attempt)
+		c, _, derr := w.dial(ctx, url)
 		if derr == nil {
 			up, serr := w.serve(ctx, pctx, c)
 			if errors.Is(serr, errFinished) {
@@ -133,20 +144,20 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 				lastUp, backoff = time.Now(), minBackoff
 			}
 			lastErr = serr
-			logger.Warn("claudectl worker: link to the controller lost; reconnecting", "url", w.URL, "session", w.sid, "err", serr)
+			logger.Warn("claudectl worker: link to the controller lost; reconnecting", "url", url, "session", w.sid, "err", serr)
 		} else {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			var he *httpStatusError
 			if errors.As(derr, &he) && (he.code == http.StatusUnauthorized || he.code == http.StatusForbidden) {
-				return fmt.Errorf("%w: %s answered %d: check the token", ErrRejected, w.URL, he.code)
+				return fmt.Errorf("%w: %s answered %d: check the token", ErrRejected, url, he.code)
 			}
 			lastErr = derr
-			logger.Debug("claudectl worker: dial failed", "url", w.URL, "attempt", attempt, "err", derr)
+			logger.Debug("claudectl worker: dial failed", "url", url, "attempt", attempt, "err", derr)
 		}
 		if time.Since(lastUp) > giveUp {
-			return fmt.Errorf("relay: gave up reaching the controller at %s after %v: %w", w.URL, giveUp, lastErr)
+			return fmt.Errorf("relay: gave up reaching the controller at %s after %v: %w", w.urlList(), giveUp, lastErr)
 		}
 		d := backoff/2 + rand.N(backoff/2+1)
 		select {
@@ -173,12 +184,37 @@ type httpStatusError struct {
 func (e *httpStatusError) Error() string { return e.err.Error() }
 func (e *httpStatusError) Unwrap() error { return e.err }
 
-func (w *Worker) dial(ctx context.Context) (*websocket.Conn, *http.Response, error) {
+// url returns the endpoint of the attempt-th dial (from 1).
+func (w *Worker) url(attempt int) string {
+	if len(w.URLs) == 0 {
+		return w.URL
+	}
+	return w.URLs[(attempt-1)%len(w.URLs)]
+}
+
+func (w *Worker) urlList() string {
+	if len(w.URLs) == 0 {
+		return w.URL
+	}
+	return strings.Join(w.URLs, ", ")
+}
+
+func (w *Worker) dial(ctx context.Context, url string) (*websocket.Conn, *http.Response, error) {
+	c, resp, err := dial(ctx, w.HTTPClient, url, w.Token)
+	if err != nil {
+		return nil, resp, err
+	}
+	c.SetReadLimit(-1) // lines are bounded by the controller's MaxLineBytes
+	return c, resp, nil
+}
+
+// dial opens a connection to a controller's endpoint.
+func dial(ctx context.Context, hc *http.Client, url, token string) (*websocket.Conn, *http.Response, error) {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	c, resp, err := websocket.Dial(dctx, w.URL, &websocket.DialOptions{
-		HTTPClient:   w.HTTPClient,
-		HTTPHeader:   http.Header{"Authorization": {"Bearer " + w.Token}},
+	c, resp, err := websocket.Dial(dctx, url, &websocket.DialOptions{
+		HTTPClient:   hc,
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + token}},
 		Subprotocols: []string{Subprotocol},
 	})
 	if err != nil {
@@ -189,9 +225,8 @@ func (w *Worker) dial(ctx context.Context) (*websocket.Conn, *http.Response, err
 	}
 	if c.Subprotocol() != Subprotocol {
 		c.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
-		return nil, resp, fmt.Errorf("relay: %s does not speak %s", w.URL, Subprotocol)
+		return nil, resp, fmt.Errorf("relay: %s does not speak %s", url, Subprotocol)
 	}
-	c.SetReadLimit(-1) // lines are bounded by the controller's MaxLineBytes
 	return c, resp, nil
 }
 
@@ -200,6 +235,9 @@ func (w *Worker) dial(ctx context.Context) (*websocket.Conn, *http.Response, err
 func (w *Worker) serve(ctx, pctx context.Context, c *websocket.Conn) (up bool, err error) {
 	defer c.CloseNow()
 	hello := &Header{Type: TypeHello, Session: w.sid, Ack: w.recv.Load(), Worker: w.Name}
+	if w.sid == "" {
+		hello.Claim = w.Claim
+	}
 	if err := WriteFrame(ctx, c, hello, nil); err != nil {
 		return false, err
 	}
@@ -409,6 +447,18 @@ func (w *Worker) startCLI(ctx, pctx context.Context, cmd *Command) {
 	w.proc = p
 	w.bg.Add(2)
 	go w.input(pctx)
+	if w.Drain != nil {
+		w.bg.Add(1)
+		go func() {
+			defer w.bg.Done()
+			select {
+			case <-w.Drain:
+				w.logger().Info("claudectl worker: stopping the CLI", "session", w.sid)
+				p.Close()
+			case <-w.quit:
+			}
+		}()
+	}
 	go func() {
 		defer w.bg.Done()
 		for {

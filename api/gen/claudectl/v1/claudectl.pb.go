@@ -260,6 +260,61 @@ func (CompatibilityLevel) EnumDescriptor() ([]byte, []int) {
 	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{3}
 }
 
+type WorkerState int32
+
+const (
+	WorkerState_WORKER_STATE_UNSPECIFIED WorkerState = 0
+	WorkerState_WORKER_STATE_CONNECTED   WorkerState = 1
+	// reconnecting: its link dropped less than its grace period ago; its
+	// sessions' CLIs keep running and wait for it.
+	WorkerState_WORKER_STATE_RECONNECTING WorkerState = 2
+	// lost: gone for longer than its grace period; its sessions failed.
+	WorkerState_WORKER_STATE_LOST WorkerState = 3
+)
+
+// Enum value maps for WorkerState.
+var (
+	WorkerState_name = map[int32]string{
+		0: "WORKER_STATE_UNSPECIFIED",
+		1: "WORKER_STATE_CONNECTED",
+		2: "WORKER_STATE_RECONNECTING",
+		3: "WORKER_STATE_LOST",
+	}
+	WorkerState_value = map[string]int32{
+		"WORKER_STATE_UNSPECIFIED":  0,
+		"WORKER_STATE_CONNECTED":    1,
+		"WORKER_STATE_RECONNECTING": 2,
+		"WORKER_STATE_LOST":         3,
+	}
+)
+
+func (x WorkerState) Enum() *WorkerState {
+	p := new(WorkerState)
+	*p = x
+	return p
+}
+
+func (x WorkerState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WorkerState) Descriptor() protoreflect.EnumDescriptor {
+	return file_claudectl_v1_claudectl_proto_enumTypes[4].Descriptor()
+}
+
+func (WorkerState) Type() protoreflect.EnumType {
+	return &file_claudectl_v1_claudectl_proto_enumTypes[4]
+}
+
+func (x WorkerState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WorkerState.Descriptor instead.
+func (WorkerState) EnumDescriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{4}
+}
+
 type Session struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                                    // the daemon's id
@@ -274,10 +329,15 @@ type Session struct {
 	Totals          *Usage                 `protobuf:"bytes,10,opt,name=totals,proto3" json:"totals,omitempty"`
 	BudgetUsd       float64                `protobuf:"fixed64,11,opt,name=budget_usd,json=budgetUsd,proto3" json:"budget_usd,omitempty"` // 0: none
 	Error           string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`                            // why it failed, with the CLI's stderr tail
-	Worker          string                 `protobuf:"bytes,13,opt,name=worker,proto3" json:"worker,omitempty"`                          // "local", or "remote": a claudectl worker hosts its CLI
-	ParentId        string                 `protobuf:"bytes,14,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`      // the session this one was forked from
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// worker is what the session asked for: "local", "remote" (any remote
+	// worker), or a registered worker's name.
+	Worker   string `protobuf:"bytes,13,opt,name=worker,proto3" json:"worker,omitempty"`
+	ParentId string `protobuf:"bytes,14,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"` // the session this one was forked from
+	// worker_name is the registered worker that runs its CLI, or ran it
+	// last ("" for a local session, or before it started).
+	WorkerName    string `protobuf:"bytes,15,opt,name=worker_name,json=workerName,proto3" json:"worker_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -404,6 +464,13 @@ func (x *Session) GetWorker() string {
 func (x *Session) GetParentId() string {
 	if x != nil {
 		return x.ParentId
+	}
+	return ""
+}
+
+func (x *Session) GetWorkerName() string {
+	if x != nil {
+		return x.WorkerName
 	}
 	return ""
 }
@@ -583,8 +650,15 @@ type SessionOptions struct {
 	IncludePartialMessages bool                   `protobuf:"varint,11,opt,name=include_partial_messages,json=includePartialMessages,proto3" json:"include_partial_messages,omitempty"`
 	// extra_args are passed to the CLI as they are.
 	ExtraArgs []string `protobuf:"bytes,12,rep,name=extra_args,json=extraArgs,proto3" json:"extra_args,omitempty"`
-	// worker runs the session on a connected remote worker ("" = local).
-	Worker        string `protobuf:"bytes,13,opt,name=worker,proto3" json:"worker,omitempty"`
+	// worker says where the CLI runs: "" or "local" a child process of the
+	// daemon; "remote" any remote worker (the least loaded registered one
+	// with room, else the next "claudectl worker --once" to connect); any
+	// other value the registered worker of that name.
+	Worker string `protobuf:"bytes,13,opt,name=worker,proto3" json:"worker,omitempty"`
+	// worker_labels places the session on a registered worker having every
+	// one of these labels (the least loaded with room); worker must then be
+	// "", "remote" or a name.
+	WorkerLabels  map[string]string `protobuf:"bytes,14,rep,name=worker_labels,json=workerLabels,proto3" json:"worker_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -708,6 +782,13 @@ func (x *SessionOptions) GetWorker() string {
 		return x.Worker
 	}
 	return ""
+}
+
+func (x *SessionOptions) GetWorkerLabels() map[string]string {
+	if x != nil {
+		return x.WorkerLabels
+	}
+	return nil
 }
 
 type CreateSessionRequest struct {
@@ -4295,6 +4376,219 @@ func (*HealthDetailsRequest) Descriptor() ([]byte, []int) {
 	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
 }
 
+type ListWorkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersRequest) Reset() {
+	*x = ListWorkersRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersRequest) ProtoMessage() {}
+
+func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
+}
+
+type ListWorkersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workers       []*Worker              `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersResponse) Reset() {
+	*x = ListWorkersResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersResponse) ProtoMessage() {}
+
+func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ListWorkersResponse) GetWorkers() []*Worker {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+// Worker is a registered remote worker.
+type Worker struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Capacity      int32                  `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"`                      // sessions it runs at once
+	SessionIds    []string               `protobuf:"bytes,4,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"` // the daemon's ids of the sessions it runs
+	CliVersion    string                 `protobuf:"bytes,5,opt,name=cli_version,json=cliVersion,proto3" json:"cli_version,omitempty"` // what its claude --version printed
+	State         WorkerState            `protobuf:"varint,6,opt,name=state,proto3,enum=claudectl.v1.WorkerState" json:"state,omitempty"`
+	StateSince    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=state_since,json=stateSince,proto3" json:"state_since,omitempty"` // when it entered state
+	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	Address       string                 `protobuf:"bytes,9,opt,name=address,proto3" json:"address,omitempty"` // the remote address of its connection
+	Host          string                 `protobuf:"bytes,10,opt,name=host,proto3" json:"host,omitempty"`      // its host name
+	Pid           int32                  `protobuf:"varint,11,opt,name=pid,proto3" json:"pid,omitempty"`
+	GraceSeconds  int64                  `protobuf:"varint,12,opt,name=grace_seconds,json=graceSeconds,proto3" json:"grace_seconds,omitempty"` // how long its sessions wait for it when it is away
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Worker) Reset() {
+	*x = Worker{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Worker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Worker) ProtoMessage() {}
+
+func (x *Worker) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Worker.ProtoReflect.Descriptor instead.
+func (*Worker) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *Worker) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Worker) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Worker) GetCapacity() int32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *Worker) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+func (x *Worker) GetCliVersion() string {
+	if x != nil {
+		return x.CliVersion
+	}
+	return ""
+}
+
+func (x *Worker) GetState() WorkerState {
+	if x != nil {
+		return x.State
+	}
+	return WorkerState_WORKER_STATE_UNSPECIFIED
+}
+
+func (x *Worker) GetStateSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StateSince
+	}
+	return nil
+}
+
+func (x *Worker) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *Worker) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Worker) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *Worker) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Worker) GetGraceSeconds() int64 {
+	if x != nil {
+		return x.GraceSeconds
+	}
+	return 0
+}
+
 type HealthDetailsResponse struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Ok                 bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
@@ -4308,13 +4602,14 @@ type HealthDetailsResponse struct {
 	SuspendedSessions  int32                  `protobuf:"varint,12,opt,name=suspended_sessions,json=suspendedSessions,proto3" json:"suspended_sessions,omitempty"`
 	QueuedSessions     int32                  `protobuf:"varint,13,opt,name=queued_sessions,json=queuedSessions,proto3" json:"queued_sessions,omitempty"`
 	MaxRunning         int32                  `protobuf:"varint,14,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"` // 0: no limit
+	Workers            []*Worker              `protobuf:"bytes,15,rep,name=workers,proto3" json:"workers,omitempty"`                          // the registered remote workers
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *HealthDetailsResponse) Reset() {
 	*x = HealthDetailsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4326,7 +4621,7 @@ func (x *HealthDetailsResponse) String() string {
 func (*HealthDetailsResponse) ProtoMessage() {}
 
 func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4339,7 +4634,7 @@ func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsResponse.ProtoReflect.Descriptor instead.
 func (*HealthDetailsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HealthDetailsResponse) GetOk() bool {
@@ -4419,6 +4714,13 @@ func (x *HealthDetailsResponse) GetMaxRunning() int32 {
 	return 0
 }
 
+func (x *HealthDetailsResponse) GetWorkers() []*Worker {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
 // StoreStatus is whether the daemon can write its store.
 type StoreStatus struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -4440,7 +4742,7 @@ type StoreStatus struct {
 
 func (x *StoreStatus) Reset() {
 	*x = StoreStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4452,7 +4754,7 @@ func (x *StoreStatus) String() string {
 func (*StoreStatus) ProtoMessage() {}
 
 func (x *StoreStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4465,7 +4767,7 @@ func (x *StoreStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreStatus.ProtoReflect.Descriptor instead.
 func (*StoreStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *StoreStatus) GetOk() bool {
@@ -4521,7 +4823,7 @@ var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
 
 const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
-	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf3\x03\n" +
+	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x11claude_session_id\x18\x02 \x01(\tR\x0fclaudeSessionId\x12\x10\n" +
@@ -4540,7 +4842,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"budget_usd\x18\v \x01(\x01R\tbudgetUsd\x12\x14\n" +
 	"\x05error\x18\f \x01(\tR\x05error\x12\x16\n" +
 	"\x06worker\x18\r \x01(\tR\x06worker\x12\x1b\n" +
-	"\tparent_id\x18\x0e \x01(\tR\bparentId\"\xf3\x02\n" +
+	"\tparent_id\x18\x0e \x01(\tR\bparentId\x12\x1f\n" +
+	"\vworker_name\x18\x0f \x01(\tR\n" +
+	"workerName\"\xf3\x02\n" +
 	"\x05Usage\x12\x19\n" +
 	"\bcost_usd\x18\x01 \x01(\x01R\acostUsd\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
@@ -4557,7 +4861,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x03 \x01(\x03R\foutputTokens\x125\n" +
 	"\x17cache_read_input_tokens\x18\x04 \x01(\x03R\x14cacheReadInputTokens\x12=\n" +
-	"\x1bcache_creation_input_tokens\x18\x05 \x01(\x03R\x18cacheCreationInputTokens\"\xd7\x03\n" +
+	"\x1bcache_creation_input_tokens\x18\x05 \x01(\x03R\x18cacheCreationInputTokens\"\xed\x04\n" +
 	"\x0eSessionOptions\x12\x10\n" +
 	"\x03cwd\x18\x01 \x01(\tR\x03cwd\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12'\n" +
@@ -4573,7 +4877,11 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x18include_partial_messages\x18\v \x01(\bR\x16includePartialMessages\x12\x1d\n" +
 	"\n" +
 	"extra_args\x18\f \x03(\tR\textraArgs\x12\x16\n" +
-	"\x06worker\x18\r \x01(\tR\x06worker\"f\n" +
+	"\x06worker\x18\r \x01(\tR\x06worker\x12S\n" +
+	"\rworker_labels\x18\x0e \x03(\v2..claudectl.v1.SessionOptions.WorkerLabelsEntryR\fworkerLabels\x1a?\n" +
+	"\x11WorkerLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"f\n" +
 	"\x14CreateSessionRequest\x126\n" +
 	"\aoptions\x18\x01 \x01(\v2\x1c.claudectl.v1.SessionOptionsR\aoptions\x12\x16\n" +
 	"\x06prompt\x18\x02 \x01(\tR\x06prompt\"H\n" +
@@ -4829,7 +5137,30 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x13claude_code_version\x18\x02 \x01(\tR\x11claudeCodeVersion\x126\n" +
 	"\x05level\x18\x03 \x01(\x0e2 .claudectl.v1.CompatibilityLevelR\x05level\x12\x18\n" +
 	"\amissing\x18\x04 \x03(\tR\amissing\"\x16\n" +
-	"\x14HealthDetailsRequest\"\xdf\x03\n" +
+	"\x14HealthDetailsRequest\"\x14\n" +
+	"\x12ListWorkersRequest\"E\n" +
+	"\x13ListWorkersResponse\x12.\n" +
+	"\aworkers\x18\x01 \x03(\v2\x14.claudectl.v1.WorkerR\aworkers\"\xfb\x03\n" +
+	"\x06Worker\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
+	"\x06labels\x18\x02 \x03(\v2 .claudectl.v1.Worker.LabelsEntryR\x06labels\x12\x1a\n" +
+	"\bcapacity\x18\x03 \x01(\x05R\bcapacity\x12\x1f\n" +
+	"\vsession_ids\x18\x04 \x03(\tR\n" +
+	"sessionIds\x12\x1f\n" +
+	"\vcli_version\x18\x05 \x01(\tR\n" +
+	"cliVersion\x12/\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x19.claudectl.v1.WorkerStateR\x05state\x12;\n" +
+	"\vstate_since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"stateSince\x127\n" +
+	"\tlast_seen\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x18\n" +
+	"\aaddress\x18\t \x01(\tR\aaddress\x12\x12\n" +
+	"\x04host\x18\n" +
+	" \x01(\tR\x04host\x12\x10\n" +
+	"\x03pid\x18\v \x01(\x05R\x03pid\x12#\n" +
+	"\rgrace_seconds\x18\f \x01(\x03R\fgraceSeconds\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x04\n" +
 	"\x15HealthDetailsResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x129\n" +
@@ -4845,7 +5176,8 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x12suspended_sessions\x18\f \x01(\x05R\x11suspendedSessions\x12'\n" +
 	"\x0fqueued_sessions\x18\r \x01(\x05R\x0equeuedSessions\x12\x1f\n" +
 	"\vmax_running\x18\x0e \x01(\x05R\n" +
-	"maxRunning\"\x88\x02\n" +
+	"maxRunning\x12.\n" +
+	"\aworkers\x18\x0f \x03(\v2\x14.claudectl.v1.WorkerR\aworkers\"\x88\x02\n" +
 	"\vStoreStatus\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12?\n" +
@@ -4882,7 +5214,12 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"$COMPATIBILITY_LEVEL_FULLY_COMPATIBLE\x10\x01\x12)\n" +
 	"%COMPATIBILITY_LEVEL_LIKELY_COMPATIBLE\x10\x02\x12 \n" +
 	"\x1cCOMPATIBILITY_LEVEL_DEGRADED\x10\x03\x12$\n" +
-	" COMPATIBILITY_LEVEL_INCOMPATIBLE\x10\x042\x81\b\n" +
+	" COMPATIBILITY_LEVEL_INCOMPATIBLE\x10\x04*}\n" +
+	"\vWorkerState\x12\x1c\n" +
+	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16WORKER_STATE_CONNECTED\x10\x01\x12\x1d\n" +
+	"\x19WORKER_STATE_RECONNECTING\x10\x02\x12\x15\n" +
+	"\x11WORKER_STATE_LOST\x10\x032\x81\b\n" +
 	"\x0eSessionService\x12X\n" +
 	"\rCreateSession\x12\".claudectl.v1.CreateSessionRequest\x1a#.claudectl.v1.CreateSessionResponse\x12U\n" +
 	"\fListSessions\x12!.claudectl.v1.ListSessionsRequest\x1a\".claudectl.v1.ListSessionsResponse\x12O\n" +
@@ -4905,7 +5242,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\aAddRule\x12\x1c.claudectl.v1.AddRuleRequest\x1a\x1d.claudectl.v1.AddRuleResponse\x12O\n" +
 	"\n" +
 	"RemoveRule\x12\x1f.claudectl.v1.RemoveRuleRequest\x1a .claudectl.v1.RemoveRuleResponse\x12X\n" +
-	"\rListDecisions\x12\".claudectl.v1.ListDecisionsRequest\x1a#.claudectl.v1.ListDecisionsResponse2\xae\x01\n" +
+	"\rListDecisions\x12\".claudectl.v1.ListDecisionsRequest\x1a#.claudectl.v1.ListDecisionsResponse2c\n" +
+	"\rWorkerService\x12R\n" +
+	"\vListWorkers\x12 .claudectl.v1.ListWorkersRequest\x1a!.claudectl.v1.ListWorkersResponse2\xae\x01\n" +
 	"\rHealthService\x12C\n" +
 	"\x06Health\x12\x1b.claudectl.v1.HealthRequest\x1a\x1c.claudectl.v1.HealthResponse\x12X\n" +
 	"\rHealthDetails\x12\".claudectl.v1.HealthDetailsRequest\x1a#.claudectl.v1.HealthDetailsResponseBAZ?github.com/claudectl/claudectl/api/gen/claudectl/v1;claudectlv1b\x06proto3"
@@ -4922,200 +5261,215 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 	return file_claudectl_v1_claudectl_proto_rawDescData
 }
 
-var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                     // 1: claudectl.v1.Behavior
 	(RuleScope)(0),                    // 2: claudectl.v1.RuleScope
 	(CompatibilityLevel)(0),           // 3: claudectl.v1.CompatibilityLevel
-	(*Session)(nil),                   // 4: claudectl.v1.Session
-	(*Usage)(nil),                     // 5: claudectl.v1.Usage
-	(*ModelUsage)(nil),                // 6: claudectl.v1.ModelUsage
-	(*SessionOptions)(nil),            // 7: claudectl.v1.SessionOptions
-	(*CreateSessionRequest)(nil),      // 8: claudectl.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),     // 9: claudectl.v1.CreateSessionResponse
-	(*ListSessionsRequest)(nil),       // 10: claudectl.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 11: claudectl.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),         // 12: claudectl.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),        // 13: claudectl.v1.GetSessionResponse
-	(*SendRequest)(nil),               // 14: claudectl.v1.SendRequest
-	(*SendResponse)(nil),              // 15: claudectl.v1.SendResponse
-	(*InterruptRequest)(nil),          // 16: claudectl.v1.InterruptRequest
-	(*InterruptResponse)(nil),         // 17: claudectl.v1.InterruptResponse
-	(*SetModelRequest)(nil),           // 18: claudectl.v1.SetModelRequest
-	(*SetModelResponse)(nil),          // 19: claudectl.v1.SetModelResponse
-	(*SetPermissionModeRequest)(nil),  // 20: claudectl.v1.SetPermissionModeRequest
-	(*SetPermissionModeResponse)(nil), // 21: claudectl.v1.SetPermissionModeResponse
-	(*CloseSessionRequest)(nil),       // 22: claudectl.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),      // 23: claudectl.v1.CloseSessionResponse
-	(*ResumeSessionRequest)(nil),      // 24: claudectl.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),     // 25: claudectl.v1.ResumeSessionResponse
-	(*ForkSessionRequest)(nil),        // 26: claudectl.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),       // 27: claudectl.v1.ForkSessionResponse
-	(*SubscribeRequest)(nil),          // 28: claudectl.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 29: claudectl.v1.SubscribeResponse
-	(*Event)(nil),                     // 30: claudectl.v1.Event
-	(*Interrupted)(nil),               // 31: claudectl.v1.Interrupted
-	(*Gap)(nil),                       // 32: claudectl.v1.Gap
-	(*TextDelta)(nil),                 // 33: claudectl.v1.TextDelta
-	(*Message)(nil),                   // 34: claudectl.v1.Message
-	(*ToolUse)(nil),                   // 35: claudectl.v1.ToolUse
-	(*PermissionRequest)(nil),         // 36: claudectl.v1.PermissionRequest
-	(*Question)(nil),                  // 37: claudectl.v1.Question
-	(*PermissionResolved)(nil),        // 38: claudectl.v1.PermissionResolved
-	(*Decision)(nil),                  // 39: claudectl.v1.Decision
-	(*UsageReport)(nil),               // 40: claudectl.v1.UsageReport
-	(*StatusChange)(nil),              // 41: claudectl.v1.StatusChange
-	(*Error)(nil),                     // 42: claudectl.v1.Error
-	(*Warning)(nil),                   // 43: claudectl.v1.Warning
-	(*WatchSessionsRequest)(nil),      // 44: claudectl.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),     // 45: claudectl.v1.WatchSessionsResponse
-	(*WatchPendingRequest)(nil),       // 46: claudectl.v1.WatchPendingRequest
-	(*WatchPendingResponse)(nil),      // 47: claudectl.v1.WatchPendingResponse
-	(*SettledRequest)(nil),            // 48: claudectl.v1.SettledRequest
-	(*ListPendingRequest)(nil),        // 49: claudectl.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),       // 50: claudectl.v1.ListPendingResponse
-	(*DecideRequest)(nil),             // 51: claudectl.v1.DecideRequest
-	(*DecideResponse)(nil),            // 52: claudectl.v1.DecideResponse
-	(*Rule)(nil),                      // 53: claudectl.v1.Rule
-	(*ListRulesRequest)(nil),          // 54: claudectl.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),         // 55: claudectl.v1.ListRulesResponse
-	(*AddRuleRequest)(nil),            // 56: claudectl.v1.AddRuleRequest
-	(*AddRuleResponse)(nil),           // 57: claudectl.v1.AddRuleResponse
-	(*RemoveRuleRequest)(nil),         // 58: claudectl.v1.RemoveRuleRequest
-	(*RemoveRuleResponse)(nil),        // 59: claudectl.v1.RemoveRuleResponse
-	(*ListDecisionsRequest)(nil),      // 60: claudectl.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),     // 61: claudectl.v1.ListDecisionsResponse
-	(*HealthRequest)(nil),             // 62: claudectl.v1.HealthRequest
-	(*HealthResponse)(nil),            // 63: claudectl.v1.HealthResponse
-	(*ClaudeCodeStatus)(nil),          // 64: claudectl.v1.ClaudeCodeStatus
-	(*CompatibilityReason)(nil),       // 65: claudectl.v1.CompatibilityReason
-	(*ClaudeCodeVersion)(nil),         // 66: claudectl.v1.ClaudeCodeVersion
-	(*DegradedSession)(nil),           // 67: claudectl.v1.DegradedSession
-	(*HealthDetailsRequest)(nil),      // 68: claudectl.v1.HealthDetailsRequest
-	(*HealthDetailsResponse)(nil),     // 69: claudectl.v1.HealthDetailsResponse
-	(*StoreStatus)(nil),               // 70: claudectl.v1.StoreStatus
-	nil,                               // 71: claudectl.v1.Usage.ByModelEntry
-	nil,                               // 72: claudectl.v1.DecideRequest.AnswersEntry
-	(*timestamppb.Timestamp)(nil),     // 73: google.protobuf.Timestamp
+	(WorkerState)(0),                  // 4: claudectl.v1.WorkerState
+	(*Session)(nil),                   // 5: claudectl.v1.Session
+	(*Usage)(nil),                     // 6: claudectl.v1.Usage
+	(*ModelUsage)(nil),                // 7: claudectl.v1.ModelUsage
+	(*SessionOptions)(nil),            // 8: claudectl.v1.SessionOptions
+	(*CreateSessionRequest)(nil),      // 9: claudectl.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),     // 10: claudectl.v1.CreateSessionResponse
+	(*ListSessionsRequest)(nil),       // 11: claudectl.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 12: claudectl.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),         // 13: claudectl.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),        // 14: claudectl.v1.GetSessionResponse
+	(*SendRequest)(nil),               // 15: claudectl.v1.SendRequest
+	(*SendResponse)(nil),              // 16: claudectl.v1.SendResponse
+	(*InterruptRequest)(nil),          // 17: claudectl.v1.InterruptRequest
+	(*InterruptResponse)(nil),         // 18: claudectl.v1.InterruptResponse
+	(*SetModelRequest)(nil),           // 19: claudectl.v1.SetModelRequest
+	(*SetModelResponse)(nil),          // 20: claudectl.v1.SetModelResponse
+	(*SetPermissionModeRequest)(nil),  // 21: claudectl.v1.SetPermissionModeRequest
+	(*SetPermissionModeResponse)(nil), // 22: claudectl.v1.SetPermissionModeResponse
+	(*CloseSessionRequest)(nil),       // 23: claudectl.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),      // 24: claudectl.v1.CloseSessionResponse
+	(*ResumeSessionRequest)(nil),      // 25: claudectl.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),     // 26: claudectl.v1.ResumeSessionResponse
+	(*ForkSessionRequest)(nil),        // 27: claudectl.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),       // 28: claudectl.v1.ForkSessionResponse
+	(*SubscribeRequest)(nil),          // 29: claudectl.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 30: claudectl.v1.SubscribeResponse
+	(*Event)(nil),                     // 31: claudectl.v1.Event
+	(*Interrupted)(nil),               // 32: claudectl.v1.Interrupted
+	(*Gap)(nil),                       // 33: claudectl.v1.Gap
+	(*TextDelta)(nil),                 // 34: claudectl.v1.TextDelta
+	(*Message)(nil),                   // 35: claudectl.v1.Message
+	(*ToolUse)(nil),                   // 36: claudectl.v1.ToolUse
+	(*PermissionRequest)(nil),         // 37: claudectl.v1.PermissionRequest
+	(*Question)(nil),                  // 38: claudectl.v1.Question
+	(*PermissionResolved)(nil),        // 39: claudectl.v1.PermissionResolved
+	(*Decision)(nil),                  // 40: claudectl.v1.Decision
+	(*UsageReport)(nil),               // 41: claudectl.v1.UsageReport
+	(*StatusChange)(nil),              // 42: claudectl.v1.StatusChange
+	(*Error)(nil),                     // 43: claudectl.v1.Error
+	(*Warning)(nil),                   // 44: claudectl.v1.Warning
+	(*WatchSessionsRequest)(nil),      // 45: claudectl.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),     // 46: claudectl.v1.WatchSessionsResponse
+	(*WatchPendingRequest)(nil),       // 47: claudectl.v1.WatchPendingRequest
+	(*WatchPendingResponse)(nil),      // 48: claudectl.v1.WatchPendingResponse
+	(*SettledRequest)(nil),            // 49: claudectl.v1.SettledRequest
+	(*ListPendingRequest)(nil),        // 50: claudectl.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),       // 51: claudectl.v1.ListPendingResponse
+	(*DecideRequest)(nil),             // 52: claudectl.v1.DecideRequest
+	(*DecideResponse)(nil),            // 53: claudectl.v1.DecideResponse
+	(*Rule)(nil),                      // 54: claudectl.v1.Rule
+	(*ListRulesRequest)(nil),          // 55: claudectl.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),         // 56: claudectl.v1.ListRulesResponse
+	(*AddRuleRequest)(nil),            // 57: claudectl.v1.AddRuleRequest
+	(*AddRuleResponse)(nil),           // 58: claudectl.v1.AddRuleResponse
+	(*RemoveRuleRequest)(nil),         // 59: claudectl.v1.RemoveRuleRequest
+	(*RemoveRuleResponse)(nil),        // 60: claudectl.v1.RemoveRuleResponse
+	(*ListDecisionsRequest)(nil),      // 61: claudectl.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),     // 62: claudectl.v1.ListDecisionsResponse
+	(*HealthRequest)(nil),             // 63: claudectl.v1.HealthRequest
+	(*HealthResponse)(nil),            // 64: claudectl.v1.HealthResponse
+	(*ClaudeCodeStatus)(nil),          // 65: claudectl.v1.ClaudeCodeStatus
+	(*CompatibilityReason)(nil),       // 66: claudectl.v1.CompatibilityReason
+	(*ClaudeCodeVersion)(nil),         // 67: claudectl.v1.ClaudeCodeVersion
+	(*DegradedSession)(nil),           // 68: claudectl.v1.DegradedSession
+	(*HealthDetailsRequest)(nil),      // 69: claudectl.v1.HealthDetailsRequest
+	(*ListWorkersRequest)(nil),        // 70: claudectl.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),       // 71: claudectl.v1.ListWorkersResponse
+	(*Worker)(nil),                    // 72: claudectl.v1.Worker
+	(*HealthDetailsResponse)(nil),     // 73: claudectl.v1.HealthDetailsResponse
+	(*StoreStatus)(nil),               // 74: claudectl.v1.StoreStatus
+	nil,                               // 75: claudectl.v1.Usage.ByModelEntry
+	nil,                               // 76: claudectl.v1.SessionOptions.WorkerLabelsEntry
+	nil,                               // 77: claudectl.v1.DecideRequest.AnswersEntry
+	nil,                               // 78: claudectl.v1.Worker.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 79: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,  // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	73, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	73, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
-	71, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
-	7,  // 5: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
-	4,  // 6: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
-	0,  // 7: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
-	4,  // 8: claudectl.v1.ListSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	4,  // 9: claudectl.v1.GetSessionResponse.session:type_name -> claudectl.v1.Session
-	4,  // 10: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
-	4,  // 11: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
-	30, // 12: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	73, // 13: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
-	33, // 14: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
-	34, // 15: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
-	35, // 16: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
-	36, // 17: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
-	38, // 18: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
-	40, // 19: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
-	41, // 20: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
-	42, // 21: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
-	43, // 22: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
-	31, // 23: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
-	32, // 24: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
-	73, // 25: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	73, // 26: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
-	37, // 27: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	73, // 28: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	53, // 29: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
-	39, // 30: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
-	1,  // 31: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	73, // 32: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	5,  // 33: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
-	5,  // 34: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
-	0,  // 35: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
-	3,  // 36: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
-	4,  // 37: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	36, // 38: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	48, // 39: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
-	73, // 40: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
-	36, // 41: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	1,  // 42: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	72, // 43: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	39, // 44: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
-	1,  // 45: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
-	2,  // 46: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	73, // 47: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	53, // 48: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	53, // 49: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	53, // 50: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	39, // 51: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
-	3,  // 52: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	65, // 53: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	66, // 54: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	67, // 55: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
-	3,  // 56: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	73, // 57: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	73, // 58: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
-	3,  // 59: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 60: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 61: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	73, // 62: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	64, // 63: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	70, // 64: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
-	73, // 65: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	73, // 66: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	6,  // 67: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	8,  // 68: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	10, // 69: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	12, // 70: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	14, // 71: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	16, // 72: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	18, // 73: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	20, // 74: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	22, // 75: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	24, // 76: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	26, // 77: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	28, // 78: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	44, // 79: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
-	49, // 80: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	46, // 81: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
-	51, // 82: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	54, // 83: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	56, // 84: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	58, // 85: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	60, // 86: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	62, // 87: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	68, // 88: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	9,  // 89: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	11, // 90: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	13, // 91: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	15, // 92: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	17, // 93: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	19, // 94: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	21, // 95: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	23, // 96: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	25, // 97: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	27, // 98: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	29, // 99: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	45, // 100: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
-	50, // 101: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	47, // 102: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
-	52, // 103: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	55, // 104: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	57, // 105: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	59, // 106: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	61, // 107: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	63, // 108: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	69, // 109: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	89, // [89:110] is the sub-list for method output_type
-	68, // [68:89] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	79, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	79, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
+	75, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	76, // 5: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
+	8,  // 6: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
+	5,  // 7: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
+	0,  // 8: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
+	5,  // 9: claudectl.v1.ListSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	5,  // 10: claudectl.v1.GetSessionResponse.session:type_name -> claudectl.v1.Session
+	5,  // 11: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
+	5,  // 12: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
+	31, // 13: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
+	79, // 14: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	34, // 15: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
+	35, // 16: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
+	36, // 17: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
+	37, // 18: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
+	39, // 19: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
+	41, // 20: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
+	42, // 21: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
+	43, // 22: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
+	44, // 23: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
+	32, // 24: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
+	33, // 25: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
+	79, // 26: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	79, // 27: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	38, // 28: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
+	79, // 29: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 30: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
+	40, // 31: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
+	1,  // 32: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
+	79, // 33: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	6,  // 34: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
+	6,  // 35: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
+	0,  // 36: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
+	3,  // 37: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
+	5,  // 38: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	37, // 39: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	49, // 40: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
+	79, // 41: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	37, // 42: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	1,  // 43: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
+	77, // 44: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	40, // 45: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	1,  // 46: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
+	2,  // 47: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
+	79, // 48: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	54, // 49: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	54, // 50: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	54, // 51: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	40, // 52: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	3,  // 53: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
+	66, // 54: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	67, // 55: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	68, // 56: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	3,  // 57: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
+	79, // 58: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	79, // 59: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	3,  // 60: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 61: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 62: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
+	72, // 63: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
+	78, // 64: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
+	4,  // 65: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
+	79, // 66: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
+	79, // 67: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
+	79, // 68: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	65, // 69: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	74, // 70: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	72, // 71: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
+	79, // 72: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	79, // 73: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	7,  // 74: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	9,  // 75: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	11, // 76: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	13, // 77: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	15, // 78: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	17, // 79: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	19, // 80: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	21, // 81: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	23, // 82: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	25, // 83: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	27, // 84: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	29, // 85: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	45, // 86: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	50, // 87: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	47, // 88: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	52, // 89: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	55, // 90: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	57, // 91: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	59, // 92: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	61, // 93: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	70, // 94: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
+	63, // 95: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	69, // 96: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	10, // 97: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	12, // 98: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	14, // 99: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	16, // 100: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	18, // 101: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	20, // 102: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	22, // 103: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	24, // 104: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	26, // 105: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	28, // 106: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	30, // 107: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	46, // 108: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	51, // 109: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	48, // 110: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	53, // 111: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	56, // 112: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	58, // 113: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	60, // 114: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	62, // 115: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	71, // 116: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
+	64, // 117: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	73, // 118: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	97, // [97:119] is the sub-list for method output_type
+	75, // [75:97] is the sub-list for method input_type
+	75, // [75:75] is the sub-list for extension type_name
+	75, // [75:75] is the sub-list for extension extendee
+	0,  // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -5141,10 +5495,10 @@ func file_claudectl_v1_claudectl_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   69,
+			NumEnums:      5,
+			NumMessages:   74,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_claudectl_v1_claudectl_proto_goTypes,
 		DependencyIndexes: file_claudectl_v1_claudectl_proto_depIdxs,

@@ -30,6 +30,8 @@ const (
 	SessionServiceName = "claudectl.v1.SessionService"
 	// PermissionServiceName is the fully-qualified name of the PermissionService service.
 	PermissionServiceName = "claudectl.v1.PermissionService"
+	// WorkerServiceName is the fully-qualified name of the WorkerService service.
+	WorkerServiceName = "claudectl.v1.WorkerService"
 	// HealthServiceName is the fully-qualified name of the HealthService service.
 	HealthServiceName = "claudectl.v1.HealthService"
 )
@@ -97,6 +99,9 @@ const (
 	// PermissionServiceListDecisionsProcedure is the fully-qualified name of the PermissionService's
 	// ListDecisions RPC.
 	PermissionServiceListDecisionsProcedure = "/claudectl.v1.PermissionService/ListDecisions"
+	// WorkerServiceListWorkersProcedure is the fully-qualified name of the WorkerService's ListWorkers
+	// RPC.
+	WorkerServiceListWorkersProcedure = "/claudectl.v1.WorkerService/ListWorkers"
 	// HealthServiceHealthProcedure is the fully-qualified name of the HealthService's Health RPC.
 	HealthServiceHealthProcedure = "/claudectl.v1.HealthService/Health"
 	// HealthServiceHealthDetailsProcedure is the fully-qualified name of the HealthService's
@@ -718,6 +723,76 @@ func (UnimplementedPermissionServiceHandler) RemoveRule(context.Context, *connec
 
 func (UnimplementedPermissionServiceHandler) ListDecisions(context.Context, *connect.Request[v1.ListDecisionsRequest]) (*connect.Response[v1.ListDecisionsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.PermissionService.ListDecisions is not implemented"))
+}
+
+// WorkerServiceClient is a client for the claudectl.v1.WorkerService service.
+type WorkerServiceClient interface {
+	ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error)
+}
+
+// NewWorkerServiceClient constructs a client for the claudectl.v1.WorkerService service. By
+// default, it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses,
+// and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the
+// connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) WorkerServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	workerServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("WorkerService").Methods()
+	return &workerServiceClient{
+		listWorkers: connect.NewClient[v1.ListWorkersRequest, v1.ListWorkersResponse](
+			httpClient,
+			baseURL+WorkerServiceListWorkersProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("ListWorkers")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// workerServiceClient implements WorkerServiceClient.
+type workerServiceClient struct {
+	listWorkers *connect.Client[v1.ListWorkersRequest, v1.ListWorkersResponse]
+}
+
+// ListWorkers calls claudectl.v1.WorkerService.ListWorkers.
+func (c *workerServiceClient) ListWorkers(ctx context.Context, req *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error) {
+	return c.listWorkers.CallUnary(ctx, req)
+}
+
+// WorkerServiceHandler is an implementation of the claudectl.v1.WorkerService service.
+type WorkerServiceHandler interface {
+	ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error)
+}
+
+// NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	workerServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("WorkerService").Methods()
+	workerServiceListWorkersHandler := connect.NewUnaryHandler(
+		WorkerServiceListWorkersProcedure,
+		svc.ListWorkers,
+		connect.WithSchema(workerServiceMethods.ByName("ListWorkers")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/claudectl.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case WorkerServiceListWorkersProcedure:
+			workerServiceListWorkersHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedWorkerServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedWorkerServiceHandler struct{}
+
+func (UnimplementedWorkerServiceHandler) ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.WorkerService.ListWorkers is not implemented"))
 }
 
 // HealthServiceClient is a client for the claudectl.v1.HealthService service.

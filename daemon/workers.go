@@ -1,0 +1,41 @@
+package daemon
+
+import "github.com/claudectl/claudectl/claude"
+
+// This file holds what the daemon knows of its remote workers: which one
+// runs each session, and the list of the registered ones.
+
+// setWorkerOf records that session id's CLI runs on the worker named.
+func (d *Daemon) setWorkerOf(id, worker string) {
+	if worker == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.workerNames == nil {
+		d.workerNames = map[string]string{}
+	}
+	d.workerNames[id] = worker
+}
+
+// workerOf returns the remote worker session id's CLI ran on last, "" if
+// none since the daemon started (a local session, or one not run yet).
+func (d *Daemon) workerOf(id string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.workerNames[id]
+}
+
+// WorkerOf returns the name of the remote worker that runs session id's
+// CLI, or ran it last since the daemon started; "" for a local session.
+func (d *Daemon) WorkerOf(id string) string { return d.workerOf(id) }
+
+// ListWorkers returns the registered remote workers, sorted by name, each
+// with the ids of the daemon's sessions it runs; nil when the daemon
+// accepts no workers.
+func (d *Daemon) ListWorkers() []claude.WorkerInfo {
+	if d.workers == nil {
+		return nil
+	}
+	return d.workers.Workers() // the daemon tags its sessions with their ids
+}
