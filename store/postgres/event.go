@@ -11,6 +11,7 @@ import (
 
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/internal/chunk"
+	"github.com/claudectl/claudectl/store/internal/groupcommit"
 )
 
 // Append stores ev at the end of its session's log and returns its seq
@@ -54,7 +55,7 @@ func (db *DB) AppendAsync(ctx context.Context, done func(error), evs ...*store.E
 	if err := db.prepareAll(evs); err != nil {
 		return err
 	}
-	if err := db.app.enqueue(ctx, &request{evs: evs, notify: done}); err != nil {
+	if err := db.app.enqueue(ctx, &request{evs: evs, Base: groupcommit.Base{Notify: done}}); err != nil {
 		return fmt.Errorf("postgres: append: %w", err)
 	}
 	return nil
@@ -69,7 +70,7 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
 		return err
 	}
-	r := &request{evs: []*store.Event{ev}, notify: done,
+	r := &request{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
 		then: func(ctx context.Context, tx pgx.Tx, _ int64) error {
 			q, args := updateSQL(upd, ev.Time, ev.SessionID)
 			tag, err := tx.Exec(ctx, q, args...)
@@ -100,7 +101,7 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 			rec, s, err = addUsage(ctx, tx, in)
 			return err
 		}}
-	r.notify = func(err error) {
+	r.Notify = func(err error) {
 		if err != nil {
 			rec, s = nil, nil
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,15 +11,7 @@ import (
 
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/internal/chunk"
-)
-
-// Request states: a request is withdrawn by its caller (queued →
-// cancelled) or taken by the writer (queued → taken), never both, which is
-// what lets Append promise "a seq if and only if the event is stored".
-const (
-	queued int32 = iota
-	taken
-	cancelled
+	"github.com/claudectl/claudectl/store/internal/groupcommit"
 )
 
 // A request is one Append, AppendBatch or AppendAsync call (with the
@@ -32,9 +23,8 @@ type request struct {
 	// are inserted (seq is the last one's); an error fails the request
 	// alone. It may run more than once (a batch is written again when one
 	// of its requests fails), so it must set its results afresh each time.
-	then   func(ctx context.Context, tx pgx.Tx, seq int64) error
-	state  atomic.Int32
-	notify func(error)
+	then func(ctx context.Context, tx pgx.Tx, seq int64) error
+	groupcommit.Base
 }
 
 // The appender is the goroutine that writes events: it takes every
@@ -45,96 +35,23 @@ type appender struct {
 	maxBatch int
 	commits  atomic.Int64
 	closing  atomic.Bool // Close was called: no more retries
-
-	mu     sync.RWMutex // held for reading while sending on in; for writing to close it
-	closed bool
-	in     chan *request
-	exited chan struct{}
+	q        *groupcommit.Queue[*request]
 }
 
 func newAppender(db *DB, maxBatch int) *appender {
-	a := &appender{db: db, maxBatch: maxBatch, in: make(chan *request, 1024), exited: make(chan struct{})}
-	go a.run()
+	a := &appender{db: db, maxBatch: maxBatch}
+	a.q = groupcommit.New(1024, maxBatch, func(r *request) *groupcommit.Base { return &r.Base },
+		func(r *request) int { return len(r.evs) })
+	go a.q.Run(a.commit)
 	return a
 }
 
-// enqueue queues r for the writer; it fails if ctx ends first (the queue
-// is full: the writer is behind) or the appender is closed.
-func (a *appender) enqueue(ctx context.Context, r *request) error {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
-		return store.ErrClosed
-	}
-	select {
-	case a.in <- r:
-		return nil
-	default:
-	}
-	select {
-	case a.in <- r:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// submit queues r and waits for its outcome. If ctx ends while r is still
-// queued, r is withdrawn; once taken, submit waits for its transaction.
-func (a *appender) submit(ctx context.Context, r *request) error {
-	done := make(chan error, 1)
-	r.notify = func(err error) { done <- err }
-	if err := a.enqueue(ctx, r); err != nil {
-		return err
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(queued, cancelled) {
-			return ctx.Err()
-		}
-		return <-done
-	}
-}
+func (a *appender) enqueue(ctx context.Context, r *request) error { return a.q.Enqueue(ctx, r) }
+func (a *appender) submit(ctx context.Context, r *request) error  { return a.q.Submit(ctx, r) }
 
 func (a *appender) close() {
 	a.closing.Store(true)
-	a.mu.Lock()
-	if !a.closed {
-		a.closed = true
-		close(a.in)
-	}
-	a.mu.Unlock()
-	<-a.exited
-}
-
-func (a *appender) run() {
-	defer close(a.exited)
-	var batch []*request
-	for {
-		r, ok := <-a.in
-		if !ok {
-			return
-		}
-		batch = append(batch[:0], r)
-		n := len(r.evs)
-	gather:
-		for n < a.maxBatch {
-			select {
-			case r, ok := <-a.in:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, r)
-				n += len(r.evs)
-			default:
-				break gather
-			}
-		}
-		a.commit(batch)
-		clear(batch)
-	}
+	a.q.Close()
 }
 
 // requestError is a failure of one request in a batch written without
@@ -149,7 +66,7 @@ func (a *appender) commit(batch []*request) {
 	live := batch[:0]
 	careful := false
 	for _, r := range batch {
-		if r.state.CompareAndSwap(queued, taken) {
+		if r.Take() {
 			live = append(live, r)
 			careful = careful || r.deleteSession != ""
 		}
@@ -201,7 +118,7 @@ func (a *appender) commit(batch []*request) {
 				ev.Seq = 0
 			}
 		}
-		r.notify(e)
+		r.Notify(e)
 	}
 }
 

@@ -5,20 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/claudectl/claudectl/store"
-)
-
-// Request states. A request is withdrawn by its caller (queued → cancelled)
-// or taken by the writer (queued → taken), never both: that is what lets
-// Append promise "a seq if and only if the event is stored".
-const (
-	queued int32 = iota
-	taken
-	cancelled
+	"github.com/claudectl/claudectl/store/internal/groupcommit"
 )
 
 // An appendRequest is one Append or AppendBatch call, or one
@@ -34,11 +25,8 @@ type appendRequest struct {
 	// alone. It may run more than once (a batch is written again when one
 	// of its requests fails), so it must write only through tx and set its
 	// results afresh each time.
-	then  func(ctx context.Context, tx dbtx, seq int64) error
-	state atomic.Int32
-	// notify is called once, on the writer goroutine, with the outcome of
-	// a request the writer took. It must not block.
-	notify func(error)
+	then func(ctx context.Context, tx dbtx, seq int64) error
+	groupcommit.Base
 }
 
 // sessionState is what the writer knows of a session's log.
@@ -77,10 +65,7 @@ type appender struct {
 	health  *store.HealthTracker
 	commits atomic.Int64 // batches written (for tests)
 
-	mu     sync.RWMutex // held for reading while sending on in; for writing to close it
-	closed bool         // guarded by mu
-	in     chan *appendRequest
-	exited chan struct{}
+	q *groupcommit.Queue[*appendRequest]
 }
 
 func newAppender(w *sql.DB, maxBatch int, h *store.HealthTracker) (*appender, error) {
@@ -92,9 +77,9 @@ func newAppender(w *sql.DB, maxBatch int, h *store.HealthTracker) (*appender, er
 		changed:  make(map[string]sessionState),
 		chunks:   make(map[int64]*chunkWriter),
 		maxBatch: maxBatch,
-		in:       make(chan *appendRequest, 1024),
-		exited:   make(chan struct{}),
 	}
+	a.q = groupcommit.New(1024, maxBatch, func(r *appendRequest) *groupcommit.Base { return &r.Base },
+		func(r *appendRequest) int { return len(r.evs) })
 	var err error
 	if a.insert, err = w.PrepareContext(ctx, insertChunkSQL); err != nil {
 		return nil, err
@@ -161,59 +146,16 @@ func (a *appender) prepareKnown(ctx context.Context) error {
 
 func first[T, U any](t T, _ U) T { return t }
 
-// enqueue queues r for the writer. It fails if ctx ends before r could be
-// queued (the queue is full: the writer is behind) or the appender is
-// closed.
-func (a *appender) enqueue(ctx context.Context, r *appendRequest) error {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
-		return store.ErrClosed
-	}
-	select {
-	case a.in <- r:
-		return nil
-	default:
-	}
-	select {
-	case a.in <- r:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// enqueue queues r for the writer (groupcommit.Queue.Enqueue).
+func (a *appender) enqueue(ctx context.Context, r *appendRequest) error { return a.q.Enqueue(ctx, r) }
 
-// submit queues r, waits until it is committed or failed, and returns the
-// outcome. If ctx ends while r is still queued, r is withdrawn and ctx's
-// error returned; once the writer has taken r, submit waits for the
-// transaction to end, which takes one commit at most.
-func (a *appender) submit(ctx context.Context, r *appendRequest) error {
-	done := make(chan error, 1)
-	r.notify = func(err error) { done <- err }
-	if err := a.enqueue(ctx, r); err != nil {
-		return err
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(queued, cancelled) {
-			return ctx.Err()
-		}
-		return <-done
-	}
-}
+// submit queues r and waits for its outcome (groupcommit.Queue.Submit).
+func (a *appender) submit(ctx context.Context, r *appendRequest) error { return a.q.Submit(ctx, r) }
 
 // close stops taking requests, lets the writer commit those already queued
 // and waits for it to exit.
 func (a *appender) close() {
-	a.mu.Lock()
-	if !a.closed {
-		a.closed = true
-		close(a.in)
-	}
-	a.mu.Unlock()
-	<-a.exited
+	a.q.Close()
 	a.insert.Close()
 	a.lookup.Close()
 	for _, st := range a.stmts {
@@ -222,37 +164,12 @@ func (a *appender) close() {
 }
 
 func (a *appender) run() {
-	defer close(a.exited)
-	var batch []*appendRequest
-	for {
-		r, ok := <-a.in
-		if !ok {
-			return
-		}
-		// Take what queued while the last batch committed: that is the
-		// group commit. Waiting for more was measured to lose throughput:
-		// the callers being woken re-queue faster than any fixed delay.
-		batch = append(batch[:0], r)
-		n := len(r.evs)
-	gather:
-		for n < a.maxBatch {
-			select {
-			case r, ok := <-a.in:
-				if !ok {
-					break gather // commit this batch; the next receive ends the loop
-				}
-				batch = append(batch, r)
-				n += len(r.evs)
-			default:
-				break gather
-			}
-		}
+	a.q.Run(func(batch []*appendRequest) {
 		a.commit(batch)
 		if a.committed != nil {
 			a.committed()
 		}
-		clear(batch) // let the requests be collected
-	}
+	})
 }
 
 // commit stores the events of every request in batch that its caller has
@@ -268,7 +185,7 @@ func (a *appender) run() {
 func (a *appender) commit(batch []*appendRequest) {
 	live := batch[:0]
 	for _, r := range batch {
-		if r.state.CompareAndSwap(queued, taken) {
+		if r.Take() {
 			live = append(live, r)
 		}
 	}
@@ -304,7 +221,7 @@ func (a *appender) commit(batch []*appendRequest) {
 				ev.Seq = 0
 			}
 		}
-		r.notify(e)
+		r.Notify(e)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/internal/groupcommit"
 )
 
 // Append stores ev at the end of its session's log and returns its
@@ -74,7 +75,7 @@ func (db *DB) AppendAsync(ctx context.Context, done func(error), evs ...*store.E
 	if err := db.prepareAll(evs); err != nil {
 		return err
 	}
-	if err := db.app.enqueue(ctx, &appendRequest{evs: evs, notify: done}); err != nil {
+	if err := db.app.enqueue(ctx, &appendRequest{evs: evs, Base: groupcommit.Base{Notify: done}}); err != nil {
 		return fmt.Errorf("sqlite: append: %w", err)
 	}
 	return nil
@@ -92,7 +93,7 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
 		return err
 	}
-	r := &appendRequest{evs: []*store.Event{ev}, notify: done,
+	r := &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
 		then: func(ctx context.Context, tx dbtx, _ int64) error {
 			q, args := updateSQL(upd, ev.Time, ev.SessionID)
 			res, err := tx.ExecContext(ctx, q, args...)
@@ -127,7 +128,7 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 			rec, s, err = addUsage(ctx, tx, in)
 			return err
 		}}
-	r.notify = func(err error) {
+	r.Notify = func(err error) {
 		if err != nil {
 			rec, s = nil, nil
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/internal/groupcommit"
 )
 
 // HoldWriter queues ev with a then that waits until release is called, so
@@ -16,7 +17,7 @@ func (db *DB) HoldWriter(ev *store.Event) (held <-chan struct{}, release func(),
 		return nil, nil, nil, err
 	}
 	first := true
-	req := &appendRequest{evs: []*store.Event{ev}, notify: func(err error) { d <- err },
+	req := &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: func(err error) { d <- err }},
 		then: func(context.Context, dbtx, int64) error {
 			if first {
 				first = false
@@ -37,7 +38,7 @@ func (db *DB) AppendExecAsync(ctx context.Context, done func(error), ev *store.E
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
 		return err
 	}
-	return db.app.enqueue(ctx, &appendRequest{evs: []*store.Event{ev}, notify: done,
+	return db.app.enqueue(ctx, &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
 		then: func(ctx context.Context, tx dbtx, _ int64) error {
 			for _, q := range qs {
 				if _, err := tx.ExecContext(ctx, q, ev.SessionID); err != nil {
