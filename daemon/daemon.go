@@ -145,6 +145,7 @@ type Daemon struct {
 	heartbeatDone chan struct{}
 	commandsDone  chan struct{}  // serveCommands ended (nil: not started)
 	rulesDone     chan struct{}  // syncRules ended (nil: not started)
+	pendingDone   chan struct{}  // publishPending ended (nil: not started)
 	commands      sync.WaitGroup // commands of other daemons being carried out
 
 	ctx    context.Context // the life of every session's CLI
@@ -201,6 +202,10 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if w, ok := d.db.(store.Watcher); ok {
 		d.rulesDone = make(chan struct{})
 		go d.syncRules(w)
+	}
+	if b := d.board(); b != nil {
+		d.pendingDone = make(chan struct{})
+		go d.publishPending(b)
 	}
 	return d, nil
 }
@@ -796,6 +801,9 @@ func (d *Daemon) Close() error {
 	}
 	if d.rulesDone != nil {
 		<-d.rulesDone
+	}
+	if d.pendingDone != nil {
+		<-d.pendingDone // the broker closes after the daemon: d.ctx ends it
 	}
 	d.commands.Wait()
 	return nil

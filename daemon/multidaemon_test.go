@@ -63,6 +63,16 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 				if ev.Type == "permission_request" && approve {
 					var pr daemon.PermissionRequest
 					json.Unmarshal(ev.Raw, &pr)
+					// B lists the request A holds (A publishes it).
+					listed := false
+					for deadline := time.Now().Add(5 * time.Second); !listed && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+						for _, p := range b.D.Pending("") {
+							listed = listed || (p.Request.RequestID == pr.RequestID && p.SessionID == s.ID && p.Request.ToolName == "Bash")
+						}
+					}
+					if !listed {
+						t.Errorf("B's Pending does not list request %s of A's session", pr.RequestID)
+					}
 					p, _, err := b.D.Decide(subCtx, daemon.Decision{RequestID: pr.RequestID, Allow: true, Client: "bob"})
 					if err != nil {
 						g.err = err
@@ -107,7 +117,23 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 		}
 	}
 
-	// A prompt through B runs on A's CLI; its request is approved through B.
+	// A prompt through B runs on A's CLI; its request is approved through B,
+	// and B's inbox (WatchPending) shows it waiting, then settled by bob.
+	watchCtx, stopWatch := context.WithCancel(subCtx)
+	inbox := make(chan []daemon.PendingChange, 1)
+	go func() {
+		var chs []daemon.PendingChange
+		defer func() { inbox <- chs }()
+		for ch, err := range b.D.WatchPending(watchCtx, "") {
+			if err != nil {
+				return
+			}
+			chs = append(chs, ch)
+			if ch.Settled != nil {
+				return
+			}
+		}
+	}()
 	last := g.evs[len(g.evs)-1].Seq
 	followed = follow(last, true)
 	if err := b.D.Send(ctx, s.ID, "make a file"); err != nil {
@@ -118,6 +144,26 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "made-through-b.txt")); err != nil {
 		t.Errorf("the command approved through B did not run: %v", err)
+	}
+	var changes []daemon.PendingChange
+	select {
+	case changes = <-inbox:
+	case <-time.After(10 * time.Second):
+		stopWatch()
+		changes = <-inbox
+	}
+	stopWatch()
+	sawPending, settledBy := false, ""
+	for _, ch := range changes {
+		for _, p := range ch.Pending {
+			sawPending = sawPending || p.SessionID == s.ID
+		}
+		if ch.Settled != nil {
+			settledBy = ch.Settled.By
+		}
+	}
+	if !sawPending || settledBy != "client:bob" {
+		t.Errorf("B's inbox: saw the request %v, settled by %q; want true, client:bob (%+v)", sawPending, settledBy, changes)
 	}
 	if b.D.Running() != 0 || a.D.Running() != 1 {
 		t.Errorf("CLIs: %d on A, %d on B; want the one on A", a.D.Running(), b.D.Running())

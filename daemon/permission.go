@@ -289,7 +289,15 @@ func (d *Daemon) RemoveRule(ctx context.Context, id int64) error {
 
 // Pending returns the permission requests waiting for a person, of session
 // id or of every session when id is "", oldest first.
-func (d *Daemon) Pending(id string) []permission.Pending { return d.broker.Pending(id) }
+func (d *Daemon) Pending(id string) []permission.Pending {
+	ps := d.broker.Pending(id)
+	if d.board() == nil {
+		return ps
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	defer cancel()
+	return append(ps, d.othersPending(ctx, id)...)
+}
 
 // Rules returns the stored permission rules.
 func (d *Daemon) Rules(ctx context.Context) ([]*store.Rule, error) { return d.db.Rules(ctx) }

@@ -180,8 +180,34 @@ type Settled struct {
 // lasts, the sessions count as watched for the requests' expiry.
 func (d *Daemon) WatchPending(ctx context.Context, sessionID string) iter.Seq2[PendingChange, error] {
 	return func(yield func(PendingChange, error) bool) {
+		// The requests other daemons sharing the store hold, when it does.
+		var wake <-chan struct{}
+		var poll <-chan time.Time
+		known := map[string]permission.Pending{}
+		if b := d.board(); b != nil {
+			ch, stop := b.WatchPending()
+			defer stop()
+			t := time.NewTicker(followPoll)
+			defer t.Stop()
+			wake, poll = ch, t.C
+		}
+		remote := func() bool {
+			for _, ch := range d.remoteChanges(ctx, sessionID, known) {
+				if !yield(ch, nil) {
+					return false
+				}
+			}
+			return true
+		}
 		for {
 			sub, pending := d.broker.Subscribe(sessionID)
+			if wake != nil {
+				clear(known)
+				for _, p := range d.othersPending(ctx, sessionID) {
+					known[p.Request.RequestID] = p
+					pending = append(pending, p)
+				}
+			}
 			if !yield(PendingChange{Snapshot: true, Pending: pending}, nil) {
 				sub.Close()
 				return
@@ -203,6 +229,16 @@ func (d *Daemon) WatchPending(ctx context.Context, sessionID string) iter.Seq2[P
 							SessionID: n.Pending.SessionID, Outcome: outcomeWord(r), By: r.By, At: r.At}}
 					}
 					if !yield(ch, nil) {
+						sub.Close()
+						return
+					}
+				case <-wake:
+					if !remote() {
+						sub.Close()
+						return
+					}
+				case <-poll:
+					if !remote() {
 						sub.Close()
 						return
 					}

@@ -4,8 +4,9 @@ import "sync"
 
 // A Subscription receives the notices of one session, or of all.
 type Subscription struct {
-	b       *Broker
-	session string
+	b        *Broker
+	session  string
+	observer bool // does not count as watching (Observe)
 	c       chan Notice
 	err     error // guarded by b.mu
 	done    bool  // guarded by b.mu
@@ -21,17 +22,28 @@ type Subscription struct {
 // subscribe again, which hands it the pending requests afresh. After the
 // broker is closed, Subscribe returns a subscription already closed.
 func (b *Broker) Subscribe(sessionID string) (*Subscription, []Pending) {
+	return b.subscribe(sessionID, false)
+}
+
+// Observe is Subscribe to every session for a program rather than a
+// person (the daemon publishing its requests to other daemons): it does
+// not count as watching, so the requests keep the unwatched timeout.
+func (b *Broker) Observe() (*Subscription, []Pending) { return b.subscribe("", true) }
+
+func (b *Broker) subscribe(sessionID string, observer bool) (*Subscription, []Pending) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := &Subscription{b: b, session: sessionID, c: make(chan Notice, b.subBuffer)}
+	s := &Subscription{b: b, session: sessionID, observer: observer, c: make(chan Notice, b.subBuffer)}
 	if b.closed {
 		s.done, s.err = true, ErrBrokerClosed
 		close(s.c)
 		return s, nil
 	}
 	b.subs[s] = struct{}{}
-	b.watchers[sessionID]++
-	b.rearm()
+	if !observer {
+		b.watchers[sessionID]++
+		b.rearm()
+	}
 	return s, b.pendingLocked(sessionID)
 }
 
@@ -76,10 +88,13 @@ func (b *Broker) dropLocked(s *Subscription, err error) {
 	}
 	s.done, s.err = true, err
 	delete(b.subs, s)
+	close(s.c)
+	if s.observer {
+		return
+	}
 	if b.watchers[s.session]--; b.watchers[s.session] == 0 {
 		delete(b.watchers, s.session)
 	}
-	close(s.c)
 	b.rearm()
 }
 

@@ -162,3 +162,33 @@ type Commander interface {
 	// carries it out; false when a daemon claimed it first.
 	WithdrawCommand(ctx context.Context, id int64) (bool, error)
 }
+
+// A PendingRequest is a permission request waiting for a person, as the
+// daemon holding it published it (see [PendingBoard]).
+type PendingRequest struct {
+	RequestID string
+	SessionID string
+	// Owner is the daemon holding it.
+	Owner string
+	// Request is the request as the CLI sent it (claude.PermissionRequest
+	// as JSON).
+	Request   json.RawMessage
+	CreatedAt time.Time
+}
+
+// A PendingBoard is a store that lists, for every daemon sharing it, the
+// permission requests the others hold.
+type PendingBoard interface {
+	// PutPending publishes a request this daemon holds.
+	PutPending(ctx context.Context, p *PendingRequest) error
+	// DropPending removes a request once it is settled.
+	DropPending(ctx context.Context, requestID string) error
+	// OthersPending returns the requests other daemons hold for session
+	// id ("" for every session), oldest first; requests of a daemon that
+	// no longer holds the session's lease are left out.
+	OthersPending(ctx context.Context, sessionID string) ([]*PendingRequest, error)
+	// WatchPending returns a channel that receives a value after any
+	// daemon published or removed a request, and a function that ends
+	// the watch.
+	WatchPending() (<-chan struct{}, func())
+}

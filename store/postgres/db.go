@@ -117,10 +117,11 @@ type DB struct {
 // DB is a [store.Store], shared by several daemons ([store.Leaser],
 // [store.Watcher]).
 var (
-	_ store.Store     = (*DB)(nil)
-	_ store.Leaser    = (*DB)(nil)
-	_ store.Watcher   = (*DB)(nil)
-	_ store.Commander = (*DB)(nil)
+	_ store.Store        = (*DB)(nil)
+	_ store.Leaser       = (*DB)(nil)
+	_ store.Watcher      = (*DB)(nil)
+	_ store.Commander    = (*DB)(nil)
+	_ store.PendingBoard = (*DB)(nil)
 )
 
 //go:embed migrations/*.sql
