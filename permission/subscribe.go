@@ -7,9 +7,9 @@ type Subscription struct {
 	b        *Broker
 	session  string
 	observer bool // does not count as watching (Observe)
-	c       chan Notice
-	err     error // guarded by b.mu
-	done    bool  // guarded by b.mu
+	c        chan Notice
+	err      error // guarded by b.mu
+	done     bool  // guarded by b.mu
 }
 
 // Subscribe starts watching sessionID ("" for every session) and returns
