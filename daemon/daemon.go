@@ -553,7 +553,7 @@ func (d *Daemon) overlay(s *store.Session) {
 	a := d.actors[s.ID]
 	d.mu.Unlock()
 	switch {
-	case a == nil && s.Status == store.StatusIdle:
+	case a == nil && s.Status == store.StatusIdle && !d.runsElsewhere(s):
 		s.Status = store.StatusSuspended // idle when a killed daemon left it: its CLI is gone
 	case a != nil && s.Status == store.StatusRunning && a.live.Load() && a.waiting():
 		s.Status = store.StatusWaiting

@@ -213,3 +213,9 @@ func (d *Daemon) hosts(id string) bool {
 	defer d.mu.Unlock()
 	return d.actors[id] != nil
 }
+
+// runsElsewhere reports whether, as stored, another daemon holds s's lease
+// (its CLI runs there).
+func (d *Daemon) runsElsewhere(s *store.Session) bool {
+	return d.lease != nil && s.Owner != "" && s.Owner != d.lease.Owner() && s.LeaseUntil.After(time.Now())
+}

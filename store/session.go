@@ -83,6 +83,11 @@ type Session struct {
 	Worker string
 	// ParentID is the session this one was forked from; empty if none.
 	ParentID string
+	// Owner is the daemon holding the session's lease and LeaseUntil when
+	// that lease expires unless renewed, in a store shared by several
+	// daemons (store.Leaser); empty otherwise. Read-only.
+	Owner      string
+	LeaseUntil time.Time
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt time.Time
 	UpdatedAt time.Time

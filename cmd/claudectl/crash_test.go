@@ -328,7 +328,7 @@ type serveProc struct {
 // startServe starts "claudectl serve" on a free port of 127.0.0.1 with the
 // wrapper as its CLI and waits until it answers. Cleanup kills it if the
 // test has not stopped it.
-func startServe(ctx context.Context, t *testing.T, bin, wrapper, dataDir string, env []string, logPath string, httpc *http.Client) *serveProc {
+func startServe(ctx context.Context, t *testing.T, bin, wrapper, dataDir string, env []string, logPath string, httpc *http.Client, extra ...string) *serveProc {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -342,7 +342,7 @@ func startServe(ctx context.Context, t *testing.T, bin, wrapper, dataDir string,
 	}
 	defer logf.Close()
 	p := &serveProc{logPath: logPath, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir, "--cli", wrapper)
+	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--cli", wrapper}, extra...)...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf // files: no copying goroutines
 	if err := p.cmd.Start(); err != nil {

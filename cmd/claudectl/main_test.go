@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/store/postgres/pgtest"
 )
 
 // These tests build claudectl and run the binary, to check what only the
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		panic("go build: " + err.Error() + "\n" + string(out))
 	}
-	code := m.Run()
+	code := pgtest.M(m).Run() // stops the PostgreSQL server the tests started
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -25,23 +25,27 @@ type querier interface {
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id, last_seq`
+	error, worker, parent_id, last_seq, owner, lease_until`
 
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var (
 		s                store.Session
 		options          string
 		created, updated int64
+		leaseUntil       int64
 	)
 	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
-		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq)
+		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq, &s.Owner, &leaseUntil)
 	if err != nil {
 		return nil, err
 	}
 	s.Options = json.RawMessage(options)
 	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
+	if s.Owner != "" && leaseUntil > 0 {
+		s.LeaseUntil = fromNanos(leaseUntil)
+	}
 	return &s, nil
 }
 

@@ -1,0 +1,128 @@
+package main_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/store/postgres/pgtest"
+)
+
+// TestTwoServesOnePostgres runs two "claudectl serve --store postgres://…"
+// processes on one PostgreSQL, as a team would, with the real CLI: a
+// session started through daemon A asks to run a command; through daemon
+// B, "claudectl pending" lists the request and "claudectl approve" approves
+// it; the command runs on A's CLI, the turn ends, and "claudectl sessions"
+// and "claudectl doctor --server" through B show the session and the
+// shared store.
+func TestTwoServesOnePostgres(t *testing.T) {
+	url := pgtest.New(t)
+	cli := claudetest.CLIPath(t)
+	tmp := t.TempDir()
+	target := filepath.Join(tmp, "approved-through-b.txt")
+	model := claudetest.NewServer(claudetest.Script(
+		claudetest.Reply(claudetest.ToolUseID("toolu_b1", "Bash", map[string]any{"command": "touch " + target, "description": "make a file"})),
+		claudetest.Reply(claudetest.Text("Made it."))))
+	defer model.Close()
+	home := filepath.Join(tmp, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := model.Env(home)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	binary := filepath.Join(tmp, "claudectl")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	httpc := &http.Client{Transport: &http.Transport{}}
+	dataA, dataB := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	a := startServe(ctx, t, binary, cli, dataA, env, filepath.Join(tmp, "a.log"), httpc, "--store", url)
+	b := startServe(ctx, t, binary, cli, dataB, env, filepath.Join(tmp, "b.log"), httpc, "--store", url)
+
+	work := filepath.Join(tmp, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: work}, Prompt: "make a file"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.Session.Id
+	claudectl := func(dataDir string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd.Env = append(os.Environ(), "CLAUDECTL_TOKEN="+readToken(t, dataDir), "NO_COLOR=1")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	var pending string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, err := claudectl(dataB, "pending", "--server", b.url)
+		if err == nil && strings.Contains(out, id[:8]) && strings.Contains(out, "Bash") {
+			pending = out
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claudectl pending through B never listed A's request: %v\n%s\nA's log:\n%s", err, out, a.log())
+		}
+	}
+	t.Logf("claudectl pending --server B:\n%s", pending)
+	reqID := requestIDIn(pending)
+	if reqID == "" {
+		t.Fatalf("no request id in:\n%s", pending)
+	}
+	if out, err := claudectl(dataB, "approve", reqID, "--server", b.url); err != nil {
+		t.Fatalf("claudectl approve through B: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		s, err := b.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+		if err == nil && s.Msg.Session.Status == v1.SessionStatus_SESSION_STATUS_IDLE {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the turn did not end: %v %v\nA's log:\n%s", s, err, a.log())
+		}
+	}
+	if _, err := os.Stat(target); err != nil {
+		t.Fatalf("the command approved through B did not run on A: %v", err)
+	}
+	out, err := claudectl(dataB, "sessions", "--server", b.url)
+	if err != nil || !strings.Contains(out, id[:8]) {
+		t.Errorf("claudectl sessions through B: %v\n%s", err, out)
+	}
+	out, _ = claudectl(dataB, "doctor", "--server", b.url)
+	if !strings.Contains(out, "postgres 127.0.0.1:") || !strings.Contains(out, "session leases") {
+		t.Errorf("claudectl doctor --server B does not show the shared store:\n%s", out)
+	}
+}
+
+func readToken(t *testing.T, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// requestIDIn returns the first word of the first line of claudectl
+// pending's table after its header that looks like a request id.
+func requestIDIn(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) > 0 {
+			return f[0]
+		}
+	}
+	return ""
+}
