@@ -23,8 +23,14 @@ import (
 // or twice (a command is claimed once before it is carried out).
 
 // CommandTimeout bounds how long a command routed to another daemon waits
-// for its result.
-const CommandTimeout = 30 * time.Second
+// for its result once that daemon took it; ClaimTimeout how long it waits
+// to be taken (a live owner takes it within milliseconds of the
+// notification, a second at most by polling: longer means the owner is
+// gone, and its lease will expire).
+const (
+	CommandTimeout = 30 * time.Second
+	ClaimTimeout   = 2 * time.Second
+)
 
 // The kinds of routed commands.
 const (
@@ -123,7 +129,13 @@ func (d *Daemon) routed(ctx context.Context, err error, id, kind string, args co
 	if !errors.As(err, &oe) || d.commander() == nil || oe.Owner == "" {
 		return nil, false, err
 	}
-	res, err = d.route(ctx, oe.Owner, id, kind, args, CommandTimeout)
+	res, err = d.route(ctx, oe.Owner, id, kind, args, ClaimTimeout)
+	if errors.Is(err, errUnclaimed) {
+		// Its owner did not take it: it is likely dead, and the session
+		// free once the lease expires.
+		err = fmt.Errorf("%w: session %s runs under daemon %s, which did not answer (its lease runs until %s; after that any daemon resumes the session)",
+			store.ErrNotOwner, id, oe.Owner, oe.Until.UTC().Format(time.RFC3339))
+	}
 	return res, true, err
 }
 
@@ -168,20 +180,28 @@ func (d *Daemon) waitCommand(ctx context.Context, c store.Commander, cmd *store.
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	raw, err := c.WaitCommand(wctx, cmd.ID)
 	cancel()
-	if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+	if err == nil || (!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)) {
 		return raw, err
 	}
+	// Not claimed in time, or the client gave up: withdraw it, so that it
+	// is never carried out after the client was told it failed.
 	withdrawn, werr := c.WithdrawCommand(context.WithoutCancel(ctx), cmd.ID)
 	if werr != nil {
 		return nil, werr
 	}
 	if withdrawn {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w (the %s command was withdrawn before any daemon took it: nothing was done)", ctx.Err(), cmd.Kind)
+		}
 		who := "daemon " + cmd.Owner
 		if cmd.Owner == "" {
 			who = "no daemon"
 		}
 		return nil, fmt.Errorf("%w: %s took the %s command for session %s within %s; it was withdrawn, nothing was done",
 			errUnclaimed, who, cmd.Kind, cmd.Session, timeout)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%w (daemon %s had already taken the %s command; it may complete)", ctx.Err(), cmd.Owner, cmd.Kind)
 	}
 	wctx, cancel = context.WithTimeout(ctx, CommandTimeout)
 	defer cancel()

@@ -126,3 +126,92 @@ func requestIDIn(out string) string {
 	}
 	return ""
 }
+
+// TestFailoverAfterKill: daemon A runs a session and is killed (kill -9);
+// once its lease (store.lease_ttl 3s) has expired, a prompt through daemon
+// B resumes the session there (claude --resume) and its events flow. It
+// logs the failover time: from the kill to the first event of B's turn.
+func TestFailoverAfterKill(t *testing.T) {
+	url := pgtest.New(t)
+	cli := claudetest.CLIPath(t)
+	tmp := t.TempDir()
+	model := claudetest.NewServer(claudetest.Script(claudetest.Reply(claudetest.Text("first, on A")),
+		claudetest.Reply(claudetest.Text("second, on B"))))
+	defer model.Close()
+	home := filepath.Join(tmp, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := model.Env(home)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	binary := filepath.Join(tmp, "claudectl")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	settings := filepath.Join(tmp, "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"store": {"url": "`+url+`", "lease_ttl": "3s"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	httpc := &http.Client{Transport: &http.Transport{}}
+	a := startServe(ctx, t, binary, cli, filepath.Join(tmp, "a"), env, filepath.Join(tmp, "a.log"), httpc, "--config", settings)
+	b := startServe(ctx, t, binary, cli, filepath.Join(tmp, "b"), env, filepath.Join(tmp, "b.log"), httpc, "--config", settings)
+	work := filepath.Join(tmp, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: work}, Prompt: "hello"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.Session.Id
+	var last int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		s, err := b.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+		if err == nil && s.Msg.Session.Status == v1.SessionStatus_SESSION_STATUS_IDLE {
+			last = s.Msg.Session.LastSeq
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("A's turn did not end: %v", err)
+		}
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	<-a.done
+	// Through B, prompts are refused (naming A) until A's lease expires.
+	refused := 0
+	for {
+		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := b.sessions.Send(sctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "again"}))
+		scancel()
+		if err == nil {
+			break
+		}
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || time.Since(killed) > 30*time.Second {
+			t.Fatalf("Send through B after A died: %v", err)
+		}
+		refused++
+		time.Sleep(100 * time.Millisecond)
+	}
+	stream, err := b.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: last}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		t.Fatalf("no event through B after the failover: %v", stream.Err())
+	}
+	failover := time.Since(killed)
+	t.Logf("failover: %v from kill -9 of A to the first event of the turn through B (lease 3s; %d prompts refused meanwhile)",
+		failover.Round(time.Millisecond), refused)
+	for stream.Receive() {
+		if stream.Msg().GetEvent().GetStatusChange().GetStatus() == v1.SessionStatus_SESSION_STATUS_IDLE {
+			return
+		}
+	}
+	t.Fatalf("B's turn did not end: %v", stream.Err())
+}
