@@ -130,7 +130,16 @@ func (d *Daemon) remoteChanges(ctx context.Context, id string, known map[string]
 		p := known[rid]
 		delete(known, rid)
 		s := &Settled{RequestID: rid, SessionID: p.SessionID, Outcome: "settled", By: "another daemon", At: time.Now()}
-		if ds, err := d.db.Decisions(ctx, store.DecisionFilter{SessionID: p.SessionID, Limit: 50}); err == nil {
+		// The holder removes the request as its broker settles it and
+		// audits the decision just after: give the audit a moment.
+		for try := 0; try < 10 && s.By == "another daemon" && ctx.Err() == nil; try++ {
+			if try > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			ds, err := d.db.Decisions(ctx, store.DecisionFilter{SessionID: p.SessionID, Limit: 50})
+			if err != nil {
+				break
+			}
 			for _, dec := range ds {
 				if dec.RequestID == rid {
 					s.Outcome, s.By, s.At = decisionWord(dec.Behavior), dec.By, dec.DecidedAt
