@@ -35,7 +35,11 @@ func (svc *Service) sessionToProto(s *store.Session) *v1.Session {
 	if worker == "" {
 		worker = "local"
 	}
-	return &v1.Session{WorkerName: svc.D.WorkerOf(s.ID),
+	daemonName := ""
+	if s.Owner != "" && s.LeaseUntil.After(time.Now()) {
+		daemonName = s.Owner
+	}
+	return &v1.Session{WorkerName: svc.D.WorkerOf(s.ID), Daemon: daemonName,
 		Id: s.ID, ClaudeSessionId: s.ClaudeSessionID, Cwd: s.Cwd, Model: s.Model,
 		PermissionMode: s.PermissionMode, Status: statusToProto[s.Status],
 		CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),

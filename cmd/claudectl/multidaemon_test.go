@@ -96,6 +96,10 @@ func TestTwoServesOnePostgres(t *testing.T) {
 	if _, err := os.Stat(target); err != nil {
 		t.Fatalf("the command approved through B did not run on A: %v", err)
 	}
+	if s, err := b.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id})); err != nil ||
+		!strings.HasSuffix(s.Msg.Session.Daemon, dataA) {
+		t.Errorf("GetSession through B: daemon %q, %v; want A's name (host:%s)", s.Msg.GetSession().GetDaemon(), err, dataA)
+	}
 	out, err := claudectl(dataB, "sessions", "--server", b.url)
 	if err != nil || !strings.Contains(out, id[:8]) {
 		t.Errorf("claudectl sessions through B: %v\n%s", err, out)

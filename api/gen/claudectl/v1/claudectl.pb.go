@@ -335,7 +335,10 @@ type Session struct {
 	ParentId string `protobuf:"bytes,14,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"` // the session this one was forked from
 	// worker_name is the registered worker that runs its CLI, or ran it
 	// last ("" for a local session, or before it started).
-	WorkerName    string `protobuf:"bytes,15,opt,name=worker_name,json=workerName,proto3" json:"worker_name,omitempty"`
+	WorkerName string `protobuf:"bytes,15,opt,name=worker_name,json=workerName,proto3" json:"worker_name,omitempty"`
+	// daemon names the daemon whose lease the session's CLI runs under, in a
+	// store shared by several daemons ("" otherwise, or when none holds it).
+	Daemon        string `protobuf:"bytes,16,opt,name=daemon,proto3" json:"daemon,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +474,13 @@ func (x *Session) GetParentId() string {
 func (x *Session) GetWorkerName() string {
 	if x != nil {
 		return x.WorkerName
+	}
+	return ""
+}
+
+func (x *Session) GetDaemon() string {
+	if x != nil {
+		return x.Daemon
 	}
 	return ""
 }
@@ -4823,7 +4833,7 @@ var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
 
 const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
-	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x04\n" +
+	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xac\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x11claude_session_id\x18\x02 \x01(\tR\x0fclaudeSessionId\x12\x10\n" +
@@ -4844,7 +4854,8 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x06worker\x18\r \x01(\tR\x06worker\x12\x1b\n" +
 	"\tparent_id\x18\x0e \x01(\tR\bparentId\x12\x1f\n" +
 	"\vworker_name\x18\x0f \x01(\tR\n" +
-	"workerName\"\xf3\x02\n" +
+	"workerName\x12\x16\n" +
+	"\x06daemon\x18\x10 \x01(\tR\x06daemon\"\xf3\x02\n" +
 	"\x05Usage\x12\x19\n" +
 	"\bcost_usd\x18\x01 \x01(\x01R\acostUsd\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
