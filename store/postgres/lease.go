@@ -104,10 +104,13 @@ func (db *DB) Renew(ctx context.Context, ttl time.Duration) (lost []string, err 
 	}
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
+	// Rows locked in id order, as the event writer locks them (see
+	// appendEvents): no deadlock between a renewal and a batch.
 	rows, err := db.pool.Query(ctx, `UPDATE sessions s
 		SET lease_until = (extract(epoch from clock_timestamp()) * 1e9)::bigint + $3
-		FROM unnest($1::text[], $2::bigint[]) AS v(id, fence)
-		WHERE s.id = v.id AND s.fence = v.fence AND s.owner = $4 RETURNING s.id`, ids, fences, ttl.Nanoseconds(), db.owner)
+		FROM unnest($1::text[], $2::bigint[]) AS v(id, fence),
+			(SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS l
+		WHERE s.id = v.id AND l.id = v.id AND s.fence = v.fence AND s.owner = $4 RETURNING s.id`, ids, fences, ttl.Nanoseconds(), db.owner)
 	if err != nil {
 		return nil, err
 	}

@@ -276,9 +276,13 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB) er
 	for i, id := range ids {
 		ns[i], fences[i] = counts[id], db.fence(id)
 	}
+	// The rows are locked in id order (the subquery), as Renew locks
+	// them: two statements locking the same rows in different orders
+	// deadlock, which PostgreSQL breaks only after deadlock_timeout (1s).
 	rows, err := tx.Query(ctx, `UPDATE sessions s SET last_seq = s.last_seq + v.n
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, n, fence)
-		WHERE s.id = v.id AND (v.fence = 0 OR (s.fence = v.fence AND s.owner = $4))
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, n, fence),
+			(SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS l
+		WHERE s.id = v.id AND l.id = v.id AND (v.fence = 0 OR (s.fence = v.fence AND s.owner = $4))
 		RETURNING s.id, s.pk, s.last_seq`, ids, ns, fences, db.owner)
 	if err != nil {
 		return err
