@@ -106,6 +106,7 @@ type DB struct {
 
 	leaseMu sync.Mutex
 	fences  map[string]int64 // guarded by leaseMu: the leases this DB holds
+	ttls    map[string]int64 // guarded by leaseMu: their lease times, in nanoseconds
 
 	listen listener // LISTEN for other daemons' events (WatchEvents)
 	logger *slog.Logger
@@ -229,7 +230,7 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		return nil, err
 	}
 	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, retryFor: o.RetryFor, health: h, server: server, owner: o.Owner,
-		fences: make(map[string]int64), logger: cmp.Or(o.Logger, slog.Default())}
+		fences: make(map[string]int64), ttls: make(map[string]int64), logger: cmp.Or(o.Logger, slog.Default())}
 	db.app = newAppender(db, o.MaxBatch)
 	return db, nil
 }

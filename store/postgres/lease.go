@@ -76,7 +76,7 @@ func (db *DB) Acquire(ctx context.Context, id string, ttl time.Duration) (fence 
 		return 0, err
 	}
 	db.leaseMu.Lock()
-	db.fences[id] = fence
+	db.fences[id], db.ttls[id] = fence, ttl.Nanoseconds()
 	db.leaseMu.Unlock()
 	return fence, nil
 }
@@ -104,12 +104,12 @@ func (db *DB) Renew(ctx context.Context, ttl time.Duration) (lost []string, err 
 	}
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
-	// Rows locked in id order, as the event writer locks them (see
-	// appendEvents): no deadlock between a renewal and a batch.
+	// Rows a batch of the event writer holds locked are skipped, not
+	// waited for (see appendEvents: the batch extends their leases).
 	rows, err := db.pool.Query(ctx, `UPDATE sessions s
 		SET lease_until = (extract(epoch from clock_timestamp()) * 1e9)::bigint + $3
 		FROM unnest($1::text[], $2::bigint[]) AS v(id, fence),
-			(SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS l
+			(SELECT id FROM sessions WHERE id = ANY($1) FOR UPDATE SKIP LOCKED) AS l
 		WHERE s.id = v.id AND l.id = v.id AND s.fence = v.fence AND s.owner = $4 RETURNING s.id`, ids, fences, ttl.Nanoseconds(), db.owner)
 	if err != nil {
 		return nil, err
@@ -122,8 +122,34 @@ func (db *DB) Renew(ctx context.Context, ttl time.Duration) (lost []string, err 
 	for _, id := range kept {
 		held[id] = true
 	}
+	// Those not renewed: skipped (locked by a batch, which extends the
+	// lease), or lost (another daemon's fence now).
+	var unsure []string
+	var unsureFences []int64
+	for i, id := range ids {
+		if !held[id] {
+			unsure, unsureFences = append(unsure, id), append(unsureFences, fences[i])
+		}
+	}
+	if len(unsure) > 0 {
+		rows, err := db.pool.Query(ctx, `SELECT s.id FROM sessions s JOIN unnest($1::text[], $2::bigint[]) AS v(id, fence)
+			ON s.id = v.id WHERE s.fence = v.fence AND s.owner = $3`, unsure, unsureFences, db.owner)
+		if err != nil {
+			return nil, err
+		}
+		still, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range still {
+			held[id] = true
+		}
+	}
 	db.leaseMu.Lock()
 	for i, id := range ids {
+		if held[id] && db.fences[id] == fences[i] {
+			db.ttls[id] = ttl.Nanoseconds()
+		}
 		if !held[id] && db.fences[id] == fences[i] {
 			lost = append(lost, id)
 			db.fences[id] = lostLease // writes stay refused until Acquire or Release
@@ -145,6 +171,7 @@ func (db *DB) Release(ctx context.Context, id string) (err error) {
 	db.leaseMu.Lock()
 	fence, ok := db.fences[id]
 	delete(db.fences, id)
+	delete(db.ttls, id)
 	db.leaseMu.Unlock()
 	if !ok || fence == lostLease {
 		return nil
@@ -194,6 +221,14 @@ func (db *DB) fence(id string) int64 {
 	db.leaseMu.Lock()
 	defer db.leaseMu.Unlock()
 	return db.fences[id]
+}
+
+// lease returns the fencing number and the lease time (nanoseconds) of
+// session id's lease held by this DB; 0, 0 when it holds none.
+func (db *DB) lease(id string) (fence, ttl int64) {
+	db.leaseMu.Lock()
+	defer db.leaseMu.Unlock()
+	return db.fences[id], db.ttls[id]
 }
 
 // notWritable explains why the sessions of ids (at least one) were not written by a

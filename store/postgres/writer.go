@@ -273,17 +273,22 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB) er
 	}
 	ns := make([]int64, len(ids))
 	fences := make([]int64, len(ids))
+	ttls := make([]int64, len(ids))
 	for i, id := range ids {
-		ns[i], fences[i] = counts[id], db.fence(id)
+		ns[i] = counts[id]
+		fences[i], ttls[i] = db.lease(id)
 	}
-	// The rows are locked in id order (the subquery), as Renew locks
-	// them: two statements locking the same rows in different orders
-	// deadlock, which PostgreSQL breaks only after deadlock_timeout (1s).
-	rows, err := tx.Query(ctx, `UPDATE sessions s SET last_seq = s.last_seq + v.n
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(id, n, fence),
-			(SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE) AS l
-		WHERE s.id = v.id AND l.id = v.id AND (v.fence = 0 OR (s.fence = v.fence AND s.owner = $4))
-		RETURNING s.id, s.pk, s.last_seq`, ids, ns, fences, db.owner)
+	// A fenced session's lease is extended as its events are written
+	// (writing is being alive), so that Renew may skip the rows a batch
+	// holds locked instead of waiting for them: a renewal waiting on a
+	// batch's rows while the batch waits on the renewal's is a deadlock,
+	// which PostgreSQL breaks only after deadlock_timeout (1s).
+	rows, err := tx.Query(ctx, `UPDATE sessions s SET last_seq = s.last_seq + v.n,
+		lease_until = CASE WHEN v.fence <= 0 THEN s.lease_until
+			ELSE GREATEST(s.lease_until, (extract(epoch from clock_timestamp()) * 1e9)::bigint + v.ttl) END
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS v(id, n, fence, ttl)
+		WHERE s.id = v.id AND (v.fence = 0 OR (s.fence = v.fence AND s.owner = $4))
+		RETURNING s.id, s.pk, s.last_seq`, ids, ns, fences, db.owner, ttls)
 	if err != nil {
 		return err
 	}
