@@ -146,6 +146,7 @@ type Daemon struct {
 	commandsDone  chan struct{}  // serveCommands ended (nil: not started)
 	rulesDone     chan struct{}  // syncRules ended (nil: not started)
 	pendingDone   chan struct{}  // publishPending ended (nil: not started)
+	tail          *tailer        // follows other daemons' sessions (nil: not shared)
 	commands      sync.WaitGroup // commands of other daemons being carried out
 
 	ctx    context.Context // the life of every session's CLI
@@ -206,6 +207,9 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if b := d.board(); b != nil {
 		d.pendingDone = make(chan struct{})
 		go d.publishPending(b)
+	}
+	if t, ok := d.db.(store.Tailer); ok && d.lease != nil {
+		d.tail = newTailer(d, t)
 	}
 	return d, nil
 }
@@ -804,6 +808,9 @@ func (d *Daemon) Close() error {
 	}
 	if d.pendingDone != nil {
 		<-d.pendingDone // the broker closes after the daemon: d.ctx ends it
+	}
+	if d.tail != nil {
+		<-d.tail.done
 	}
 	d.commands.Wait()
 	return nil

@@ -188,6 +188,16 @@ func (h *hub) since(last int64, buf []Event, limit int) (evs []Event, behind boo
 	return buf, false, h.gen, h.ended
 }
 
+// newest returns the seq of the ring's newest event, 0 when it is empty.
+func (h *hub) newest() int64 {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.count == 0 {
+		return 0
+	}
+	return h.at(h.count - 1).Seq
+}
+
 // at returns the ring's ith event from the oldest. Called with mu held.
 func (h *hub) at(i int) *Event { return &h.ring[(h.head+i)%len(h.ring)] }
 
@@ -338,6 +348,7 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		// sharing the store; they are read from it when it says so.
 		var remote <-chan struct{}
 		var poll <-chan time.Time
+		tailing := false // the daemon's tailer publishes into h
 		if h != nil {
 			defer d.releaseHub(h, true)
 			d.mu.Lock()
@@ -352,17 +363,23 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 				if terminal(s.Status) {
 					h = nil // nothing more will come: the stored events only
 				} else if w, ok := d.db.(store.Watcher); ok {
-					ch, stop := w.WatchEvents(id)
-					defer stop()
+					if d.tail == nil {
+						ch, stop := w.WatchEvents(id)
+						defer stop()
+						remote = ch
+					}
 					t := time.NewTicker(followPoll)
 					defer t.Stop()
-					remote, poll = ch, t.C
+					poll, tailing = t.C, d.tail != nil
 				}
 			}
 		}
 		last := after
 		if !d.replay(ctx, id, &last, yield) || h == nil {
 			return
+		}
+		if tailing {
+			defer d.tail.follow(h, last)()
 		}
 		var buf []Event
 		for {

@@ -192,3 +192,17 @@ type PendingBoard interface {
 	// the watch.
 	WatchPending() (<-chan struct{}, func())
 }
+
+// A Tailer is a store that several daemons share, which reads the new
+// events of many sessions at once: a daemon following the sessions other
+// daemons run reads them with one query per wake-up, not one per session.
+type Tailer interface {
+	// EventsAfter returns, for each session id of after, its events after
+	// the seq given, in order and without a gap, up to about limit events
+	// in all (a session's may be cut short: ask again from its last).
+	EventsAfter(ctx context.Context, after map[string]int64, limit int) (map[string][]Event, error)
+	// WatchAllEvents returns a channel that receives a value (one pending
+	// at most) after events of any session were committed, and a function
+	// that ends the watch.
+	WatchAllEvents() (<-chan struct{}, func())
+}

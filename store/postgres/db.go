@@ -123,6 +123,7 @@ var (
 	_ store.Watcher      = (*DB)(nil)
 	_ store.Commander    = (*DB)(nil)
 	_ store.PendingBoard = (*DB)(nil)
+	_ store.Tailer       = (*DB)(nil)
 )
 
 //go:embed migrations/*.sql

@@ -287,3 +287,55 @@ func (db *DB) eventPage(ctx context.Context, id string, pk, from, to int64, page
 	}
 	return page, err
 }
+
+// EventsAfter returns, for each session of after, its events after the seq
+// given, in order, with one query: up to about limit events in all (a
+// session's may be cut short at a chunk's end; ask again from its last).
+// Unknown sessions are left out.
+func (db *DB) EventsAfter(ctx context.Context, after map[string]int64, limit int) (_ map[string][]store.Event, err error) {
+	defer wrap(&err, "postgres: EventsAfter")
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(after))
+	afters := make([]int64, 0, len(after))
+	for id, a := range after {
+		if text("id", id) == nil {
+			ids, afters = append(ids, id), append(afters, a)
+		}
+	}
+	ctx, cancel := db.ctx(ctx)
+	defer cancel()
+	rows, err := db.pool.Query(ctx, `SELECT s.id, c.first_seq, c.events
+		FROM unnest($1::text[], $2::bigint[]) AS v(id, after)
+		JOIN sessions s ON s.id = v.id
+		JOIN event_chunks c ON c.session = s.pk AND c.last_seq > v.after AND c.first_seq <= s.last_seq
+		ORDER BY s.id, c.last_seq LIMIT $3`, ids, afters, max(1, limit/8))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]store.Event{}
+	n := 0
+	for rows.Next() && n < limit {
+		var id string
+		var first int64
+		var data []byte
+		if err := rows.Scan(&id, &first, &data); err != nil {
+			return nil, err
+		}
+		from := after[id] + 1
+		if evs := out[id]; len(evs) > 0 {
+			from = evs[len(evs)-1].Seq + 1
+		}
+		err := chunk.Decode(id, first, data, from, func(ev store.Event) bool {
+			out[id] = append(out[id], ev)
+			n++
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, rows.Err()
+}

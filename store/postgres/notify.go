@@ -57,6 +57,14 @@ func (db *DB) WatchEvents(id string) (<-chan struct{}, func()) {
 	return db.watch(eventsChannel + "\x00" + id)
 }
 
+// allEventsKey is the watcher key of every session's events.
+const allEventsKey = eventsChannel + "\x01*"
+
+// WatchAllEvents returns a channel that receives a value after events of
+// any session were committed by any daemon, and a function that stops the
+// watch.
+func (db *DB) WatchAllEvents() (<-chan struct{}, func()) { return db.watch(allEventsKey) }
+
 // watch registers a watcher of key (a channel, NUL, a payload).
 func (db *DB) watch(key string) (<-chan struct{}, func()) {
 	l := &db.listen
@@ -171,6 +179,9 @@ func (l *listener) listen(ctx context.Context) error {
 			continue
 		}
 		l.wake(n.Channel + "\x00" + n.Payload)
+		if n.Channel == eventsChannel {
+			l.wake(allEventsKey)
+		}
 	}
 }
 
