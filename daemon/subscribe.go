@@ -73,6 +73,13 @@ func (h *hub) publish(ev Event) {
 		h.mu.Unlock()
 		return
 	}
+	if h.count > 0 && ev.Seq <= h.at(h.count-1).Seq {
+		// Published already: the session's own CLI and the tailer of
+		// another daemon's events can both have it. The ring stays in seq
+		// order.
+		h.mu.Unlock()
+		return
+	}
 	h.push(ev)
 	if h.nsubs <= directWake { // a bounded cost: wake them here, a hop sooner
 		old := h.gen
