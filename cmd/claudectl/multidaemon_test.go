@@ -25,34 +25,11 @@ import (
 // and "claudectl doctor --server" through B show the session and the
 // shared store.
 func TestTwoServesOnePostgres(t *testing.T) {
-	url := pgtest.New(t)
-	cli := claudetest.CLIPath(t)
-	tmp := t.TempDir()
-	target := filepath.Join(tmp, "approved-through-b.txt")
-	model := claudetest.NewServer(claudetest.Script(
+	target := filepath.Join(t.TempDir(), "approved-through-b.txt")
+	ts := startTwoServes(t, func(url string) string { return `{"store": {"url": "` + url + `"}}` },
 		claudetest.Reply(claudetest.ToolUseID("toolu_b1", "Bash", map[string]any{"command": "touch " + target, "description": "make a file"})),
-		claudetest.Reply(claudetest.Text("Made it."))))
-	defer model.Close()
-	home := filepath.Join(tmp, "home")
-	if err := os.Mkdir(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	env := model.Env(home)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	binary := filepath.Join(tmp, "claudectl")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	httpc := &http.Client{Transport: &http.Transport{}}
-	dataA, dataB := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
-	a := startServe(ctx, t, binary, cli, dataA, env, filepath.Join(tmp, "a.log"), httpc, "--store", url)
-	b := startServe(ctx, t, binary, cli, dataB, env, filepath.Join(tmp, "b.log"), httpc, "--store", url)
-
-	work := filepath.Join(tmp, "work")
-	if err := os.Mkdir(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
+		claudetest.Reply(claudetest.Text("Made it.")))
+	ctx, a, b, dataA, dataB, work := ts.ctx, ts.a, ts.b, ts.dataA, ts.dataB, ts.work
 	res, err := a.sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
 		Options: &v1.SessionOptions{Cwd: work}, Prompt: "make a file"}))
 	if err != nil {
@@ -60,7 +37,7 @@ func TestTwoServesOnePostgres(t *testing.T) {
 	}
 	id := res.Msg.Session.Id
 	claudectl := func(dataDir string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd := exec.CommandContext(ctx, ts.binary, args...)
 		cmd.Env = append(os.Environ(), "CLAUDECTL_TOKEN="+readToken(t, dataDir), "NO_COLOR=1")
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -110,6 +87,49 @@ func TestTwoServesOnePostgres(t *testing.T) {
 	}
 }
 
+// twoServes is what both tests run: two "claudectl serve" processes (A
+// and B, the real CLI, a scripted model) with the given settings on one
+// throwaway PostgreSQL, a work directory, and a context bounding the test.
+type twoServes struct {
+	ctx          context.Context
+	a, b         *serveProc
+	dataA, dataB string
+	tmp, work    string
+	binary       string // the claudectl built for the test
+}
+
+func startTwoServes(t *testing.T, settings func(url string) string, turns ...claudetest.Turn) *twoServes {
+	t.Helper()
+	url := pgtest.New(t)
+	cli := claudetest.CLIPath(t)
+	tmp := t.TempDir()
+	model := claudetest.NewServer(claudetest.Script(turns...))
+	t.Cleanup(model.Close)
+	home := filepath.Join(tmp, "home")
+	work := filepath.Join(tmp, "work")
+	for _, d := range []string{home, work} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	binary := filepath.Join(tmp, "claudectl")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	config := filepath.Join(tmp, "settings.json")
+	if err := os.WriteFile(config, []byte(settings(url)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	httpc := &http.Client{Transport: &http.Transport{}}
+	ts := &twoServes{ctx: ctx, dataA: filepath.Join(tmp, "a"), dataB: filepath.Join(tmp, "b"), tmp: tmp, work: work, binary: binary}
+	env := model.Env(home)
+	ts.a = startServe(ctx, t, binary, cli, ts.dataA, env, filepath.Join(tmp, "a.log"), httpc, "--config", config)
+	ts.b = startServe(ctx, t, binary, cli, ts.dataB, env, filepath.Join(tmp, "b.log"), httpc, "--config", config)
+	return ts
+}
+
 func readToken(t *testing.T, dataDir string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dataDir, "token"))
@@ -136,34 +156,9 @@ func requestIDIn(out string) string {
 // B resumes the session there (claude --resume) and its events flow. It
 // logs the failover time: from the kill to the first event of B's turn.
 func TestFailoverAfterKill(t *testing.T) {
-	url := pgtest.New(t)
-	cli := claudetest.CLIPath(t)
-	tmp := t.TempDir()
-	model := claudetest.NewServer(claudetest.Script(claudetest.Reply(claudetest.Text("first, on A")),
-		claudetest.Reply(claudetest.Text("second, on B"))))
-	defer model.Close()
-	home := filepath.Join(tmp, "home")
-	if err := os.Mkdir(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	env := model.Env(home)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	binary := filepath.Join(tmp, "claudectl")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	settings := filepath.Join(tmp, "settings.json")
-	if err := os.WriteFile(settings, []byte(`{"store": {"url": "`+url+`", "lease_ttl": "3s"}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	httpc := &http.Client{Transport: &http.Transport{}}
-	a := startServe(ctx, t, binary, cli, filepath.Join(tmp, "a"), env, filepath.Join(tmp, "a.log"), httpc, "--config", settings)
-	b := startServe(ctx, t, binary, cli, filepath.Join(tmp, "b"), env, filepath.Join(tmp, "b.log"), httpc, "--config", settings)
-	work := filepath.Join(tmp, "work")
-	if err := os.Mkdir(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	ts := startTwoServes(t, func(url string) string { return `{"store": {"url": "` + url + `", "lease_ttl": "3s"}}` },
+		claudetest.Reply(claudetest.Text("first, on A")), claudetest.Reply(claudetest.Text("second, on B")))
+	ctx, a, b, work := ts.ctx, ts.a, ts.b, ts.work
 	res, err := a.sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
 		Options: &v1.SessionOptions{Cwd: work}, Prompt: "hello"}))
 	if err != nil {
