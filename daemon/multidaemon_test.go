@@ -253,15 +253,7 @@ func TestDeadDaemonsSessionResumesElsewhere(t *testing.T) {
 // the turn completes, a subscriber gets every event once, and the log has
 // no gap record and no hole.
 func TestPostgresRestartUnderLoad(t *testing.T) {
-	srv, err := pgtest.Start()
-	if err != nil {
-		var m *pgtest.MissingError
-		if errors.As(err, &m) {
-			pgtest.ServerURL(t) // skips, or fails under CI=true
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop) // after the daemon's cleanup, which writes
+	srv := pgtest.Own(t) // stopped after the cleanups registered later (the daemon's, which writes)
 	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("streaming through a restart ", 20))},
 		ChunkSize: 6, DeltaDelay: 20 * time.Millisecond}
 	td := daemontest.Start(t, &daemontest.Options{StoreURL: srv.URL()}, slow)

@@ -141,15 +141,7 @@ func TestBadURLKeepsThePasswordOut(t *testing.T) {
 // where, WriteHealth says so; once it is back, the next append succeeds,
 // at the next seq.
 func TestServerDownFailsLoudlyAndRecovers(t *testing.T) {
-	srv, err := pgtest.Start()
-	if err != nil {
-		var m *pgtest.MissingError
-		if errors.As(err, &m) {
-			pgtest.ServerURL(t) // skips or fails as the environment says
-		}
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := pgtest.Own(t)
 	ctx := context.Background()
 	db, err := postgres.Open(ctx, srv.URL(), &postgres.Options{WriteTimeout: 3 * time.Second, RetryFor: -1})
 	if err != nil {
@@ -202,15 +194,7 @@ func TestServerDownFailsLoudlyAndRecovers(t *testing.T) {
 // append; the writer writes the batches again once it is back, so every
 // append succeeds and the log holds each event once, without a gap.
 func TestServerRestartUnderLoadLosesNothing(t *testing.T) {
-	srv, err := pgtest.Start()
-	if err != nil {
-		var m *pgtest.MissingError
-		if errors.As(err, &m) {
-			pgtest.ServerURL(t)
-		}
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := pgtest.Own(t)
 	ctx := context.Background()
 	db, err := postgres.Open(ctx, srv.URL(), nil)
 	if err != nil {

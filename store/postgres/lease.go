@@ -218,9 +218,8 @@ const lostLease = -1
 // fence returns the fencing number of session id's lease held by this DB,
 // 0 when it holds none (the session is written unfenced).
 func (db *DB) fence(id string) int64 {
-	db.leaseMu.Lock()
-	defer db.leaseMu.Unlock()
-	return db.fences[id]
+	f, _ := db.lease(id)
+	return f
 }
 
 // lease returns the fencing number and the lease time (nanoseconds) of

@@ -79,14 +79,7 @@ func (s stopAfter) Run() int {
 // installed, and fails it under CI=true.
 func New(t testing.TB) string {
 	t.Helper()
-	base, err := serverURL()
-	if err != nil {
-		var m *MissingError
-		if errors.As(err, &m) && os.Getenv("CI") != "true" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	base := ServerURL(t)
 	name := fmt.Sprintf("t_%d_%d", os.Getpid(), dbs.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -110,13 +103,33 @@ func ServerURL(t testing.TB) string {
 	t.Helper()
 	u, err := serverURL()
 	if err != nil {
-		var m *MissingError
-		if errors.As(err, &m) && os.Getenv("CI") != "true" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
+		fail(t, err)
 	}
 	return u
+}
+
+// Own starts a server of the test's own (one it may restart), stopped when
+// the test's cleanups run (register it before what uses it: cleanups run
+// last first). It skips or fails as New does.
+func Own(t testing.TB) *Server {
+	t.Helper()
+	s, err := Start()
+	if err != nil {
+		fail(t, err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// fail skips the test when PostgreSQL is missing (outside CI) and fails it
+// otherwise.
+func fail(t testing.TB, err error) {
+	t.Helper()
+	var m *MissingError
+	if errors.As(err, &m) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+	}
+	t.Fatal(err)
 }
 
 // Shared returns the server the test binary started, nil when it uses
