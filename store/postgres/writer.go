@@ -86,11 +86,23 @@ func (a *appender) commit(batch []*request) {
 			clear(failed)
 			err = a.write(live, failed, true)
 		}
+		var ce commitError
+		if errors.As(err, &ce) && ce.xid != "" {
+			// The link failed during COMMIT: ask the server, once it is
+			// back, whether that transaction committed.
+			o := a.outcome(ce.xid, retryUntil)
+			switch o {
+			case "committed":
+				err = nil
+			case "aborted":
+				err = ce.error // nothing stored: written again below
+			}
+		}
 		// The server went away before the commit (it restarts, the link
 		// blinked): nothing of the batch is stored, so it is written
 		// again, its callers waiting, until the server is back or the
-		// retry time is spent. A failed COMMIT is never retried: it may
-		// have committed.
+		// retry time is spent. A failed COMMIT is written again only
+		// when the server says its transaction aborted.
 		if err == nil || !retryable(err) || time.Now().Add(wait).After(retryUntil) || a.closing.Load() {
 			break
 		}
@@ -137,12 +149,13 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 		return err
 	}
 	defer tx.Rollback(context.Background())
+	var xid string // the transaction's id, known once it wrote
 	if !careful {
 		var evs []*store.Event
 		for _, r := range live {
 			evs = append(evs, r.evs...)
 		}
-		if err := appendEvents(ctx, tx, evs, a.db); err != nil {
+		if err := appendEvents(ctx, tx, evs, a.db, &xid); err != nil {
 			return asRequestError(err)
 		}
 		for _, r := range live {
@@ -155,13 +168,13 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 		if err := notify(ctx, tx, live, nil); err != nil {
 			return err
 		}
-		return commit(ctx, tx)
+		return commit(ctx, tx, xid)
 	}
 	for i, r := range live {
 		if _, err := tx.Exec(ctx, `SAVEPOINT request`); err != nil {
 			return err
 		}
-		err := a.one(ctx, tx, r)
+		err := a.one(ctx, tx, r, &xid)
 		if err != nil {
 			if writeFailure(err) != "" {
 				return err
@@ -181,24 +194,53 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 	if err := notify(ctx, tx, live, failed); err != nil {
 		return err
 	}
-	return commit(ctx, tx)
+	return commit(ctx, tx, xid)
 }
 
 // A commitError is a failed COMMIT: whether the transaction committed is
-// unknown, so its batch is not written again.
-type commitError struct{ error }
+// unknown until the server says what became of xid (its id), so its batch
+// is not written again before that.
+type commitError struct {
+	error
+	xid string
+}
 
 func (e commitError) Unwrap() error { return e.error }
 
-func commit(ctx context.Context, tx pgx.Tx) error {
+func commit(ctx context.Context, tx pgx.Tx, xid string) error {
 	if err := tx.Commit(ctx); err != nil {
-		return commitError{err}
+		return commitError{err, xid}
 	}
 	return nil
 }
 
+// outcome asks the server what became of the transaction xid whose COMMIT
+// failed: "committed", "aborted", or "" when that cannot be known before
+// until (the server stays away) or the server no longer knows.
+func (a *appender) outcome(xid string, until time.Time) string {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ctx, cancel := a.db.ctx(context.Background())
+		var status *string
+		err := a.db.pool.QueryRow(ctx, `SELECT pg_xact_status($1::xid8)`, xid).Scan(&status)
+		cancel()
+		switch {
+		case err == nil && status != nil && *status != "in progress":
+			return *status
+		case err == nil && status == nil:
+			return "" // too old to tell
+		case err != nil && writeFailure(err) == "":
+			return ""
+		}
+		if time.Now().Add(wait).After(until) || a.closing.Load() {
+			return ""
+		}
+		time.Sleep(wait)
+	}
+}
+
 // retryable reports whether a batch that failed with err can be written
-// again: the server or the link failed, before the commit.
+// again: the server or the link failed, before the commit (or during a
+// commit the server says was aborted).
 func retryable(err error) bool {
 	var ce commitError
 	return !errors.As(err, &ce) && writeFailure(err) != ""
@@ -237,7 +279,7 @@ func asRequestError(err error) error {
 }
 
 // one writes one request inside the batch's transaction.
-func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request) error {
+func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request, xid *string) error {
 	if id := r.deleteSession; id != "" {
 		tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
 		if err != nil {
@@ -248,7 +290,7 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request) error {
 		}
 		return nil
 	}
-	if err := appendEvents(ctx, tx, r.evs, a.db); err != nil {
+	if err := appendEvents(ctx, tx, r.evs, a.db, xid); err != nil {
 		return err
 	}
 	if r.then != nil {
@@ -262,7 +304,7 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request) error {
 // last_seq, which locks their rows until the transaction ends and checks
 // the fencing number of the sessions db holds a lease of, and one COPY of
 // a chunk per session.
-func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB) error {
+func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, xid *string) error {
 	var ids []string
 	counts := make(map[string]int64)
 	for _, ev := range evs {
@@ -288,7 +330,7 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB) er
 			ELSE GREATEST(s.lease_until, (extract(epoch from clock_timestamp()) * 1e9)::bigint + v.ttl) END
 		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS v(id, n, fence, ttl)
 		WHERE s.id = v.id AND (v.fence = 0 OR (s.fence = v.fence AND s.owner = $4))
-		RETURNING s.id, s.pk, s.last_seq`, ids, ns, fences, db.owner, ttls)
+		RETURNING s.id, s.pk, s.last_seq, pg_current_xact_id()::text`, ids, ns, fences, db.owner, ttls)
 	if err != nil {
 		return err
 	}
@@ -297,7 +339,7 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB) er
 	for rows.Next() {
 		var id string
 		var pk, last int64
-		if err := rows.Scan(&id, &pk, &last); err != nil {
+		if err := rows.Scan(&id, &pk, &last, xid); err != nil {
 			rows.Close()
 			return err
 		}
