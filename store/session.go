@@ -81,6 +81,11 @@ type Session struct {
 	Error string
 	// Worker is the remote worker the CLI runs on; empty means this host.
 	Worker string
+	// Relay is the link to the session's CLI on a remote worker, kept
+	// while that CLI runs so that another daemon (or this one, restarted)
+	// can take the link over without restarting the CLI; zero for a local
+	// session.
+	Relay Relay
 	// ParentID is the session this one was forked from; empty if none.
 	ParentID string
 	// Owner is the daemon holding the session's lease and LeaseUntil when
@@ -120,6 +125,20 @@ type SessionUpdate struct {
 	BudgetUSD       *float64
 	Error           *string
 	Worker          *string
+	// Relay replaces the whole relay state; RelayReceived only its count
+	// of frames stored (applied after Relay).
+	Relay         *Relay
+	RelayReceived *int64
+}
+
+// Relay is the state of the link to a session's CLI on a remote worker
+// that must outlive the daemon holding it.
+type Relay struct {
+	Worker  string // the worker's name
+	Session string // the relay session's id (the worker's hello names it)
+	// Received counts the worker's frames whose effects are stored: a new
+	// holder asks the worker to send again the frames after it.
+	Received int64
 }
 
 // SessionFilter selects sessions; zero fields match everything.

@@ -25,7 +25,7 @@ type querier interface {
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id, last_seq, owner, lease_until`
+	error, worker, parent_id, last_seq, owner, lease_until, relay_worker, relay_session, relay_received`
 
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var (
@@ -37,7 +37,8 @@ func scanSession(row pgx.Row) (*store.Session, error) {
 	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
-		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq, &s.Owner, &leaseUntil)
+		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq, &s.Owner, &leaseUntil,
+		&s.Relay.Worker, &s.Relay.Session, &s.Relay.Received)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +226,8 @@ func validUpdate(upd store.SessionUpdate) error {
 		name string
 		v    *string
 	}{{"claude session id", upd.ClaudeSessionID}, {"model", upd.Model}, {"permission mode", upd.PermissionMode},
-		{"error", upd.Error}, {"worker", upd.Worker}} {
+		{"error", upd.Error}, {"worker", upd.Worker}, {"relay worker", relayField(upd.Relay, 0)},
+		{"relay session", relayField(upd.Relay, 1)}} {
 		if f.v != nil {
 			if err := text(f.name, *f.v); err != nil {
 				return err
@@ -233,6 +235,17 @@ func validUpdate(upd store.SessionUpdate) error {
 		}
 	}
 	return nil
+}
+
+// relayField returns r's worker (i 0) or session (1), nil without r.
+func relayField(r *store.Relay, i int) *string {
+	switch {
+	case r == nil:
+		return nil
+	case i == 0:
+		return &r.Worker
+	}
+	return &r.Session
 }
 
 // updateSQL returns the UPDATE statement of a validated upd (without a
@@ -268,6 +281,14 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 	}
 	if upd.BudgetUSD != nil {
 		add("budget_usd", *upd.BudgetUSD)
+	}
+	if r := upd.Relay; r != nil {
+		add("relay_worker", r.Worker)
+		add("relay_session", r.Session)
+		add("relay_received", r.Received)
+	}
+	if upd.RelayReceived != nil {
+		add("relay_received", *upd.RelayReceived)
 	}
 	args = append(args, id)
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = $` + strconv.Itoa(len(args)), args

@@ -15,7 +15,7 @@ import (
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id, ` + lastSeqSQL
+	error, worker, parent_id, relay_worker, relay_session, relay_received, ` + lastSeqSQL
 
 // lastSeqSQL is the seq of the last event of the session of a row of
 // sessions, 0 for none.
@@ -32,7 +32,7 @@ func scanSession(row scanner) (*store.Session, error) {
 	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
-		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq)
+		&s.Error, &s.Worker, &s.ParentID, &s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.LastSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +195,14 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 	}
 	if upd.BudgetUSD != nil {
 		add("budget_usd", *upd.BudgetUSD)
+	}
+	if r := upd.Relay; r != nil {
+		add("relay_worker", r.Worker)
+		add("relay_session", r.Session)
+		add("relay_received", r.Received)
+	}
+	if upd.RelayReceived != nil {
+		add("relay_received", *upd.RelayReceived)
 	}
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = ?`, append(args, id)
 }

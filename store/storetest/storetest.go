@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Sessions", sessions},
 		{"AppendAndReplay", appendAndReplay},
 		{"AsyncOrderAndUpdates", asyncOrderAndUpdates},
+		{"RelayState", relayState},
 		{"UsageLedger", usageLedger},
 		{"RulesAndDecisions", rulesAndDecisions},
 		{"ConcurrentAppendsGapFree", concurrentAppends},
@@ -209,6 +210,45 @@ func asyncOrderAndUpdates(t *testing.T, s store.Store) {
 	}
 	if evs, err := collect(s, b.ID, 0); err != nil || len(evs) != n/2 {
 		t.Errorf("session b: %d events, %v", len(evs), err)
+	}
+}
+
+// relayState: the relay state of a worker session is set whole, its count
+// moves with the events whose frames it counts, and it reads back.
+func relayState(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := newSession(t, s)
+	want := store.Relay{Worker: "gpu1", Session: "s-0123", Received: 0}
+	if _, err := s.UpdateSession(ctx, a.ID, store.SessionUpdate{Relay: &want}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 5 {
+		n := int64(10 * (i + 1))
+		wg.Add(1)
+		if err := s.AppendUpdateAsync(ctx, func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			wg.Done()
+		}, ev(a.ID, i), store.SessionUpdate{RelayReceived: &n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	got, err := s.Session(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Received = 50
+	if got.Relay != want || got.LastSeq != 5 {
+		t.Errorf("relay %+v, last seq %d; want %+v, 5", got.Relay, got.LastSeq, want)
+	}
+	if _, err := s.UpdateSession(ctx, a.ID, store.SessionUpdate{Relay: &store.Relay{}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Session(ctx, a.ID); got.Relay != (store.Relay{}) {
+		t.Errorf("relay after clearing: %+v", got.Relay)
 	}
 }
 
