@@ -37,6 +37,7 @@ type Base struct {
 
 	raw          []byte
 	originalSize int64        // > 0 when the line was truncated
+	lineSeq      uint64       // Line.Seq of the line
 	strictErr    *DecodeError // set when only the tolerant path decoded the line (DecodeErrorOf)
 }
 
@@ -53,6 +54,11 @@ func (b *Base) Truncated() (originalSize int64, truncated bool) {
 }
 
 func (b *Base) base() *Base { return b }
+
+// LineSeq returns the number its connection gave the line m was decoded
+// from (Line.Seq: a remote worker's frame number), 0 when the connection
+// does not number lines. See [Session.Release].
+func LineSeq(m Message) uint64 { return m.base().lineSeq }
 
 // AssistantMessage is a model reply. The CLI prints one line per content block
 // of an API message; the lines of one API message share Message.ID.

@@ -110,6 +110,7 @@ func (s *Session) decodeBatch(b *batch) {
 			s.logger.Warn("claude: skipping a line that is not a JSON object", "session", s.SessionID(), "err", err)
 			continue
 		}
+		m.base().lineSeq = l.Seq
 		if l.OriginalSize > 0 {
 			m.base().originalSize = l.OriginalSize
 			s.logger.Warn("claude: CLI output line over the payload limit was truncated",

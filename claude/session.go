@@ -152,8 +152,30 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 	s.q.init()
 	s.mcp.init(o.MCPServers, o.MCPServerSettings)
 	s.startPipeline()
-	s.initialize()
+	if a, ok := conn.(interface{ Attached() bool }); ok && a.Attached() {
+		// A CLI another process started and initialised: it is not
+		// initialised again (see WorkerTransport.Resume).
+		s.initErr = errAttached
+		close(s.initDone)
+	} else {
+		s.initialize()
+	}
 	return s, nil
+}
+
+// errAttached is Initialize's error in a session attached to a running CLI.
+var errAttached = errors.New("claude: the session took over a running CLI: its initialize response went to the process that started it")
+
+// Release tells the connection that what the session delivered from the
+// CLI's lines up to the one numbered seq (see [LineSeq]) is safe, stored
+// by the caller: a connection that keeps lines until then (a remote
+// worker's, with [WorkerTransport].Hold) lets the worker forget them. It
+// does nothing on other connections. Releases never go back: a lower seq
+// than an earlier one is ignored.
+func (s *Session) Release(seq uint64) {
+	if r, ok := s.conn.(interface{ Release(uint64) }); ok {
+		r.Release(seq)
+	}
 }
 
 // SessionID returns the CLI's session id, known once the first system/init

@@ -31,6 +31,10 @@ type Line struct {
 	// OriginalSize is the line's length before truncation, or 0 when the
 	// line was not truncated.
 	OriginalSize int64
+	// Seq numbers the line in a Conn that counts what it delivers (a
+	// remote worker's: its frame number, see [Session.Release]); 0 in
+	// the others.
+	Seq uint64
 }
 
 // A Conn is a live connection to one CLI.

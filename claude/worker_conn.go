@@ -46,7 +46,12 @@ type workerConn struct {
 	tag    string // WorkerTransport.Tag
 	placed bool   // on a registered worker: counts in its load
 	grace  time.Duration
-	cmd    *relay.Command
+	// hold keeps the lines read on the worker until Release covers them
+	// (WorkerTransport.Hold); attached marks a session taken over from
+	// another controller (WorkerTransport.Resume).
+	hold     bool
+	attached bool
+	cmd      *relay.Command
 	out    *relay.Outbox
 	stderr func(string)
 	tail   tail
@@ -60,6 +65,9 @@ type workerConn struct {
 	mu       sync.Mutex
 	recv     uint64 // frames received from the worker, in order
 	consumed uint64 // of those, handed over (ReadLine) or handled
+	// pend holds, with hold, the numbers of the lines handed over that no
+	// Release covers yet, in order: the worker keeps them.
+	pend []uint64
 	items    []workerItem
 	wake     chan struct{} // closed and replaced when items grow or the conn ends
 	ackCh    chan struct{} // closed and replaced when consumed grows
@@ -97,11 +105,35 @@ func (rc *workerConn) received() uint64 {
 	return rc.recv
 }
 
+// consumedSeq is what the worker may forget: the frames consumed, but for
+// the lines handed over that are not released yet (with hold).
 func (rc *workerConn) consumedSeq() uint64 {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	if len(rc.pend) > 0 {
+		return rc.pend[0] - 1
+	}
 	return rc.consumed
 }
+
+// Release lets the worker forget the lines up to seq (see Session.Release).
+func (rc *workerConn) Release(seq uint64) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	i := 0
+	for i < len(rc.pend) && rc.pend[i] <= seq {
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	rc.pend = append(rc.pend[:0], rc.pend[i:]...)
+	broadcast(&rc.ackCh)
+}
+
+// Attached reports whether the session took over a CLI another
+// controller started (it is not initialised again).
+func (rc *workerConn) Attached() bool { return rc.attached }
 
 func (rc *workerConn) ackChanged() <-chan struct{} {
 	rc.mu.Lock()
@@ -304,7 +336,11 @@ func (rc *workerConn) ReadLine() (Line, error) {
 			broadcast(&rc.ackCh)
 			switch it.kind {
 			case relay.TypeLine:
+				if rc.hold {
+					rc.pend = append(rc.pend, it.seq)
+				}
 				rc.mu.Unlock()
+				it.line.Seq = it.seq
 				return it.line, nil
 			case relay.TypeExit:
 				rc.eof = true
@@ -384,6 +420,7 @@ func (rc *workerConn) Close() error {
 		rc.mu.Lock()
 		rc.closed = true
 		rc.items = nil
+		rc.pend = nil
 		rc.consumed = rc.recv
 		broadcast(&rc.ackCh)
 		broadcast(&rc.wake)

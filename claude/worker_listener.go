@@ -65,6 +65,19 @@ type WorkerListener struct {
 	Stderr func(line string)
 	// Logger receives connection events; nil means slog.Default().
 	Logger *slog.Logger
+	// Adopt, if set, is asked about a worker that comes back for a relay
+	// session the listener does not serve: the controller that served it
+	// died or restarted. To take the session over, Adopt starts a Session
+	// (or calls WorkerTransport.Start) with WorkerTransport.Resume naming
+	// r.Session before it returns nil; the link then goes on, the CLI
+	// untouched. An error wrapping ErrUnknownRelaySession makes the worker
+	// stop its CLI (the session is over); any other error, or nil without
+	// a take-over, closes the connection and the worker tries again (its
+	// other addresses, with backoff): the session may be another
+	// controller's. ctx bounds the decision (it ends after 10 seconds, or
+	// when Adopt returns): the session taken over needs a context of its
+	// own, which governs its life as Start's does.
+	Adopt func(ctx context.Context, r *WorkerReturn) error
 
 	initOnce sync.Once
 	ctx      context.Context // ends when the listener closes
@@ -85,6 +98,7 @@ type WorkerListener struct {
 	// placed on one of them that wait for its link.
 	registry map[string]*registered
 	claims   map[string]*claim
+	returning map[string]*returning // workers waiting for Adopt, by session
 	// ended remembers, until the time given, the sessions whose CLI exited,
 	// with the frames received: a worker that missed the last ack because
 	// the link dropped gets it when it comes back.
@@ -108,6 +122,7 @@ func (l *WorkerListener) init() {
 		l.ended = map[string]endedSession{}
 		l.registry = map[string]*registered{}
 		l.claims = map[string]*claim{}
+		l.returning = map[string]*returning{}
 	})
 }
 
@@ -270,7 +285,11 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		if rc == nil || rc.over() {
+		if rc == nil && l.Adopt != nil {
+			if rc = l.adoptReturn(wl, hello); rc == nil {
+				return
+			}
+		} else if rc == nil || rc.over() {
 			l.logger().Warn("claude: worker came back for an unknown session", "worker", wl.name, "session", hello.Session)
 			relay.WriteFrame(l.ctx, c, &relay.Header{Type: relay.TypeReject, Error: "unknown session " + hello.Session}, nil)
 			c.Close(websocket.StatusNormalClosure, "")
@@ -333,11 +352,11 @@ func (l *WorkerListener) takeIdle(ctx context.Context) (*workerLink, error) {
 // the connection to the remote CLI. ctx governs the whole session: when it
 // ends, the worker stops the CLI at once.
 func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
-	return l.start(ctx, c, "")
+	return l.start(ctx, c, &WorkerTransport{})
 }
 
-// start is Start with the tag the session gets in WorkerInfo.Sessions.
-func (l *WorkerListener) start(ctx context.Context, c *Command, tag string) (Conn, error) {
+// start is Start with t's Tag and Hold.
+func (l *WorkerListener) start(ctx context.Context, c *Command, t *WorkerTransport) (Conn, error) {
 	l.init()
 	if l.Token == "" {
 		return nil, errors.New("claude: WorkerListener.Token is empty")
@@ -349,9 +368,9 @@ func (l *WorkerListener) start(ctx context.Context, c *Command, tag string) (Con
 	anyRegistered := l.anyConnectedLocked()
 	l.mu.Unlock()
 	if anyRegistered {
-		return l.startPlaced(ctx, c, WorkerSelector{}, tag)
+		return l.startPlaced(ctx, c, WorkerSelector{}, t)
 	}
-	rc := l.newConn(ctx, c)
+	rc := l.newConn(ctx, c, t)
 	wctx := ctx
 	if l.WaitTimeout > 0 {
 		var cancel context.CancelFunc
@@ -408,13 +427,16 @@ func (l *WorkerListener) handOver(wl *workerLink, rc *workerConn) error {
 	}
 }
 
-// newConn makes the Conn of a new session running c.
-func (l *WorkerListener) newConn(ctx context.Context, c *Command) *workerConn {
+// newConn makes the Conn of a new session running c, with t's Tag and
+// Hold.
+func (l *WorkerListener) newConn(ctx context.Context, c *Command, t *WorkerTransport) *workerConn {
 	set, unset := envDelta(c.Env, osEnviron())
 	return &workerConn{
-		l:   l,
-		ctx: ctx,
-		id:  "s-" + randomHex(12),
+		l:    l,
+		ctx:  ctx,
+		id:   "s-" + randomHex(12),
+		tag:  t.Tag,
+		hold: t.Hold,
 		cmd: &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
 		out: relay.NewOutbox(orDefault(l.BufferBytes, relay.DefaultBufferBytes)),
 

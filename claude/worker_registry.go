@@ -440,25 +440,49 @@ type WorkerTransport struct {
 	// Tag names the session in WorkerInfo.Sessions; empty means the
 	// relay's session id.
 	Tag string
+	// Hold keeps each line of the CLI's output on the worker until
+	// [Session.Release] covers it, instead of until it is read, so that
+	// whoever takes the session over after this process dies (Resume)
+	// gets again every line whose effects were not stored. The caller
+	// must release what it has stored, or the worker's buffer fills and
+	// the CLI pauses.
+	Hold bool
+	// Resume, if set, takes over a session whose CLI already runs on a
+	// worker, started by another controller (or by this process before
+	// it restarted), instead of starting a CLI: it is only valid inside
+	// [WorkerListener].Adopt, for the session the worker came back for.
+	// The session is not initialised again; the worker sends again the
+	// frames after Resume.Received, and the lines to the CLI go on after
+	// those the worker has.
+	Resume *WorkerResume
+}
+
+// WorkerResume names a relay session to take over and how many of the
+// worker's frames the caller has (stored) already.
+type WorkerResume struct {
+	Session  string
+	Received uint64
 }
 
 // Start implements [Transport].
 func (t *WorkerTransport) Start(ctx context.Context, c *Command) (Conn, error) {
-	if t.Name == "" && len(t.Labels) == 0 {
-		return t.Listener.start(ctx, c, t.Tag)
+	if t.Resume != nil {
+		return t.Listener.adopt(ctx, c, t)
 	}
-	return t.Listener.startPlaced(ctx, c, WorkerSelector{Name: t.Name, Labels: t.Labels}, t.Tag)
+	if t.Name == "" && len(t.Labels) == 0 {
+		return t.Listener.start(ctx, c, t)
+	}
+	return t.Listener.startPlaced(ctx, c, WorkerSelector{Name: t.Name, Labels: t.Labels}, t)
 }
 
 // startPlaced places a session on a registered worker matching sel and
 // waits for its link.
-func (l *WorkerListener) startPlaced(ctx context.Context, c *Command, sel WorkerSelector, tag string) (Conn, error) {
+func (l *WorkerListener) startPlaced(ctx context.Context, c *Command, sel WorkerSelector, t *WorkerTransport) (Conn, error) {
 	l.init()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rc := l.newConn(ctx, c)
-	rc.tag = tag
+	rc := l.newConn(ctx, c, t)
 	cl := &claim{link: make(chan *workerLink, 1), declined: make(chan string, 1)}
 	l.mu.Lock()
 	if l.closed {

@@ -20,7 +20,7 @@
 // The worker speaks first on every connection:
 //
 //	worker → hello  {"session":"", "worker":"host-123"}            a fresh worker
-//	worker → hello  {"session":"s-…", "ack":N}                      a worker coming back
+//	worker → hello  {"session":"s-…", "ack":N, "held":H}            a worker coming back
 //
 // A fresh worker waits, connected, until the controller has a session for it
 // and answers start, which carries the command to run: the CLI's arguments,
@@ -83,6 +83,19 @@
 // already seen, so nothing is lost or delivered twice. Both sides ping every
 // few seconds; a missing pong ends the connection, which starts the
 // reconnection.
+//
+// A worker coming back may find another controller: the one it served died
+// or restarted (its sessions are taken over through a shared store). That
+// controller takes the session over at the frames it has stored, M: it
+// answers resume with ack max(M, H) — H, the hello's "held", is the last
+// frame the old controller acknowledged, which the worker no longer keeps —
+// and numbers its own frames after N, the frames the worker received. A
+// controller that keeps lines until they are stored acknowledges a line
+// only then (claude.WorkerTransport.Hold), so M ≥ every line acknowledged
+// and the worker sends again everything the new controller lacks. A
+// controller that does not serve the session and will not take it over
+// closes the connection without reject (the worker tries again, on its
+// other addresses, with backoff); reject is for a session known to be over.
 //
 // The session ends when the worker has sent exit and the controller has
 // acknowledged it: the worker then closes the connection with a normal

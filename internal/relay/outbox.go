@@ -33,6 +33,15 @@ func NewOutbox(maxBytes int) *Outbox {
 	return &Outbox{max: maxBytes, wake: make(chan struct{}), room: make(chan struct{})}
 }
 
+// NewOutboxAfter returns an outbox whose first frame is numbered n+1: a
+// controller taking a session over from another one goes on numbering
+// after the n frames the worker received.
+func NewOutboxAfter(maxBytes int, n uint64) *Outbox {
+	o := NewOutbox(maxBytes)
+	o.last, o.acked = n, n
+	return o
+}
+
 // Push numbers a frame of type h.Type (h.Seq is set), keeps it and wakes the
 // senders. It blocks while the outbox is full, until ctx ends or the outbox
 // is closed.

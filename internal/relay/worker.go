@@ -237,6 +237,8 @@ func (w *Worker) serve(ctx, pctx context.Context, c *websocket.Conn) (up bool, e
 	hello := &Header{Type: TypeHello, Session: w.sid, Ack: w.recv.Load(), Worker: w.Name}
 	if w.sid == "" {
 		hello.Claim = w.Claim
+	} else {
+		hello.Held = w.out.Acked()
 	}
 	if err := WriteFrame(ctx, c, hello, nil); err != nil {
 		return false, err

@@ -1,0 +1,220 @@
+package claude_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/relay"
+)
+
+// TestWorkerTakeover: a controller holding a worker session's lines until
+// it "stores" them dies mid-stream; the worker comes back to a second
+// controller, which takes the session over at the lines stored. The second
+// controller gets every line after those, once, in order (the read but
+// unreleased ones again), its own lines reach the same CLI process, and
+// the session ends cleanly.
+func TestWorkerTakeover(t *testing.T) {
+	const lines, stored, readOnA = 3000, 1000, 1500
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a := &claude.WorkerListener{Token: "tok", Logger: logger}
+	b := &claude.WorkerListener{Token: "tok", Logger: logger}
+	for _, l := range []*claude.WorkerListener{a, b} {
+		claude.SetWorkerPing(l, 100*time.Millisecond, time.Second)
+		if err := l.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var starts atomic.Int32
+	w := &relay.Worker{
+		URLs: []string{a.URL(), b.URL()}, Token: "tok", Name: "w1",
+		ReconnectTimeout: 20 * time.Second, BufferBytes: 64 << 10,
+		PingInterval: 100 * time.Millisecond, PingTimeout: time.Second, Logger: logger,
+		Start: func(ctx context.Context, cmd *relay.Command, stderr func(string)) (relay.Process, error) {
+			starts.Add(1)
+			return startFakeCLI(ctx, lines, stderr), nil
+		},
+	}
+	workerErr := make(chan error, 1)
+	go func() { workerErr <- w.Run(ctx) }()
+
+	cmd := &claude.Command{Args: []string{"--verbose"}, Dir: "/tmp", MaxLineBytes: 1 << 20}
+	connA, err := (&claude.WorkerTransport{Listener: a, Hold: true}).Start(ctx, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(ln claude.Line) int {
+		var m struct {
+			Type string
+			N    int
+			Line string
+		}
+		if err := json.Unmarshal(ln.Data, &m); err != nil {
+			t.Fatalf("line %q: %v", ln.Data, err)
+		}
+		if m.Type != "count" {
+			return -1
+		}
+		return m.N
+	}
+	var storedSeq uint64
+	for i := range readOnA {
+		ln, err := connA.ReadLine()
+		if err != nil {
+			t.Fatalf("line %d on the first controller: %v", i, err)
+		}
+		if n := count(ln); n != i {
+			t.Fatalf("count %d, want %d", n, i)
+		}
+		if ln.Seq == 0 {
+			t.Fatal("a worker's line without its frame number")
+		}
+		if i == stored-1 {
+			storedSeq = ln.Seq
+			connA.(interface{ Release(uint64) }).Release(ln.Seq)
+		}
+	}
+
+	// B takes the session over from the lines stored.
+	var back *claude.WorkerReturn
+	adopted := make(chan claude.Conn, 1)
+	b.Adopt = func(_ context.Context, r *claude.WorkerReturn) error {
+		back = r
+		// The session's context is its own: Adopt's ends when it returns.
+		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
+			Resume: &claude.WorkerResume{Session: r.Session, Received: storedSeq}}).Start(ctx, cmd)
+		if err != nil {
+			return err
+		}
+		adopted <- c
+		return nil
+	}
+	a.Close() // the first controller dies: its links drop, nothing is said to the worker
+
+	var connB claude.Conn
+	select {
+	case connB = <-adopted:
+	case <-ctx.Done():
+		t.Fatal("the worker never came back to the second controller")
+	}
+	if back.Worker != "w1" || back.Held >= storedSeq+1 {
+		t.Errorf("worker return %+v: the worker must still hold line %d", back, storedSeq+1)
+	}
+	if c, ok := connB.(interface{ Attached() bool }); !ok || !c.Attached() {
+		t.Error("a taken-over connection does not say it is attached")
+	}
+	if err := connB.WriteLine(ctx, []byte(`{"from":"b"}`+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	connB.CloseWrite()
+	next, echoes := stored, 0
+	var lastSeq uint64
+	for {
+		ln, err := connB.ReadLine()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ReadLine on the second controller: %v", err)
+		}
+		if ln.Seq <= storedSeq {
+			t.Fatalf("line %d again: it was stored", ln.Seq)
+		}
+		switch n := count(ln); n {
+		case -1:
+			echoes++
+		case next:
+			next++
+		default:
+			t.Fatalf("count %d (frame %d, last frame %d) on the second controller, want %d (a gap or a repeat)", n, ln.Seq, lastSeq, next)
+		}
+		connB.(interface{ Release(uint64) }).Release(ln.Seq)
+		lastSeq = ln.Seq
+	}
+	if next != lines || echoes != 1 {
+		t.Errorf("the second controller got counts up to %d and %d echoes, want %d and 1", next, echoes, lines)
+	}
+	if err := connB.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := <-workerErr; err != nil {
+		t.Errorf("worker: %v", err)
+	}
+	if n := starts.Load(); n != 1 {
+		t.Errorf("the CLI was started %d times, want once", n)
+	}
+	t.Logf("taken over at frame %d (worker held from %d, had %d frames of the first controller)", storedSeq, back.Held, back.WorkerHas)
+}
+
+// TestWorkerReturnRefused: a worker coming back to a controller that will
+// not take its session over is not rejected (its CLI keeps running) unless
+// the controller says the session is over.
+func TestWorkerReturnRefused(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a := &claude.WorkerListener{Token: "tok", Logger: logger}
+	b := &claude.WorkerListener{Token: "tok", Logger: logger}
+	for _, l := range []*claude.WorkerListener{a, b} {
+		claude.SetWorkerPing(l, 100*time.Millisecond, time.Second)
+		if err := l.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	asked := make(chan struct{}, 16)
+	var over atomic.Bool
+	b.Adopt = func(ctx context.Context, r *claude.WorkerReturn) error {
+		asked <- struct{}{}
+		if over.Load() {
+			return fmt.Errorf("%w: session %s was closed", claude.ErrUnknownRelaySession, r.Session)
+		}
+		return errors.New("its lease is another daemon's")
+	}
+	w := &relay.Worker{
+		URLs: []string{a.URL(), b.URL()}, Token: "tok", Name: "w1", ReconnectTimeout: 20 * time.Second,
+		PingInterval: 100 * time.Millisecond, PingTimeout: time.Second, Logger: logger,
+		Start: func(ctx context.Context, cmd *relay.Command, stderr func(string)) (relay.Process, error) {
+			return startFakeCLI(ctx, 10, stderr), nil
+		},
+	}
+	workerErr := make(chan error, 1)
+	go func() { workerErr <- w.Run(ctx) }()
+	conn, err := a.Start(ctx, &claude.Command{MaxLineBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ReadLine(); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	for range 2 { // refused twice, the worker keeps trying
+		select {
+		case <-asked:
+		case err := <-workerErr:
+			t.Fatalf("the worker gave up after a refusal: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the worker never came to the second controller")
+		}
+	}
+	over.Store(true)
+	select {
+	case err := <-workerErr:
+		if !errors.Is(err, relay.ErrRejected) {
+			t.Errorf("worker: %v, want a rejection", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the worker did not stop once its session was said to be over")
+	}
+}
