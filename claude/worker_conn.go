@@ -52,10 +52,10 @@ type workerConn struct {
 	hold     bool
 	attached bool
 	cmd      *relay.Command
-	out    *relay.Outbox
-	stderr func(string)
-	tail   tail
-	bg     sync.WaitGroup // watch
+	out      *relay.Outbox
+	stderr   func(string)
+	tail     tail
+	bg       sync.WaitGroup // watch
 
 	writeMu   sync.Mutex
 	eofOnce   sync.Once
@@ -67,19 +67,19 @@ type workerConn struct {
 	consumed uint64 // of those, handed over (ReadLine) or handled
 	// pend holds, with hold, the numbers of the lines handed over that no
 	// Release covers yet, in order: the worker keeps them.
-	pend []uint64
-	items    []workerItem
-	wake     chan struct{} // closed and replaced when items grow or the conn ends
-	ackCh    chan struct{} // closed and replaced when consumed grows
-	link     *workerLink
-	linkCh   chan struct{} // closed and replaced when link changes
-	lostAt   time.Time
-	lastErr  error
-	exit     *relay.Exit
-	exitErr  error
-	exited   chan struct{} // closed when the CLI's exit is known, or the session failed
-	eof      bool          // ReadLine reached the end
-	closed   bool
+	pend    []uint64
+	items   []workerItem
+	wake    chan struct{} // closed and replaced when items grow or the conn ends
+	ackCh   chan struct{} // closed and replaced when consumed grows
+	link    *workerLink
+	linkCh  chan struct{} // closed and replaced when link changes
+	lostAt  time.Time
+	lastErr error
+	exit    *relay.Exit
+	exitErr error
+	exited  chan struct{} // closed when the CLI's exit is known, or the session failed
+	eof     bool          // ReadLine reached the end
+	closed  bool
 }
 
 type workerItem struct {

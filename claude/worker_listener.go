@@ -96,8 +96,8 @@ type WorkerListener struct {
 	sessions map[string]*workerConn
 	// registry holds the registered workers by name, claims the sessions
 	// placed on one of them that wait for its link.
-	registry map[string]*registered
-	claims   map[string]*claim
+	registry  map[string]*registered
+	claims    map[string]*claim
 	returning map[string]*returning // workers waiting for Adopt, by session
 	// ended remembers, until the time given, the sessions whose CLI exited,
 	// with the frames received: a worker that missed the last ack because
@@ -437,8 +437,8 @@ func (l *WorkerListener) newConn(ctx context.Context, c *Command, t *WorkerTrans
 		id:   "s-" + randomHex(12),
 		tag:  t.Tag,
 		hold: t.Hold,
-		cmd: &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
-		out: relay.NewOutbox(orDefault(l.BufferBytes, relay.DefaultBufferBytes)),
+		cmd:  &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
+		out:  relay.NewOutbox(orDefault(l.BufferBytes, relay.DefaultBufferBytes)),
 
 		ackCh:   make(chan struct{}),
 		wake:    make(chan struct{}),

@@ -46,8 +46,8 @@ type Header struct {
 	// Held is set in the hello of a returning worker: the frames up to
 	// it were acknowledged and are no longer kept, so a controller
 	// taking the session over resumes after it at least.
-	Held uint64 `json:"held,omitempty"`
-	Worker  string `json:"worker,omitempty"`  // hello: a name for logs
+	Held   uint64 `json:"held,omitempty"`
+	Worker string `json:"worker,omitempty"` // hello: a name for logs
 	// Claim is set in the hello of a link a registered worker opened for
 	// the session an open frame named.
 	Claim string `json:"claim,omitempty"`
