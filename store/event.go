@@ -59,6 +59,12 @@ type Event struct {
 	// on append means len(Raw); the store keeps the larger of the two, so a
 	// line already cut by the reader keeps its true size.
 	OriginalSize int64
+	// RelayFrame is, on append, the relay frame a line of a CLI on a
+	// remote worker came in (claude.LineSeq); the store raises the
+	// session's Relay.Received to it in the same transaction, so that the
+	// count never covers a line that is not stored. Zero otherwise, and in
+	// the events read back.
+	RelayFrame int64
 }
 
 // Truncated reports whether Raw holds less than the original line.

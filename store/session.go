@@ -125,10 +125,9 @@ type SessionUpdate struct {
 	BudgetUSD       *float64
 	Error           *string
 	Worker          *string
-	// Relay replaces the whole relay state; RelayReceived only its count
-	// of frames stored (applied after Relay).
-	Relay         *Relay
-	RelayReceived *int64
+	// Relay replaces the whole relay state (its count moves with the
+	// events appended: Event.RelayFrame).
+	Relay *Relay
 }
 
 // Relay is the state of the link to a session's CLI on a remote worker

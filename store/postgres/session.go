@@ -287,9 +287,6 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 		add("relay_session", r.Session)
 		add("relay_received", r.Received)
 	}
-	if upd.RelayReceived != nil {
-		add("relay_received", *upd.RelayReceived)
-	}
 	args = append(args, id)
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = $` + strconv.Itoa(len(args)), args
 }

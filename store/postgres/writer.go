@@ -313,12 +313,20 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, xi
 		}
 		counts[ev.SessionID]++
 	}
+	relay := map[string]int64{}
+	for _, ev := range evs {
+		if ev.RelayFrame > relay[ev.SessionID] {
+			relay[ev.SessionID] = ev.RelayFrame
+		}
+	}
 	ns := make([]int64, len(ids))
 	fences := make([]int64, len(ids))
 	ttls := make([]int64, len(ids))
+	frames := make([]int64, len(ids))
 	for i, id := range ids {
 		ns[i] = counts[id]
 		fences[i], ttls[i] = db.lease(id)
+		frames[i] = relay[id]
 	}
 	// A fenced session's lease is extended as its events are written
 	// (writing is being alive), so that Renew may skip the rows a batch
@@ -327,10 +335,11 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, xi
 	// which PostgreSQL breaks only after deadlock_timeout (1s).
 	rows, err := tx.Query(ctx, `UPDATE sessions s SET last_seq = s.last_seq + v.n,
 		lease_until = CASE WHEN v.fence <= 0 THEN s.lease_until
-			ELSE GREATEST(s.lease_until, (extract(epoch from clock_timestamp()) * 1e9)::bigint + v.ttl) END
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[]) AS v(id, n, fence, ttl)
+			ELSE GREATEST(s.lease_until, (extract(epoch from clock_timestamp()) * 1e9)::bigint + v.ttl) END,
+		relay_received = GREATEST(s.relay_received, v.frame)
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[], $6::bigint[]) AS v(id, n, fence, ttl, frame)
 		WHERE s.id = v.id AND (v.fence = 0 OR (s.fence = v.fence AND s.owner = $4))
-		RETURNING s.id, s.pk, s.last_seq, pg_current_xact_id()::text`, ids, ns, fences, db.owner, ttls)
+		RETURNING s.id, s.pk, s.last_seq, pg_current_xact_id()::text`, ids, ns, fences, db.owner, ttls, frames)
 	if err != nil {
 		return err
 	}

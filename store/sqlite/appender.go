@@ -391,6 +391,9 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 		}
 		return err
 	}
+	if err := raiseRelay(ctx, tx, live, failed, changed); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
@@ -485,3 +488,31 @@ func (a *appender) restoreStates(saved []savedState) {
 // maxCachedSessions bounds the appender's cache of session states: a
 // daemon that has run 10,000 sessions keeps the state of a few hundred.
 const maxCachedSessions = 1024
+
+// raiseRelay raises the relay count of the sessions whose appended lines
+// came over a worker's relay (store.Event.RelayFrame), for the requests
+// of live that did not fail.
+func raiseRelay(ctx context.Context, tx *sql.Tx, live []*appendRequest, failed []error, changed map[string]sessionState) error {
+	var frames map[int64]int64
+	for i, r := range live {
+		if failed[i] != nil {
+			continue
+		}
+		for _, ev := range r.evs {
+			if ev.RelayFrame <= 0 {
+				continue
+			}
+			pk := changed[ev.SessionID].pk
+			if frames == nil {
+				frames = map[int64]int64{}
+			}
+			frames[pk] = max(frames[pk], ev.RelayFrame)
+		}
+	}
+	for pk, n := range frames {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET relay_received = MAX(relay_received, ?) WHERE pk = ?`, n, pk); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -201,9 +201,6 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 		add("relay_session", r.Session)
 		add("relay_received", r.Received)
 	}
-	if upd.RelayReceived != nil {
-		add("relay_received", *upd.RelayReceived)
-	}
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = ?`, append(args, id)
 }
 

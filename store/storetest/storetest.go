@@ -213,25 +213,27 @@ func asyncOrderAndUpdates(t *testing.T, s store.Store) {
 	}
 }
 
-// relayState: the relay state of a worker session is set whole, its count
-// moves with the events whose frames it counts, and it reads back.
+// relayState: the relay state of a worker session is set whole, and its
+// count rises with the frames of the lines appended (never falls), in
+// their transaction.
 func relayState(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	a := newSession(t, s)
+	a, b := newSession(t, s), newSession(t, s)
 	want := store.Relay{Worker: "gpu1", Session: "s-0123", Received: 0}
 	if _, err := s.UpdateSession(ctx, a.ID, store.SessionUpdate{Relay: &want}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for i := range 5 {
-		n := int64(10 * (i + 1))
+	for i, frame := range []int64{10, 20, 0, 50, 40} {
+		e := ev(a.ID, i)
+		e.RelayFrame = frame
 		wg.Add(1)
-		if err := s.AppendUpdateAsync(ctx, func(err error) {
+		if err := s.AppendAsync(ctx, func(err error) {
 			if err != nil {
 				t.Error(err)
 			}
 			wg.Done()
-		}, ev(a.ID, i), store.SessionUpdate{RelayReceived: &n}); err != nil {
+		}, e, ev(b.ID, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,6 +245,9 @@ func relayState(t *testing.T, s store.Store) {
 	want.Received = 50
 	if got.Relay != want || got.LastSeq != 5 {
 		t.Errorf("relay %+v, last seq %d; want %+v, 5", got.Relay, got.LastSeq, want)
+	}
+	if got, _ := s.Session(ctx, b.ID); got.Relay != (store.Relay{}) {
+		t.Errorf("a session without relay frames: %+v", got.Relay)
 	}
 	if _, err := s.UpdateSession(ctx, a.ID, store.SessionUpdate{Relay: &store.Relay{}}); err != nil {
 		t.Fatal(err)
