@@ -131,6 +131,9 @@ func (rc *workerConn) Release(seq uint64) {
 	broadcast(&rc.ackCh)
 }
 
+// RelaySession returns the relay session's id (see WorkerListener.Adopt).
+func (rc *workerConn) RelaySession() string { return rc.id }
+
 // Attached reports whether the session took over a CLI another
 // controller started (it is not initialised again).
 func (rc *workerConn) Attached() bool { return rc.attached }

@@ -434,7 +434,7 @@ func (l *WorkerListener) newConn(ctx context.Context, c *Command, t *WorkerTrans
 	return &workerConn{
 		l:    l,
 		ctx:  ctx,
-		id:   "s-" + randomHex(12),
+		id:   relayID(t.Tag),
 		tag:  t.Tag,
 		hold: t.Hold,
 		cmd:  &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
@@ -447,6 +447,26 @@ func (l *WorkerListener) newConn(ctx context.Context, c *Command, t *WorkerTrans
 		closing: make(chan struct{}),
 		stderr:  l.Stderr,
 	}
+}
+
+// relayID returns a new relay session id: "s-" and random hex, or, for a
+// tagged session, the tag, "~" and random hex, so that a controller taking
+// the session over finds its own session in the id (see RelayTag).
+func relayID(tag string) string {
+	if tag == "" {
+		return "s-" + randomHex(12)
+	}
+	return tag + "~" + randomHex(12)
+}
+
+// RelayTag returns the WorkerTransport.Tag a relay session id was made
+// with ("" for an untagged session).
+func RelayTag(relaySession string) string {
+	i := strings.LastIndexByte(relaySession, '~')
+	if i < 0 {
+		return ""
+	}
+	return relaySession[:i]
 }
 
 func (l *WorkerListener) forget(rc *workerConn) {

@@ -93,12 +93,16 @@ func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
 // start launches the CLI. On failure the session is marked failed and the
 // actor is over.
 func (a *actor) start(ctx context.Context) error {
-	a.status(ctx, store.StatusStarting, "")
-	gen, err := a.d.db.NewProcess(ctx, a.id)
-	if err != nil {
-		return a.fail(ctx, fmt.Errorf("daemon: new process: %w", err))
+	if a.launch.takeover != nil {
+		a.process = a.launch.process // the same CLI process
+	} else {
+		a.status(ctx, store.StatusStarting, "")
+		gen, err := a.d.db.NewProcess(ctx, a.id)
+		if err != nil {
+			return a.fail(ctx, fmt.Errorf("daemon: new process: %w", err))
+		}
+		a.process = gen
 	}
-	a.process = gen
 	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf}
 	if a.remote() {
 		if a.d.workers == nil {
@@ -111,7 +115,11 @@ func (a *actor) start(ctx context.Context) error {
 			// (a fork's: the worker of the session it copies, see Fork).
 			sel.Name = last
 		}
-		tr = &claude.WorkerTransport{Listener: a.d.workers, Name: sel.Name, Labels: sel.Labels, Tag: a.id}
+		// Hold: a line stays on the worker until it is stored (record
+		// releases it), so that another daemon can take the CLI over
+		// when this one dies (takeover.go).
+		tr = &claude.WorkerTransport{Listener: a.d.workers, Name: sel.Name, Labels: sel.Labels, Tag: a.id,
+			Hold: true, Resume: a.launch.takeover}
 	} else if a.d.transport != nil {
 		tr = a.d.transport
 	}
@@ -129,9 +137,19 @@ func (a *actor) start(ctx context.Context) error {
 	}
 	a.sess = s
 	a.live.Store(true)
-	a.d.log.Info("CLI started", "session", a.id, "pid", s.PID(), "resume", a.launch.resume != "", "fork", a.launch.fork)
+	if t := a.launch.takeover; t != nil {
+		a.d.log.Info("CLI taken over on its worker", "session", a.id, "worker", a.d.workerOf(a.id),
+			"relay", t.Session, "from_frame", t.Received, "mid_turn", a.launch.midTurn)
+	} else {
+		a.d.log.Info("CLI started", "session", a.id, "pid", s.PID(), "resume", a.launch.resume != "", "fork", a.launch.fork)
+	}
 	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Error: new(string)}); err != nil {
 		a.d.log.Error("clearing the session's last error", "session", a.id, "err", err)
+	}
+	if a.launch.midTurn {
+		a.inflight.Store(1) // its result ends the turn
+		a.status(ctx, store.StatusRunning, "taken over by daemon "+a.d.name()+" mid-turn")
+		return nil
 	}
 	a.status(ctx, store.StatusIdle, "")
 	a.becameIdle()
@@ -239,6 +257,7 @@ func (a *actor) end(st *actorState, err error) {
 		}
 		final = store.StatusFailed
 	}
+	a.clearRelay(ctx)
 	a.status(ctx, final, detail)
 	a.d.engine.RemoveSession(a.id)
 	if terminal(final) {
@@ -283,7 +302,7 @@ func (a *actor) read() error {
 			return err
 		}
 		ev := &store.Event{SessionID: a.id, Direction: store.FromCLI, Type: m.Kind(),
-			Subtype: claude.SubtypeOf(m), Raw: append([]byte(nil), m.Raw()...)}
+			Subtype: claude.SubtypeOf(m), Raw: append([]byte(nil), m.Raw()...), RelayFrame: int64(claude.LineSeq(m))}
 		if b, ok := m.(interface{ Truncated() (int64, bool) }); ok {
 			if n, t := b.Truncated(); t {
 				ev.OriginalSize = n
@@ -382,6 +401,9 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 	committed := func(err error) {
 		switch {
 		case err == nil:
+			if se.RelayFrame > 0 {
+				a.sess.Release(uint64(se.RelayFrame)) // stored: the worker may forget it
+			}
 			a.publish(ev) // se is ev's own: its seq is set
 		case writeFailed(err), errors.Is(err, store.ErrNotOwner):
 			a.lost(err)
@@ -453,6 +475,9 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 	done := make(chan usageOutcome, 1)
 	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
 		if err == nil {
+			if ev.RelayFrame > 0 {
+				a.sess.Release(uint64(ev.RelayFrame))
+			}
 			a.publish(Event{Event: *ev})
 		} else if writeFailed(err) || errors.Is(err, store.ErrNotOwner) {
 			a.lost(err)

@@ -84,7 +84,9 @@ type Options struct {
 	SubscriberBuffer int
 	// Workers, if set, hosts sessions whose options ask for a remote
 	// worker ("claudectl worker" on another machine); the API serves it at
-	// api.WorkerPath. The caller closes it after Daemon.Close.
+	// api.WorkerPath. The caller closes it after Daemon.Close. New sets
+	// its Adopt: a worker coming back for a session another daemon ran
+	// (it died) is taken over here (takeover.go).
 	Workers *claude.WorkerListener
 	// MaxPayloadBytes is the longest CLI line delivered whole
 	// (claude.Options.MaxPayloadBytes); longer lines arrive truncated. Zero
@@ -210,6 +212,9 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	}
 	if t, ok := d.db.(store.Tailer); ok && d.lease != nil {
 		d.tail = newTailer(d, t)
+	}
+	if d.workers != nil {
+		d.workers.Adopt = d.adopt // takeover.go
 	}
 	return d, nil
 }
@@ -362,6 +367,13 @@ func resumable(s *store.Session, op string) (*SessionOptions, error) {
 type launch struct {
 	resume string // the CLI session id to continue, "" for a new conversation
 	fork   bool   // continue a copy of resume under a new id
+	// takeover, when set, takes over the CLI another daemon (or this one,
+	// before it restarted) ran on a remote worker instead of starting one
+	// (takeover.go); process is the stored CLI process generation and
+	// midTurn whether a turn was under way.
+	takeover *claude.WorkerResume
+	process  int64
+	midTurn  bool
 }
 
 // launch starts a CLI process for stored session s, registers its actor
@@ -384,10 +396,13 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	d.actors[s.ID] = a // reserved: a second launch now fails
 	a.hub = d.acquireHubLocked(s.ID, false)
 	d.mu.Unlock()
-	if err := d.takeSlot(ctx, a, s); err != nil {
+	if l.takeover != nil {
+		d.slots.force() // its CLI runs already
+		a.hasSlot = true
+	} else if err := d.takeSlot(ctx, a, s); err != nil {
 		return nil, err
 	}
-	if l.resume != "" && !l.fork {
+	if (l.resume != "" && !l.fork) || l.takeover != nil {
 		// The engine forgot the session's rules when its last CLI ended.
 		if err := d.loadRules(ctx, func(r *store.Rule) bool { return r.SessionID == s.ID }); err != nil {
 			d.log.Error("loading the session's rules", "session", s.ID, "err", err)

@@ -37,6 +37,14 @@ func (s *slots) take() bool {
 	return false
 }
 
+// force takes a slot even when none is free: for a CLI that already runs
+// (taken over from another daemon), which no queue can hold back.
+func (s *slots) force() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used++
+}
+
 // enqueue joins the queue; it returns the waiter and how many are ahead.
 func (s *slots) enqueue() (*slotWaiter, int) {
 	s.mu.Lock()

@@ -25,6 +25,10 @@ func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.C
 	if wn, ok := c.(interface{ WorkerName() string }); ok {
 		t.a.d.setWorkerOf(t.a.id, wn.WorkerName())
 	}
+	if err := t.a.recordRelay(ctx, c); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return &tapConn{Conn: c, a: t.a}, nil
 }
 
@@ -57,6 +61,19 @@ func describeLine(typ, sub string) string {
 		return "the " + sub + " " + typ + " was"
 	}
 	return "the " + typ + " line was"
+}
+
+// Release and Attached pass the SDK's optional methods of a worker's
+// connection through (see claude.WorkerTransport).
+func (c *tapConn) Release(seq uint64) {
+	if r, ok := c.Conn.(interface{ Release(uint64) }); ok {
+		r.Release(seq)
+	}
+}
+
+func (c *tapConn) Attached() bool {
+	a, ok := c.Conn.(interface{ Attached() bool })
+	return ok && a.Attached()
 }
 
 // PID is the wrapped connection's process id, 0 without one.

@@ -95,7 +95,8 @@ type twoServes struct {
 	a, b         *serveProc
 	dataA, dataB string
 	tmp, work    string
-	binary       string // the claudectl built for the test
+	binary       string   // the claudectl built for the test
+	env          []string // the daemons' environment (the scripted model's)
 }
 
 func startTwoServes(t *testing.T, settings func(url string) string, turns ...claudetest.Turn) *twoServes {
@@ -125,6 +126,7 @@ func startTwoServes(t *testing.T, settings func(url string) string, turns ...cla
 	httpc := &http.Client{Transport: &http.Transport{}}
 	ts := &twoServes{ctx: ctx, dataA: filepath.Join(tmp, "a"), dataB: filepath.Join(tmp, "b"), tmp: tmp, work: work, binary: binary}
 	env := model.Env(home)
+	ts.env = env
 	ts.a = startServe(ctx, t, binary, cli, ts.dataA, env, filepath.Join(tmp, "a.log"), httpc, "--config", config)
 	ts.b = startServe(ctx, t, binary, cli, ts.dataB, env, filepath.Join(tmp, "b.log"), httpc, "--config", config)
 	return ts

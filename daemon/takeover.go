@@ -1,0 +1,131 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/store"
+)
+
+// Taking over a session whose CLI runs on a remote worker, without
+// restarting the CLI, when the daemon that ran it died (or this daemon
+// restarted). While a worker session runs, its relay state is stored
+// (store.Relay: the worker, the relay session, and how many of the
+// worker's frames are stored); the daemon holds each line on the worker
+// until its event is stored (claude.WorkerTransport.Hold; the relay count
+// rises in the event's transaction, Event.RelayFrame). The worker, cut
+// from its daemon, dials its other addresses; a daemon that does not serve
+// the relay session asks adopt, which takes the session over once the dead
+// owner's lease has expired: the worker then sends again every line after
+// the stored count, so the log goes on with no gap and no repeat, and the
+// CLI — its pid, its conversation, its turn under way — is untouched.
+
+// name is the daemon's name in leases, or "this daemon".
+func (d *Daemon) name() string {
+	if n, _ := d.Lease(); n != "" {
+		return n
+	}
+	return "this daemon"
+}
+
+// recordRelay stores the relay state of a session whose CLI a worker runs
+// on conn, once it has started (a CLI taken over keeps its state).
+func (a *actor) recordRelay(ctx context.Context, conn claude.Conn) error {
+	rs, ok := conn.(interface{ RelaySession() string })
+	if !ok || a.launch.takeover != nil {
+		return nil
+	}
+	r := &store.Relay{Worker: a.d.workerOf(a.id), Session: rs.RelaySession()}
+	if _, err := a.d.db.UpdateSession(context.WithoutCancel(ctx), a.id, store.SessionUpdate{Relay: r}); err != nil {
+		return fmt.Errorf("daemon: recording the link to the CLI on worker %s: %w", r.Worker, err)
+	}
+	return nil
+}
+
+// clearRelay forgets the relay state once the session's CLI has ended
+// here: a worker coming back for it later is told the session is over.
+func (a *actor) clearRelay(ctx context.Context) {
+	if !a.remote() || a.takenOver.Load() {
+		return
+	}
+	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Relay: &store.Relay{}}); err != nil {
+		a.d.log.Warn("forgetting the link to an ended CLI", "session", a.id, "err", err)
+	}
+}
+
+// adopt is the worker listener's Adopt: r's worker came back for a relay
+// session this daemon does not serve. It takes the session over when its
+// stored relay state names that relay session, the session is not over,
+// and no live daemon holds its lease; ErrUnknownRelaySession makes the
+// worker stop the CLI, any other error makes it try again (elsewhere).
+func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
+	unknown := func(why string) error {
+		return fmt.Errorf("%w: %s (worker %s): %s", claude.ErrUnknownRelaySession, r.Session, r.Worker, why)
+	}
+	id := claude.RelayTag(r.Session)
+	if id == "" {
+		return unknown("not a session of a daemon")
+	}
+	s, err := d.db.Session(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return unknown("no such session")
+	case err != nil:
+		return fmt.Errorf("reading session %s: %w", id, err)
+	case s.Relay.Session != r.Session:
+		return unknown("session " + id + " does not run that CLI any more")
+	case terminal(s.Status):
+		return unknown("session " + id + " is " + string(s.Status))
+	}
+	if err := d.awaitLease(ctx, id); err != nil {
+		return err // its owner lives: the worker goes back to it
+	}
+	o, err := decodeOptions(s.ID, s.Options)
+	if err != nil {
+		return unknown(err.Error())
+	}
+	if o.Cwd == "" {
+		o.Cwd = s.Cwd
+	}
+	o.Model, o.PermissionMode = s.Model, s.PermissionMode
+	midTurn := s.Status == store.StatusRunning || s.Status == store.StatusInterrupted || s.Status == store.StatusStarting
+	d.setWorkerOf(id, r.Worker)
+	d.log.Info("taking over a session whose worker came back", "session", id, "worker", r.Worker,
+		"previous_owner", s.Owner, "stored_frames", s.Relay.Received, "mid_turn", midTurn)
+	start := time.Now()
+	_, err = d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID, process: s.Process, midTurn: midTurn,
+		takeover: &claude.WorkerResume{Session: r.Session, Received: uint64(s.Relay.Received)}}, "")
+	if err != nil {
+		return fmt.Errorf("taking session %s over: %w", id, err)
+	}
+	d.log.Info("session taken over", "session", id, "worker", r.Worker, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// awaitLease returns once no other daemon holds session id's lease,
+// waiting for one that expires before ctx does (a dead owner's: the worker
+// comes back before the lease ends); a lease renewed meanwhile, or one
+// outlasting ctx, is an *OwnedElsewhereError.
+func (d *Daemon) awaitLease(ctx context.Context, id string) error {
+	for {
+		err := d.ownedElsewhere(ctx, id)
+		var oe *OwnedElsewhereError
+		if err == nil || !errors.As(err, &oe) {
+			return err
+		}
+		wait := time.Until(oe.Until) + 50*time.Millisecond
+		if dl, ok := ctx.Deadline(); !ok || time.Now().Add(wait).After(dl.Add(-time.Second)) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
