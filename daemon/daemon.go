@@ -334,7 +334,7 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 		return nil, fmt.Errorf("daemon: creating the fork of %s: %w", id, err)
 	}
 	// The conversation's transcript is on the worker that ran it.
-	d.setWorkerOf(s.ID, d.workerOf(src.ID))
+	d.setWorkerOf(s.ID, cmp.Or(d.workerOf(src.ID), src.Relay.Worker))
 	return d.launch(ctx, s, o, launch{resume: src.ClaudeSessionID, fork: true}, prompt)
 }
 
@@ -382,6 +382,9 @@ type launch struct {
 func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions, l launch, prompt string) (*store.Session, error) {
 	if err := d.acquire(ctx, s.ID); err != nil {
 		return nil, err
+	}
+	if d.workerOf(s.ID) == "" {
+		d.setWorkerOf(s.ID, s.Relay.Worker) // stored: it ran there before this daemon started
 	}
 	a := newActor(d, s.ID, o, l)
 	d.mu.Lock()

@@ -45,13 +45,16 @@ func (a *actor) recordRelay(ctx context.Context, conn claude.Conn) error {
 	return nil
 }
 
-// clearRelay forgets the relay state once the session's CLI has ended
-// here: a worker coming back for it later is told the session is over.
+// clearRelay forgets the relay session once the session's CLI has ended
+// here: a worker coming back for it later is told the session is over. The
+// worker's name stays: the session's transcript is there, where a resume
+// must run (workerOf).
 func (a *actor) clearRelay(ctx context.Context) {
 	if !a.remote() || a.takenOver.Load() {
 		return
 	}
-	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Relay: &store.Relay{}}); err != nil {
+	r := &store.Relay{Worker: a.d.workerOf(a.id)}
+	if _, err := a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Relay: r}); err != nil {
 		a.d.log.Warn("forgetting the link to an ended CLI", "session", a.id, "err", err)
 	}
 }
@@ -77,6 +80,8 @@ func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 		return fmt.Errorf("reading session %s: %w", id, err)
 	case s.Relay.Session != r.Session:
 		return unknown("session " + id + " does not run that CLI any more")
+	case s.Relay.Worker != "" && s.Relay.Worker != r.Worker:
+		return unknown("session " + id + "'s CLI runs on worker " + s.Relay.Worker)
 	case terminal(s.Status):
 		return unknown("session " + id + " is " + string(s.Status))
 	}

@@ -27,7 +27,9 @@ func (d *Daemon) workerOf(id string) string {
 }
 
 // WorkerOf returns the name of the remote worker that runs session id's
-// CLI, or ran it last since the daemon started; "" for a local session.
+// CLI, or ran it last since the daemon started ("" for a local session;
+// the store's Session.Relay.Worker names the one that ran it last, across
+// restarts and daemons).
 func (d *Daemon) WorkerOf(id string) string { return d.workerOf(id) }
 
 // ListWorkers returns the registered remote workers, sorted by name, each

@@ -336,6 +336,13 @@ func startServe(ctx context.Context, t *testing.T, bin, wrapper, dataDir string,
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	return startServeAt(ctx, t, addr, bin, wrapper, dataDir, env, logPath, httpc, extra...)
+}
+
+// startServeAt is startServe on addr (a daemon restarted where its clients
+// and workers look for it).
+func startServeAt(ctx context.Context, t *testing.T, addr, bin, wrapper, dataDir string, env []string, logPath string, httpc *http.Client, extra ...string) *serveProc {
+	t.Helper()
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)

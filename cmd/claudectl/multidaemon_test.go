@@ -115,10 +115,7 @@ func startTwoServes(t *testing.T, settings func(url string) string, turns ...cla
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	binary := filepath.Join(tmp, "claudectl")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	binary := buildClaudectl(t, ctx, tmp)
 	config := filepath.Join(tmp, "settings.json")
 	if err := os.WriteFile(config, []byte(settings(url)), 0o600); err != nil {
 		t.Fatal(err)
