@@ -69,7 +69,7 @@ func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 		return fmt.Errorf("%w: %s (worker %s): %s", claude.ErrUnknownRelaySession, r.Session, r.Worker, why)
 	}
 	id := claude.RelayTag(r.Session)
-	if id == "" {
+	if !plausibleID(id) {
 		return unknown("not a session of a daemon")
 	}
 	s, err := d.db.Session(ctx, id)
@@ -133,4 +133,18 @@ func (d *Daemon) awaitLease(ctx context.Context, id string) error {
 			return err
 		}
 	}
+}
+
+// plausibleID reports whether id may be a session id (1–128 printable
+// ASCII bytes), before the store is asked about what a worker sent.
+func plausibleID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

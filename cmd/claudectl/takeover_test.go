@@ -24,13 +24,15 @@ import (
 )
 
 // TestWorkerSessionSurvivesOwnerKill: two "claudectl serve" on one
-// PostgreSQL, a registered worker given both daemons' addresses, the real
-// CLI. A session runs on the worker under daemon A; a client follows it
+// PostgreSQL, two registered workers given both daemons' addresses, the
+// real CLI. A session runs on the worker under daemon A; a client follows it
 // through daemon B. A is killed (kill -9) mid-turn: once A's lease has
 // expired, B takes the session over as the worker comes back to it, and
 // the turn completes through B — the CLI's pid unchanged, the subscriber on
 // B seeing every event once, in order, and the stored log holding every
-// line the CLI printed, byte for byte, once, with no gap.
+// line the CLI printed, byte for byte, once, with no gap. B then lists both
+// workers with their sessions; the other worker's session, B's all along,
+// is untouched.
 func TestWorkerSessionSurvivesOwnerKill(t *testing.T) {
 	tokenFile := writeWorkerToken(t)
 	long := strings.Repeat("a turn that outlives its daemon; ", 60)
@@ -38,9 +40,13 @@ func TestWorkerSessionSurvivesOwnerKill(t *testing.T) {
 		return `{"store": {"url": "` + url + `", "lease_ttl": "3s"}, "workers": {"token_file": "` + tokenFile + `"}}`
 	}, claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(long)}, DeltaDelay: 20 * time.Millisecond, ChunkSize: 8})
 	ctx, a, b := ts.ctx, ts.a, ts.b
-	w := startTeeWorker(t, ts.binary, ts.env, tokenFile, a, b)
-	id := createOnWorker(t, ctx, a, ts.work)
+	w := startTeeWorker(t, "w1", ts.binary, ts.env, tokenFile, a, b)
+	id := createOnWorker(t, ctx, a, "w1", ts.work)
 	clis := w.waitCLI(t)
+	// A second worker, whose session B runs all along.
+	w2 := startTeeWorker(t, "w2", ts.binary, ts.env, tokenFile, b, a)
+	id2 := createOnWorker(t, ctx, b, "w2", ts.work)
+	clis2 := w2.waitCLI(t)
 	stream, err := b.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +74,30 @@ func TestWorkerSessionSurvivesOwnerKill(t *testing.T) {
 		t.Errorf("session after the failover: daemon %q, worker %q; want B and w1", s.Daemon, s.WorkerName)
 	}
 	n := checkStoredAsPrinted(t, ctx, b.sessions, id, w.printed)
+	// B lists both workers with their sessions; w2's session is untouched.
+	workers := claudectlv1connect.NewWorkerServiceClient(&http.Client{}, b.url, connect.WithInterceptors(tokenFrom(ts.dataB)))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res, err := workers.ListWorkers(ctx, connect.NewRequest(&v1.ListWorkersRequest{}))
+		got := map[string]string{}
+		if err == nil {
+			for _, w := range res.Msg.Workers {
+				got[w.Name] = w.State.String() + " " + strings.Join(w.SessionIds, ",")
+			}
+		}
+		connected := v1.WorkerState_WORKER_STATE_CONNECTED.String()
+		if got["w1"] == connected+" "+id && got["w2"] == connected+" "+id2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B's workers %v (%v); want w1 running %s and w2 running %s, both connected", got, err, id, id2)
+		}
+	}
+	if s2 := waitIdle(t, ctx, b.sessions, id2); !strings.HasSuffix(s2.Daemon, ts.dataB) || s2.WorkerName != "w2" {
+		t.Errorf("w2's session: daemon %q, worker %q", s2.Daemon, s2.WorkerName)
+	}
+	if got := childrenOf(w2.cmd.Process.Pid); !slices.Equal(got, clis2) {
+		t.Errorf("w2's CLIs %v, were %v", got, clis2)
+	}
 	t.Logf("kill -9 of A after 15 deltas; first event through B %v after the kill; turn complete %v after it (lease 3s); %d CLI lines stored as printed",
 		f.firstAfter.Sub(killed).Round(time.Millisecond), f.done.Sub(killed).Round(time.Millisecond), n)
 }
@@ -97,8 +127,8 @@ func TestWorkerSessionSurvivesDaemonRestart(t *testing.T) {
 	httpc := &http.Client{Transport: &http.Transport{}}
 	cli := claudetest.CLIPath(t)
 	d1 := startServe(ctx, t, binary, cli, data, env, filepath.Join(tmp, "serve1.log"), httpc, "--worker-token-file", tokenFile)
-	w := startTeeWorker(t, binary, env, tokenFile, d1)
-	id := createOnWorker(t, ctx, d1, work)
+	w := startTeeWorker(t, "w1", binary, env, tokenFile, d1)
+	id := createOnWorker(t, ctx, d1, "w1", work)
 	clis := w.waitCLI(t)
 	stream, err := d1.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
 	if err != nil {
@@ -158,7 +188,7 @@ func buildClaudectl(t *testing.T, ctx context.Context, dir string) string {
 	return binary
 }
 
-// teeWorker is "claudectl worker --name w1" running the real CLI through a
+// teeWorker is "claudectl worker --name NAME" running the real CLI through a
 // wrapper that keeps a copy of everything the CLI prints in printed (exec:
 // the wrapper's pid is the CLI's).
 type teeWorker struct {
@@ -166,7 +196,7 @@ type teeWorker struct {
 	printed string
 }
 
-func startTeeWorker(t *testing.T, binary string, env []string, tokenFile string, daemons ...*serveProc) *teeWorker {
+func startTeeWorker(t *testing.T, name, binary string, env []string, tokenFile string, daemons ...*serveProc) *teeWorker {
 	t.Helper()
 	tmp := t.TempDir()
 	w := &teeWorker{printed: filepath.Join(tmp, "printed.ndjson")}
@@ -179,7 +209,7 @@ func startTeeWorker(t *testing.T, binary string, env []string, tokenFile string,
 	for _, d := range daemons {
 		urls = append(urls, "ws://"+strings.TrimPrefix(d.url, "http://")+apiserver.WorkerPath)
 	}
-	w.cmd = exec.Command(binary, "worker", "--name", "w1", "--connect", strings.Join(urls, ","),
+	w.cmd = exec.Command(binary, "worker", "--name", name, "--connect", strings.Join(urls, ","),
 		"--token-file", tokenFile, "--cli", wrapper, "--grace", "60s", "--verbose")
 	w.cmd.Env = env
 	var log bytes.Buffer
@@ -216,18 +246,18 @@ func (w *teeWorker) waitCLI(t *testing.T) []int {
 	}
 }
 
-// createOnWorker creates a session on worker w1 through d, once w1 has
-// registered.
-func createOnWorker(t *testing.T, ctx context.Context, d *serveProc, work string) string {
+// createOnWorker creates a session on the worker named through d, once it
+// has registered.
+func createOnWorker(t *testing.T, ctx context.Context, d *serveProc, worker, work string) string {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		res, err := d.sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
-			Options: &v1.SessionOptions{Cwd: work, Worker: "w1", IncludePartialMessages: true}}))
+			Options: &v1.SessionOptions{Cwd: work, Worker: worker, IncludePartialMessages: true}}))
 		if err == nil {
 			return res.Msg.Session.Id
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("CreateSession on worker w1: %v", err)
+			t.Fatalf("CreateSession on worker %s: %v", worker, err)
 		}
 	}
 }
