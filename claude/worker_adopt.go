@@ -119,6 +119,19 @@ func (l *WorkerListener) adopt(ctx context.Context, c *Command, t *WorkerTranspo
 	l.sessions[sid] = rc
 	ret.rc = rc
 	l.mu.Unlock()
+	for _, line := range t.Resume.Unsent {
+		if len(line) == 0 || line[len(line)-1] != '\n' {
+			line = append(line[:len(line):len(line)], '\n')
+		}
+		if _, err := rc.out.Push(ctx, relay.Header{Type: relay.TypeLine}, line); err != nil {
+			l.mu.Lock()
+			delete(l.sessions, sid)
+			ret.rc = nil
+			l.mu.Unlock()
+			rc.out.Close()
+			return nil, &StartError{Path: "remote worker " + rc.worker, Err: fmt.Errorf("writing again the lines it did not receive: %w", err)}
+		}
+	}
 	rc.bg.Add(1)
 	go rc.watch()
 	return rc, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,8 +20,9 @@ import (
 // it "stores" them dies mid-stream; the worker comes back to a second
 // controller, which takes the session over at the lines stored. The second
 // controller gets every line after those, once, in order (the read but
-// unreleased ones again), its own lines reach the same CLI process, and
-// the session ends cleanly.
+// unreleased ones again), a line the first one wrote that the worker never
+// got reaches the CLI first, then the second one's own, and the session
+// ends cleanly.
 func TestWorkerTakeover(t *testing.T) {
 	const lines, stored, readOnA = 3000, 1000, 1500
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -93,7 +95,8 @@ func TestWorkerTakeover(t *testing.T) {
 		back = r
 		// The session's context is its own: Adopt's ends when it returns.
 		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
-			Resume: &claude.WorkerResume{Session: r.Session, Received: storedSeq}}).Start(ctx, cmd)
+			Resume: &claude.WorkerResume{Session: r.Session, Received: storedSeq,
+				Unsent: [][]byte{[]byte(`{"from":"a"}`)}}}).Start(ctx, cmd)
 		if err != nil {
 			return err
 		}
@@ -118,7 +121,7 @@ func TestWorkerTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	connB.CloseWrite()
-	next, echoes := stored, 0
+	next, echoes := stored, []string{}
 	var lastSeq uint64
 	for {
 		ln, err := connB.ReadLine()
@@ -133,7 +136,9 @@ func TestWorkerTakeover(t *testing.T) {
 		}
 		switch n := count(ln); n {
 		case -1:
-			echoes++
+			var e struct{ Line string }
+			json.Unmarshal(ln.Data, &e)
+			echoes = append(echoes, e.Line)
 		case next:
 			next++
 		default:
@@ -142,8 +147,8 @@ func TestWorkerTakeover(t *testing.T) {
 		connB.(interface{ Release(uint64) }).Release(ln.Seq)
 		lastSeq = ln.Seq
 	}
-	if next != lines || echoes != 1 {
-		t.Errorf("the second controller got counts up to %d and %d echoes, want %d and 1", next, echoes, lines)
+	if want := []string{`{"from":"a"}`, `{"from":"b"}`}; next != lines || !slices.Equal(echoes, want) {
+		t.Errorf("the second controller got counts up to %d and echoes %q, want %d and %q (the line the worker never got first)", next, echoes, lines, want)
 	}
 	if err := connB.Close(); err != nil {
 		t.Errorf("Close: %v", err)

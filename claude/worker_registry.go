@@ -462,6 +462,10 @@ type WorkerTransport struct {
 type WorkerResume struct {
 	Session  string
 	Received uint64
+	// Unsent are lines the previous controller wrote to the CLI that the
+	// worker did not receive (WorkerReturn.WorkerHas says how many it
+	// did): they are written first, in order.
+	Unsent [][]byte
 }
 
 // Start implements [Transport].

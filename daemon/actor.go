@@ -64,6 +64,10 @@ type actor struct {
 	// takenOver is set when another daemon took the session over (its
 	// lease passed): the CLI stops here without writing.
 	takenOver atomic.Bool
+	// relay is set when the CLI runs on a worker; sent then counts the
+	// lines written to it over the relay (store.Relay.Sent).
+	relay bool
+	sent  atomic.Int64
 }
 
 // actorState is what run owns.
@@ -401,7 +405,7 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 	committed := func(err error) {
 		switch {
 		case err == nil:
-			if se.RelayFrame > 0 {
+			if se.RelayFrame > 0 && se.Direction == store.FromCLI {
 				a.sess.Release(uint64(se.RelayFrame)) // stored: the worker may forget it
 			}
 			a.publish(ev) // se is ev's own: its seq is set

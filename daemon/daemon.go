@@ -374,6 +374,7 @@ type launch struct {
 	takeover *claude.WorkerResume
 	process  int64
 	midTurn  bool
+	sent     int64 // lines written to the CLI over the relay so far
 }
 
 // launch starts a CLI process for stored session s, registers its actor

@@ -35,14 +35,51 @@ func (d *Daemon) name() string {
 // on conn, once it has started (a CLI taken over keeps its state).
 func (a *actor) recordRelay(ctx context.Context, conn claude.Conn) error {
 	rs, ok := conn.(interface{ RelaySession() string })
-	if !ok || a.launch.takeover != nil {
+	if !ok {
 		return nil
 	}
+	a.relay = true // before any line is written
+	if t := a.launch.takeover; t != nil {
+		a.sent.Store(a.launch.sent)
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
 	r := &store.Relay{Worker: a.d.workerOf(a.id), Session: rs.RelaySession()}
-	if _, err := a.d.db.UpdateSession(context.WithoutCancel(ctx), a.id, store.SessionUpdate{Relay: r}); err != nil {
+	s, err := a.d.db.Session(ctx, a.id)
+	if err == nil {
+		r.Since = s.LastSeq // the lines written to this CLI are the ToCLI events after it
+		_, err = a.d.db.UpdateSession(ctx, a.id, store.SessionUpdate{Relay: r})
+	}
+	if err != nil {
 		return fmt.Errorf("daemon: recording the link to the CLI on worker %s: %w", r.Worker, err)
 	}
 	return nil
+}
+
+// unsent returns the lines written to session s's CLI over its relay
+// that the worker did not receive: the ToCLI events after s.Relay.Since
+// numbered (from 1) above has, up to s.Relay.Sent.
+func (d *Daemon) unsent(ctx context.Context, s *store.Session, has uint64) ([][]byte, error) {
+	if s.Relay.Sent <= int64(has) {
+		return nil, nil
+	}
+	var out [][]byte
+	n := int64(0)
+	for ev, err := range d.db.Events(ctx, s.ID, s.Relay.Since) {
+		if err != nil {
+			return nil, err
+		}
+		if ev.Direction != store.ToCLI {
+			continue
+		}
+		if n++; n > int64(has) && n <= s.Relay.Sent {
+			out = append(out, ev.Raw)
+		}
+		if n >= s.Relay.Sent {
+			break
+		}
+	}
+	return out, nil
 }
 
 // clearRelay forgets the relay session once the session's CLI has ended
@@ -97,12 +134,17 @@ func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 	}
 	o.Model, o.PermissionMode = s.Model, s.PermissionMode
 	midTurn := s.Status == store.StatusRunning || s.Status == store.StatusInterrupted || s.Status == store.StatusStarting
+	unsent, err := d.unsent(ctx, s, r.WorkerHas)
+	if err != nil {
+		return fmt.Errorf("reading the lines session %s's worker did not receive: %w", id, err)
+	}
 	d.setWorkerOf(id, r.Worker)
 	d.log.Info("taking over a session whose worker came back", "session", id, "worker", r.Worker,
-		"previous_owner", s.Owner, "stored_frames", s.Relay.Received, "mid_turn", midTurn)
+		"previous_owner", s.Owner, "stored_frames", s.Relay.Received, "unsent_lines", len(unsent), "mid_turn", midTurn)
 	start := time.Now()
 	_, err = d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID, process: s.Process, midTurn: midTurn,
-		takeover: &claude.WorkerResume{Session: r.Session, Received: uint64(s.Relay.Received)}}, "")
+		sent: max(s.Relay.Sent, int64(r.WorkerHas)),
+		takeover: &claude.WorkerResume{Session: r.Session, Received: uint64(s.Relay.Received), Unsent: unsent}}, "")
 	if err != nil {
 		return fmt.Errorf("taking session %s over: %w", id, err)
 	}

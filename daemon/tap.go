@@ -45,7 +45,13 @@ func (c *tapConn) WriteLine(ctx context.Context, line []byte) error {
 	typ, sub := claude.LineKind(raw)
 	ev := Event{Event: store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: typ, Subtype: sub,
 		Raw: append([]byte(nil), raw...)}}
+	if c.a.relay { // the SDK writes one line at a time
+		ev.RelayFrame = c.a.sent.Add(1)
+	}
 	if err := c.a.record(context.WithoutCancel(ctx), ev, nil, true); err != nil {
+		if c.a.relay {
+			c.a.sent.Add(-1)
+		}
 		c.a.d.log.Error("not writing a line to the CLI: it could not be logged", "session", c.a.id, "type", typ, "err", err)
 		return fmt.Errorf("daemon: %s not sent to the CLI: it could not be recorded: %w", describeLine(typ, sub), err)
 	}

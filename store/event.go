@@ -59,11 +59,12 @@ type Event struct {
 	// on append means len(Raw); the store keeps the larger of the two, so a
 	// line already cut by the reader keeps its true size.
 	OriginalSize int64
-	// RelayFrame is, on append, the relay frame a line of a CLI on a
-	// remote worker came in (claude.LineSeq); the store raises the
-	// session's Relay.Received to it in the same transaction, so that the
-	// count never covers a line that is not stored. Zero otherwise, and in
-	// the events read back.
+	// RelayFrame is, on append, for a line of a CLI on a remote worker,
+	// the relay frame it came in (claude.LineSeq; FromCLI) or its number
+	// among the lines written to the CLI over the relay (ToCLI); the store
+	// raises the session's Relay.Received or Relay.Sent to it in the same
+	// transaction, so that the counts never cover a line that is not
+	// stored. Zero otherwise, and in the events read back.
 	RelayFrame int64
 }
 

@@ -138,6 +138,12 @@ type Relay struct {
 	// Received counts the worker's frames whose effects are stored: a new
 	// holder asks the worker to send again the frames after it.
 	Received int64
+	// Sent counts the lines written to the CLI over the relay whose
+	// events are stored, and Since is the session's last seq when the
+	// relay started: those lines are the ToCLI events after it, in
+	// order. A new holder writes again the ones the worker did not get.
+	Sent  int64
+	Since int64
 }
 
 // SessionFilter selects sessions; zero fields match everything.

@@ -21,6 +21,7 @@ import (
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/internal/linkcut"
 )
 
 // TestWorkerSessionSurvivesOwnerKill: two "claudectl serve" on one
@@ -396,4 +397,61 @@ func childrenOf(pid int) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestPromptOfADyingDaemonReachesTheCLI: daemon A accepts (stores) a prompt
+// for a session on a worker it cannot reach at that moment, then dies
+// (kill -9) before the worker got it. Daemon B, taking the session over,
+// writes the prompt the worker never received: the turn runs on the same
+// CLI and the prompt is in the log once.
+func TestPromptOfADyingDaemonReachesTheCLI(t *testing.T) {
+	tokenFile := writeWorkerToken(t)
+	ts := startTwoServes(t, func(url string) string {
+		return `{"store": {"url": "` + url + `", "lease_ttl": "3s"}, "workers": {"token_file": "` + tokenFile + `"}}`
+	}, claudetest.Reply(claudetest.Text("answered after the failover")))
+	ctx, a, b := ts.ctx, ts.a, ts.b
+	// The worker reaches A only through a proxy the test closes.
+	proxy, err := linkcut.New(strings.TrimPrefix(a.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	viaProxy := &serveProc{url: "http://" + proxy.Addr, logPath: a.logPath}
+	w := startTeeWorker(t, "w1", ts.binary, ts.env, tokenFile, viaProxy, b)
+	id := createOnWorker(t, ctx, a, "w1", ts.work)
+	clis := w.waitCLI(t)
+	waitIdle(t, ctx, a.sessions, id)
+
+	proxy.Close() // the worker loses A and cannot reach it again
+	if _, err := a.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "the prompt A accepted"})); err != nil {
+		t.Fatalf("Send through A while its worker is away: %v", err)
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	stream, err := b.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	prompts, result := 0, ""
+	for result == "" && stream.Receive() {
+		m := stream.Msg().Event.GetMessage()
+		switch {
+		case m == nil:
+		case m.ToCli && m.Type == "user" && strings.Contains(string(m.Raw), "the prompt A accepted"):
+			prompts++
+		case !m.ToCli && m.Type == "result":
+			var r struct{ Result string }
+			json.Unmarshal(m.Raw, &r)
+			result = r.Result
+		}
+	}
+	if result != "answered after the failover" || prompts != 1 {
+		t.Fatalf("through B: result %q, the prompt logged %d times (%v); want the answer and once", result, prompts, stream.Err())
+	}
+	if got := childrenOf(w.cmd.Process.Pid); !slices.Equal(got, clis) {
+		t.Errorf("the worker's CLIs %v, were %v: the CLI was restarted", got, clis)
+	}
 }

@@ -67,6 +67,16 @@ func (d *testDaemon) waitResults(t *testing.T, id string, n int) {
 	})
 }
 
+// waitIdle waits until session id is idle (its result is logged just
+// before its status changes).
+func (d *testDaemon) waitIdle(t *testing.T, id string) {
+	t.Helper()
+	waitFor(t, "the session to be idle", func() bool {
+		res, err := d.sessions.GetSession(d.ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+		return err == nil && res.Msg.Session.Status == v1.SessionStatus_SESSION_STATUS_IDLE
+	})
+}
+
 // permissionRequest waits for session id's first permission request and
 // returns its id.
 func (d *testDaemon) permissionRequest(t *testing.T, id string) string {

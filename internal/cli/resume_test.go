@@ -22,6 +22,7 @@ func TestCloseThenResume(t *testing.T) {
 		claudetest.Reply(claudetest.Text("Still blue.")))
 	id := d.create(t, t.TempDir(), "My colour is blue.")
 	d.waitResults(t, id, 1)
+	d.waitIdle(t, id)
 
 	// A session with its CLI (idle, as sessions shows it) needs no resume:
 	// claudectl says so, not "already running".

@@ -25,7 +25,8 @@ type querier interface {
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id, last_seq, owner, lease_until, relay_worker, relay_session, relay_received`
+	error, worker, parent_id, last_seq, owner, lease_until, relay_worker, relay_session, relay_received,
+	relay_sent, relay_since`
 
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var (
@@ -38,7 +39,7 @@ func scanSession(row pgx.Row) (*store.Session, error) {
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
 		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq, &s.Owner, &leaseUntil,
-		&s.Relay.Worker, &s.Relay.Session, &s.Relay.Received)
+		&s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +287,8 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 		add("relay_worker", r.Worker)
 		add("relay_session", r.Session)
 		add("relay_received", r.Received)
+		add("relay_sent", r.Sent)
+		add("relay_since", r.Since)
 	}
 	args = append(args, id)
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = $` + strconv.Itoa(len(args)), args

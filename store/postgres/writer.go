@@ -313,20 +313,25 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, xi
 		}
 		counts[ev.SessionID]++
 	}
-	relay := map[string]int64{}
+	relay, sent := map[string]int64{}, map[string]int64{}
 	for _, ev := range evs {
-		if ev.RelayFrame > relay[ev.SessionID] {
-			relay[ev.SessionID] = ev.RelayFrame
+		m := relay
+		if ev.Direction == store.ToCLI {
+			m = sent
+		}
+		if ev.RelayFrame > m[ev.SessionID] {
+			m[ev.SessionID] = ev.RelayFrame
 		}
 	}
 	ns := make([]int64, len(ids))
 	fences := make([]int64, len(ids))
 	ttls := make([]int64, len(ids))
 	frames := make([]int64, len(ids))
+	sents := make([]int64, len(ids))
 	for i, id := range ids {
 		ns[i] = counts[id]
 		fences[i], ttls[i] = db.lease(id)
-		frames[i] = relay[id]
+		frames[i], sents[i] = relay[id], sent[id]
 	}
 	// A fenced session's lease is extended as its events are written
 	// (writing is being alive), so that Renew may skip the rows a batch
@@ -336,10 +341,10 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, xi
 	rows, err := tx.Query(ctx, `UPDATE sessions s SET last_seq = s.last_seq + v.n,
 		lease_until = CASE WHEN v.fence <= 0 THEN s.lease_until
 			ELSE GREATEST(s.lease_until, (extract(epoch from clock_timestamp()) * 1e9)::bigint + v.ttl) END,
-		relay_received = GREATEST(s.relay_received, v.frame)
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[], $6::bigint[]) AS v(id, n, fence, ttl, frame)
+		relay_received = GREATEST(s.relay_received, v.frame), relay_sent = GREATEST(s.relay_sent, v.sent)
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS v(id, n, fence, ttl, frame, sent)
 		WHERE s.id = v.id AND (v.fence = 0 OR (s.fence = v.fence AND s.owner = $4))
-		RETURNING s.id, s.pk, s.last_seq, pg_current_xact_id()::text`, ids, ns, fences, db.owner, ttls, frames)
+		RETURNING s.id, s.pk, s.last_seq, pg_current_xact_id()::text`, ids, ns, fences, db.owner, ttls, frames, sents)
 	if err != nil {
 		return err
 	}

@@ -489,11 +489,12 @@ func (a *appender) restoreStates(saved []savedState) {
 // daemon that has run 10,000 sessions keeps the state of a few hundred.
 const maxCachedSessions = 1024
 
-// raiseRelay raises the relay count of the sessions whose appended lines
-// came over a worker's relay (store.Event.RelayFrame), for the requests
+// raiseRelay raises the relay counts of the sessions whose appended lines
+// went over a worker's relay (store.Event.RelayFrame), for the requests
 // of live that did not fail.
 func raiseRelay(ctx context.Context, tx *sql.Tx, live []*appendRequest, failed []error, changed map[string]sessionState) error {
-	var frames map[int64]int64
+	type counts struct{ received, sent int64 }
+	var frames map[int64]counts
 	for i, r := range live {
 		if failed[i] != nil {
 			continue
@@ -504,13 +505,20 @@ func raiseRelay(ctx context.Context, tx *sql.Tx, live []*appendRequest, failed [
 			}
 			pk := changed[ev.SessionID].pk
 			if frames == nil {
-				frames = map[int64]int64{}
+				frames = map[int64]counts{}
 			}
-			frames[pk] = max(frames[pk], ev.RelayFrame)
+			c := frames[pk]
+			if ev.Direction == store.ToCLI {
+				c.sent = max(c.sent, ev.RelayFrame)
+			} else {
+				c.received = max(c.received, ev.RelayFrame)
+			}
+			frames[pk] = c
 		}
 	}
-	for pk, n := range frames {
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET relay_received = MAX(relay_received, ?) WHERE pk = ?`, n, pk); err != nil {
+	for pk, c := range frames {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET relay_received = MAX(relay_received, ?),
+			relay_sent = MAX(relay_sent, ?) WHERE pk = ?`, c.received, c.sent, pk); err != nil {
 			return err
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id, relay_worker, relay_session, relay_received, ` + lastSeqSQL
+	error, worker, parent_id, relay_worker, relay_session, relay_received, relay_sent, relay_since, ` + lastSeqSQL
 
 // lastSeqSQL is the seq of the last event of the session of a row of
 // sessions, 0 for none.
@@ -32,7 +32,7 @@ func scanSession(row scanner) (*store.Session, error) {
 	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
-		&s.Error, &s.Worker, &s.ParentID, &s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.LastSeq)
+		&s.Error, &s.Worker, &s.ParentID, &s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.LastSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +200,8 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 		add("relay_worker", r.Worker)
 		add("relay_session", r.Session)
 		add("relay_received", r.Received)
+		add("relay_sent", r.Sent)
+		add("relay_since", r.Since)
 	}
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = ?`, append(args, id)
 }

@@ -219,14 +219,17 @@ func asyncOrderAndUpdates(t *testing.T, s store.Store) {
 func relayState(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	a, b := newSession(t, s), newSession(t, s)
-	want := store.Relay{Worker: "gpu1", Session: "s-0123", Received: 0}
+	want := store.Relay{Worker: "gpu1", Session: "s-0123", Since: 7}
 	if _, err := s.UpdateSession(ctx, a.ID, store.SessionUpdate{Relay: &want}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for i, frame := range []int64{10, 20, 0, 50, 40} {
+	for i, frame := range []int64{10, 20, 0, 50, 40, 3, 2} {
 		e := ev(a.ID, i)
 		e.RelayFrame = frame
+		if i >= 5 {
+			e.Direction = store.ToCLI
+		}
 		wg.Add(1)
 		if err := s.AppendAsync(ctx, func(err error) {
 			if err != nil {
@@ -242,9 +245,9 @@ func relayState(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want.Received = 50
-	if got.Relay != want || got.LastSeq != 5 {
-		t.Errorf("relay %+v, last seq %d; want %+v, 5", got.Relay, got.LastSeq, want)
+	want.Received, want.Sent = 50, 3
+	if got.Relay != want || got.LastSeq != 7 {
+		t.Errorf("relay %+v, last seq %d; want %+v, 7", got.Relay, got.LastSeq, want)
 	}
 	if got, _ := s.Session(ctx, b.ID); got.Relay != (store.Relay{}) {
 		t.Errorf("a session without relay frames: %+v", got.Relay)
