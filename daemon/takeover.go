@@ -143,7 +143,7 @@ func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 		"previous_owner", s.Owner, "stored_frames", s.Relay.Received, "unsent_lines", len(unsent), "mid_turn", midTurn)
 	start := time.Now()
 	_, err = d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID, process: s.Process, midTurn: midTurn,
-		sent: max(s.Relay.Sent, int64(r.WorkerHas)),
+		sent:     max(s.Relay.Sent, int64(r.WorkerHas)),
 		takeover: &claude.WorkerResume{Session: r.Session, Received: uint64(s.Relay.Received), Unsent: unsent}}, "")
 	if err != nil {
 		return fmt.Errorf("taking session %s over: %w", id, err)
