@@ -116,6 +116,9 @@ func (l *WorkerListener) adopt(ctx context.Context, c *Command, t *WorkerTranspo
 	if e := l.registry[ret.wl.name]; e != nil {
 		rc.grace = e.reg.Grace()
 	}
+	// Away until its link is attached: if that connection drops first,
+	// the session waits for the worker's grace period, as for any cut.
+	rc.lostAt = time.Now()
 	l.sessions[sid] = rc
 	ret.rc = rc
 	l.mu.Unlock()
