@@ -2,7 +2,6 @@ package claude_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,16 +24,7 @@ import (
 // ends cleanly.
 func TestWorkerTakeover(t *testing.T) {
 	const lines, stored, readOnA = 3000, 1000, 1500
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a := &claude.WorkerListener{Token: "tok", Logger: logger}
-	b := &claude.WorkerListener{Token: "tok", Logger: logger}
-	for _, l := range []*claude.WorkerListener{a, b} {
-		claude.SetWorkerPing(l, 100*time.Millisecond, time.Second)
-		if err := l.Listen(); err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-	}
+	a, b, logger := twoListeners(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -57,18 +47,10 @@ func TestWorkerTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := func(ln claude.Line) int {
-		var m struct {
-			Type string
-			N    int
-			Line string
+		if m := decodeFake(t, ln); m.Type == "count" {
+			return m.N
 		}
-		if err := json.Unmarshal(ln.Data, &m); err != nil {
-			t.Fatalf("line %q: %v", ln.Data, err)
-		}
-		if m.Type != "count" {
-			return -1
-		}
-		return m.N
+		return -1
 	}
 	var storedSeq uint64
 	for i := range readOnA {
@@ -136,9 +118,7 @@ func TestWorkerTakeover(t *testing.T) {
 		}
 		switch n := count(ln); n {
 		case -1:
-			var e struct{ Line string }
-			json.Unmarshal(ln.Data, &e)
-			echoes = append(echoes, e.Line)
+			echoes = append(echoes, decodeFake(t, ln).Line)
 		case next:
 			next++
 		default:
@@ -166,16 +146,7 @@ func TestWorkerTakeover(t *testing.T) {
 // not take its session over is not rejected (its CLI keeps running) unless
 // the controller says the session is over.
 func TestWorkerReturnRefused(t *testing.T) {
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a := &claude.WorkerListener{Token: "tok", Logger: logger}
-	b := &claude.WorkerListener{Token: "tok", Logger: logger}
-	for _, l := range []*claude.WorkerListener{a, b} {
-		claude.SetWorkerPing(l, 100*time.Millisecond, time.Second)
-		if err := l.Listen(); err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-	}
+	a, b, logger := twoListeners(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	asked := make(chan struct{}, 16)
@@ -222,4 +193,21 @@ func TestWorkerReturnRefused(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the worker did not stop once its session was said to be over")
 	}
+}
+
+// twoListeners starts two controllers with quick pings, closed by the
+// test's end, and the logger they write to the test's log with.
+func twoListeners(t *testing.T) (a, b *claude.WorkerListener, logger *slog.Logger) {
+	t.Helper()
+	logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a = &claude.WorkerListener{Token: "tok", Logger: logger}
+	b = &claude.WorkerListener{Token: "tok", Logger: logger}
+	for _, l := range []*claude.WorkerListener{a, b} {
+		claude.SetWorkerPing(l, 100*time.Millisecond, time.Second)
+		if err := l.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+	}
+	return a, b, logger
 }

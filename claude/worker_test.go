@@ -68,6 +68,22 @@ func startFakeCLI(ctx context.Context, n int, stderr func(string)) *fakeCLI {
 	return p
 }
 
+// fakeLine is a line of a fakeCLI: a count or an echo.
+type fakeLine struct {
+	Type string
+	N    int
+	Line string
+}
+
+func decodeFake(t *testing.T, ln claude.Line) fakeLine {
+	t.Helper()
+	var m fakeLine
+	if err := json.Unmarshal(ln.Data, &m); err != nil {
+		t.Fatalf("line %q: %v", ln.Data, err)
+	}
+	return m
+}
+
 func (p *fakeCLI) ReadLine() ([]byte, int64, error) {
 	l, ok := <-p.out
 	if !ok {
@@ -194,14 +210,7 @@ func TestWorkerLinkCuts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ReadLine: %v", err)
 		}
-		var m struct {
-			Type string
-			N    int
-			Line string
-		}
-		if err := json.Unmarshal(ln.Data, &m); err != nil {
-			t.Fatalf("line %q: %v", ln.Data, err)
-		}
+		m := decodeFake(t, ln)
 		switch m.Type {
 		case "count":
 			if m.N != nextN {
