@@ -109,8 +109,11 @@ func (l *WorkerListener) adopt(ctx context.Context, c *Command, t *WorkerTranspo
 	rc := l.newConn(ctx, c, t)
 	rc.id = sid
 	rc.attached = true
-	from := max(t.Resume.Received, ret.back.Held)
-	rc.recv, rc.consumed = from, from
+	// The worker sends again what it holds, from after Held: the lines
+	// up to Received are stored (skipped) but for the CLI's requests
+	// still open, which the dead controller held for whoever takes over.
+	rc.recv, rc.consumed = ret.back.Held, ret.back.Held
+	rc.skipTo = t.Resume.Received
 	rc.out = relay.NewOutboxAfter(orDefault(l.BufferBytes, relay.DefaultBufferBytes), ret.back.WorkerHas)
 	rc.worker, rc.placed = ret.wl.name, true
 	if e := l.registry[ret.wl.name]; e != nil {

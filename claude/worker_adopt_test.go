@@ -1,12 +1,15 @@
 package claude_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,4 +213,143 @@ func twoListeners(t *testing.T) (a, b *claude.WorkerListener, logger *slog.Logge
 		t.Cleanup(func() { l.Close() })
 	}
 	return a, b, logger
+}
+
+// scriptCLI is a relay.Process that prints its lines, then echoes what it
+// reads until its input ends.
+type scriptCLI struct {
+	out  chan []byte
+	in   chan []byte
+	once sync.Once
+	done chan struct{}
+}
+
+func startScriptCLI(lines ...string) *scriptCLI {
+	p := &scriptCLI{out: make(chan []byte, len(lines)+16), in: make(chan []byte, 16), done: make(chan struct{})}
+	for _, l := range lines {
+		p.out <- []byte(l)
+	}
+	go func() {
+		for l := range p.in {
+			p.out <- fmt.Appendf(nil, `{"type":"echo","line":%q}`, l)
+		}
+		close(p.out)
+		close(p.done)
+	}()
+	return p
+}
+
+func (p *scriptCLI) ReadLine() ([]byte, int64, error) {
+	l, ok := <-p.out
+	if !ok {
+		return nil, 0, io.EOF
+	}
+	return l, 0, nil
+}
+
+func (p *scriptCLI) WriteLine(ctx context.Context, line []byte) error {
+	p.in <- bytes.TrimSuffix(line, []byte("\n"))
+	return nil
+}
+
+func (p *scriptCLI) CloseWrite() error { p.once.Do(func() { close(p.in) }); return nil }
+func (p *scriptCLI) Close() error {
+	p.CloseWrite()
+	for range p.out {
+	}
+	<-p.done
+	return nil
+}
+func (p *scriptCLI) Wait() *relay.Exit { <-p.done; return &relay.Exit{} }
+
+// TestWorkerTakeoverKeepsOpenRequests: the CLI asks (a control_request)
+// and goes on printing; the first controller stores and releases every
+// line after the request but dies before answering it. The worker kept
+// the request: the second controller, taking over at the lines stored,
+// gets the request again and nothing else of what was stored, and its
+// answer reaches the CLI.
+func TestWorkerTakeoverKeepsOpenRequests(t *testing.T) {
+	a, b, logger := twoListeners(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := &relay.Worker{
+		URLs: []string{a.URL(), b.URL()}, Token: "tok", Name: "w1", ReconnectTimeout: 20 * time.Second,
+		PingInterval: 100 * time.Millisecond, PingTimeout: time.Second, Logger: logger,
+		Start: func(ctx context.Context, cmd *relay.Command, stderr func(string)) (relay.Process, error) {
+			return startScriptCLI(`{"type":"count","n":0}`,
+				`{"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool","tool_name":"Bash"}}`,
+				`{"type":"count","n":1}`, `{"type":"count","n":2}`), nil
+		},
+	}
+	workerErr := make(chan error, 1)
+	go func() { workerErr <- w.Run(ctx) }()
+	cmd := &claude.Command{MaxLineBytes: 1 << 20}
+	connA, err := (&claude.WorkerTransport{Listener: a, Hold: true}).Start(ctx, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for range 4 {
+		ln, err := connA.ReadLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ln.Seq
+	}
+	connA.(interface{ Release(uint64) }).Release(last) // every line stored; the request not answered
+	// Let the acknowledgement reach the worker (it goes out 20 ms after a
+	// release): what it still holds then is what was not acknowledged.
+	time.Sleep(300 * time.Millisecond)
+
+	adopted := make(chan claude.Conn, 1)
+	b.Adopt = func(_ context.Context, r *claude.WorkerReturn) error {
+		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
+			Resume: &claude.WorkerResume{Session: r.Session, Received: last}}).Start(ctx, cmd)
+		if err == nil {
+			adopted <- c
+		}
+		return err
+	}
+	a.Close()
+	var connB claude.Conn
+	select {
+	case connB = <-adopted:
+	case <-ctx.Done():
+		t.Fatal("the worker never came back to the second controller")
+	}
+	type read struct {
+		ln  claude.Line
+		err error
+	}
+	first := make(chan read, 1)
+	go func() {
+		ln, err := connB.ReadLine()
+		first <- read{ln, err}
+	}()
+	var ln claude.Line
+	select {
+	case r := <-first:
+		ln, err = r.ln, r.err
+	case <-time.After(5 * time.Second):
+		connB.Close()
+		t.Fatal("the second controller got nothing: the worker no longer held the open request")
+	}
+	if err != nil || !bytes.Contains(ln.Data, []byte(`"request_id":"r1"`)) {
+		t.Fatalf("first line on the second controller: %s, %v; want the open request r1 again", ln.Data, err)
+	}
+	if err := connB.WriteLine(ctx, []byte(`{"type":"control_response","response":{"subtype":"success","request_id":"r1"}}`+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	connB.CloseWrite()
+	ln, err = connB.ReadLine()
+	if err != nil || decodeFake(t, ln).Type != "echo" || !strings.Contains(decodeFake(t, ln).Line, `"request_id":"r1"`) {
+		t.Fatalf("next line: %s, %v; want the CLI's echo of the answer (nothing stored again)", ln.Data, err)
+	}
+	if _, err := connB.ReadLine(); err != io.EOF {
+		t.Fatalf("after the echo: %v, want the end", err)
+	}
+	connB.Close()
+	if err := <-workerErr; err != nil {
+		t.Errorf("worker: %v", err)
+	}
 }

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,8 +67,18 @@ type workerConn struct {
 	recv     uint64 // frames received from the worker, in order
 	consumed uint64 // of those, handed over (ReadLine) or handled
 	// pend holds, with hold, the numbers of the lines handed over that no
-	// Release covers yet, in order: the worker keeps them.
-	pend    []uint64
+	// Release covers yet, in order: the worker keeps them. pins holds,
+	// by request id, the lines of the CLI's requests not answered yet:
+	// a Release passes over them (they stay in pend until the answer is
+	// written, so the worker keeps them for whoever takes over); released
+	// is the highest Release.
+	pend     []uint64
+	pins     map[string]uint64
+	released uint64
+	// skipTo is, in a session taken over, the last frame whose line is
+	// stored: of the frames up to it the worker sends again, only the
+	// CLI's requests are delivered (they are never stored as lines).
+	skipTo  uint64
 	items   []workerItem
 	wake    chan struct{} // closed and replaced when items grow or the conn ends
 	ackCh   chan struct{} // closed and replaced when consumed grows
@@ -116,19 +127,83 @@ func (rc *workerConn) consumedSeq() uint64 {
 	return rc.consumed
 }
 
-// Release lets the worker forget the lines up to seq (see Session.Release).
+// Release lets the worker forget the lines up to seq (see Session.Release)
+// but the CLI's requests not answered yet.
 func (rc *workerConn) Release(seq uint64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	i := 0
-	for i < len(rc.pend) && rc.pend[i] <= seq {
-		i++
+	rc.released = max(rc.released, seq)
+	rc.dropReleasedLocked()
+}
+
+// dropReleasedLocked drops from pend the released lines that no pin
+// holds; rc.mu is held.
+func (rc *workerConn) dropReleasedLocked() {
+	kept := rc.pend[:0]
+	for _, s := range rc.pend {
+		if s > rc.released || rc.pinned(s) {
+			kept = append(kept, s)
+		}
 	}
-	if i == 0 {
+	if len(kept) == len(rc.pend) {
 		return
 	}
-	rc.pend = append(rc.pend[:0], rc.pend[i:]...)
+	clear(rc.pend[len(kept):])
+	rc.pend = kept
 	broadcast(&rc.ackCh)
+}
+
+func (rc *workerConn) pinned(seq uint64) bool {
+	for _, s := range rc.pins {
+		if s == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// pin notes a request of the CLI read at seq (hold only); unpin its
+// answer written, or its cancellation read. rc.mu is held by pin.
+func (rc *workerConn) pin(line []byte, seq uint64) {
+	id := requestIDOf(line)
+	if id == "" {
+		return
+	}
+	if rc.pins == nil {
+		rc.pins = map[string]uint64{}
+	}
+	rc.pins[id] = seq
+}
+
+func (rc *workerConn) unpin(id string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if _, ok := rc.pins[id]; !ok {
+		return
+	}
+	delete(rc.pins, id)
+	rc.dropReleasedLocked()
+}
+
+// requestIDOf returns the request_id of a control_request or
+// control_cancel_request line.
+func requestIDOf(line []byte) string {
+	var req struct {
+		RequestID string `json:"request_id"`
+	}
+	json.Unmarshal(line, &req)
+	return req.RequestID
+}
+
+// answered returns the request id a control_response line answers.
+func answered(line []byte) string {
+	var resp struct {
+		Response struct {
+			RequestID string `json:"request_id"`
+		} `json:"response"`
+	}
+	json.Unmarshal(line, &resp)
+	return resp.Response.RequestID
 }
 
 // RelaySession returns the relay session's id (see WorkerListener.Adopt).
@@ -190,6 +265,13 @@ func (rc *workerConn) handle(f *relay.Frame) error {
 	var stderrLine string
 	switch f.Type {
 	case relay.TypeLine:
+		if f.Seq <= rc.skipTo {
+			if typ, _ := LineKind(f.Payload); typ != "control_request" {
+				// Stored by the controller that died: consumed unread.
+				rc.items = append(rc.items, workerItem{seq: f.Seq, kind: "skip"})
+				break
+			}
+		}
 		rc.items = append(rc.items, workerItem{seq: f.Seq, kind: f.Type, line: Line{Data: f.Payload, OriginalSize: f.Orig}})
 	case relay.TypeStderr:
 		stderrLine = string(f.Payload)
@@ -339,10 +421,20 @@ func (rc *workerConn) ReadLine() (Line, error) {
 			broadcast(&rc.ackCh)
 			switch it.kind {
 			case relay.TypeLine:
+				var cancelled string
 				if rc.hold {
 					rc.pend = append(rc.pend, it.seq)
+					switch typ, _ := LineKind(it.line.Data); typ {
+					case "control_request":
+						rc.pin(it.line.Data, it.seq)
+					case "control_cancel_request":
+						cancelled = requestIDOf(it.line.Data)
+					}
 				}
 				rc.mu.Unlock()
+				if cancelled != "" {
+					rc.unpin(cancelled)
+				}
 				it.line.Seq = it.seq
 				return it.line, nil
 			case relay.TypeExit:
@@ -368,6 +460,15 @@ func (rc *workerConn) WriteLine(ctx context.Context, line []byte) error {
 	}
 	if rc.over() {
 		return rc.exitOrClosed()
+	}
+	if rc.hold {
+		if typ, _ := LineKind(line); typ == "control_response" {
+			// Answered: the worker may forget the request once released.
+			// Were this process to die before the answer reaches the
+			// worker, the answer is in its log (the new holder writes it
+			// again, WorkerResume.Unsent).
+			rc.unpin(answered(line))
+		}
 	}
 	_, err := rc.out.Push(ctx, relay.Header{Type: relay.TypeLine}, append([]byte(nil), line...))
 	if errors.Is(err, relay.ErrOutboxClosed) {

@@ -455,3 +455,61 @@ func TestPromptOfADyingDaemonReachesTheCLI(t *testing.T) {
 		t.Errorf("the worker's CLIs %v, were %v: the CLI was restarted", got, clis)
 	}
 }
+
+// TestPendingRequestSurvivesOwnerKill: a session on a worker under daemon A
+// waits for a person to approve a command when A is killed. Daemon B takes
+// it over: the CLI's request (which no stored line settled) comes to B
+// again, a person approves it through B, the command runs on the same CLI
+// and the turn completes.
+func TestPendingRequestSurvivesOwnerKill(t *testing.T) {
+	tokenFile := writeWorkerToken(t)
+	target := filepath.Join(t.TempDir(), "approved-after-the-failover.txt")
+	ts := startTwoServes(t, func(url string) string {
+		return `{"store": {"url": "` + url + `", "lease_ttl": "3s"}, "workers": {"token_file": "` + tokenFile + `"}}`
+	}, claudetest.Reply(claudetest.ToolUseID("toolu_f1", "Bash", map[string]any{"command": "touch " + target, "description": "make a file"})),
+		claudetest.Reply(claudetest.Text("Made it.")))
+	ctx, a, b := ts.ctx, ts.a, ts.b
+	w := startTeeWorker(t, "w1", ts.binary, ts.env, tokenFile, a, b)
+	id := createOnWorker(t, ctx, a, "w1", ts.work)
+	clis := w.waitCLI(t)
+	perms := claudectlv1connect.NewPermissionServiceClient(&http.Client{}, b.url, connect.WithInterceptors(tokenFrom(ts.dataB)))
+	pending := func() string {
+		res, err := perms.ListPending(ctx, connect.NewRequest(&v1.ListPendingRequest{SessionId: id}))
+		if err != nil || len(res.Msg.Requests) == 0 {
+			return ""
+		}
+		return res.Msg.Requests[0].RequestId
+	}
+	if _, err := a.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "make a file"})); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); pending() == ""; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B never listed A's permission request")
+		}
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	// A person approves through B, again until B holds the request (it
+	// comes back to B once B has taken the session over).
+	approved := false
+	for deadline := time.Now().Add(30 * time.Second); !approved; time.Sleep(200 * time.Millisecond) {
+		if req := pending(); req != "" {
+			_, err := perms.Decide(ctx, connect.NewRequest(&v1.DecideRequest{RequestId: req,
+				Behavior: v1.Behavior_BEHAVIOR_ALLOW, Client: "the person"}))
+			approved = err == nil
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no approval through B took after A's death; B's log:\n%s", b.log())
+		}
+	}
+	waitIdle(t, ctx, b.sessions, id)
+	if _, err := os.Stat(target); err != nil {
+		t.Errorf("the command approved through B did not run: %v", err)
+	}
+	if got := childrenOf(w.cmd.Process.Pid); !slices.Equal(got, clis) {
+		t.Errorf("the worker's CLIs %v, were %v: the CLI was restarted", got, clis)
+	}
+}
