@@ -18,7 +18,8 @@ import (
 // into a batch and hands the batch both to the worker pool and, in order, to
 // dispatchLoop, which waits for each batch to be decoded, answers control
 // traffic and queues the rest for the reader. Every goroutine ends when the
-// CLI's output ends; dispatchLoop then records why and closes s.done.
+// CLI's output ends; dispatchLoop then records why and closes s.done, then
+// the reader's queue.
 
 const (
 	batchMaxLines = 2048
@@ -55,8 +56,7 @@ func (s *Session) startPipeline() {
 	}()
 	go func() {
 		defer s.pipeline.Done()
-		defer close(s.done)
-		s.dispatchLoop(ordered)
+		s.dispatchLoop(ordered) // closes s.done (finish)
 	}()
 }
 
@@ -232,5 +232,8 @@ func (s *Session) finish(readErr error) {
 	for _, p := range pend {
 		p.ch <- controlResult{err: failWith}
 	}
+	// Ended before the reader hears of it: a write after the last message
+	// fails with the end, never succeeds into a CLI that is gone.
+	close(s.done)
 	s.q.close(err)
 }
