@@ -125,10 +125,7 @@ func (l *WorkerListener) adopt(ctx context.Context, c *Command, t *WorkerTranspo
 	l.sessions[sid] = rc
 	ret.rc = rc
 	l.mu.Unlock()
-	for _, line := range t.Resume.Unsent {
-		if len(line) == 0 || line[len(line)-1] != '\n' {
-			line = append(line[:len(line):len(line)], '\n')
-		}
+	for _, line := range t.Resume.Unsent { // the worker ends each with a newline
 		if _, err := rc.out.Push(ctx, relay.Header{Type: relay.TypeLine}, line); err != nil {
 			l.mu.Lock()
 			delete(l.sessions, sid)

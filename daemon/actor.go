@@ -64,10 +64,9 @@ type actor struct {
 	// takenOver is set when another daemon took the session over (its
 	// lease passed): the CLI stops here without writing.
 	takenOver atomic.Bool
-	// relay is set when the CLI runs on a worker; sent then counts the
-	// lines written to it over the relay (store.Relay.Sent).
-	relay bool
-	sent  atomic.Int64
+	// sent counts, when the CLI runs on a worker, the lines written to it
+	// over the relay (store.Relay.Sent).
+	sent atomic.Int64
 }
 
 // actorState is what run owns.
@@ -405,9 +404,7 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 	committed := func(err error) {
 		switch {
 		case err == nil:
-			if se.RelayFrame > 0 && se.Direction == store.FromCLI {
-				a.sess.Release(uint64(se.RelayFrame)) // stored: the worker may forget it
-			}
+			a.stored(se)
 			a.publish(ev) // se is ev's own: its seq is set
 		case writeFailed(err), errors.Is(err, store.ErrNotOwner):
 			a.lost(err)
@@ -433,6 +430,14 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 		a.d.log.Error("logging an event", "session", a.id, "type", se.Type, "err", err)
 	}
 	return err
+}
+
+// stored tells the worker, for a line of the CLI's that came over its relay,
+// that the line is stored: it may forget it (claude.WorkerTransport.Hold).
+func (a *actor) stored(ev *store.Event) {
+	if ev.RelayFrame > 0 && ev.Direction == store.FromCLI {
+		a.sess.Release(uint64(ev.RelayFrame))
+	}
 }
 
 // publish fans ev out to the session's subscribers and tells the session
@@ -479,9 +484,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 	done := make(chan usageOutcome, 1)
 	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
 		if err == nil {
-			if ev.RelayFrame > 0 {
-				a.sess.Release(uint64(ev.RelayFrame))
-			}
+			a.stored(ev)
 			a.publish(Event{Event: *ev})
 		} else if writeFailed(err) || errors.Is(err, store.ErrNotOwner) {
 			a.lost(err)

@@ -38,8 +38,7 @@ func (a *actor) recordRelay(ctx context.Context, conn claude.Conn) error {
 	if !ok {
 		return nil
 	}
-	a.relay = true // before any line is written
-	if t := a.launch.takeover; t != nil {
+	if a.launch.takeover != nil {
 		a.sent.Store(a.launch.sent)
 		return nil
 	}

@@ -45,11 +45,12 @@ func (c *tapConn) WriteLine(ctx context.Context, line []byte) error {
 	typ, sub := claude.LineKind(raw)
 	ev := Event{Event: store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: typ, Subtype: sub,
 		Raw: append([]byte(nil), raw...)}}
-	if c.a.relay { // the SDK writes one line at a time
+	relayed := c.a.remote()
+	if relayed { // the SDK writes one line at a time
 		ev.RelayFrame = c.a.sent.Add(1)
 	}
 	if err := c.a.record(context.WithoutCancel(ctx), ev, nil, true); err != nil {
-		if c.a.relay {
+		if relayed {
 			c.a.sent.Add(-1)
 		}
 		c.a.d.log.Error("not writing a line to the CLI: it could not be logged", "session", c.a.id, "type", typ, "err", err)

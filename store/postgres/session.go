@@ -227,26 +227,22 @@ func validUpdate(upd store.SessionUpdate) error {
 		name string
 		v    *string
 	}{{"claude session id", upd.ClaudeSessionID}, {"model", upd.Model}, {"permission mode", upd.PermissionMode},
-		{"error", upd.Error}, {"worker", upd.Worker}, {"relay worker", relayField(upd.Relay, 0)},
-		{"relay session", relayField(upd.Relay, 1)}} {
+		{"error", upd.Error}, {"worker", upd.Worker}} {
 		if f.v != nil {
 			if err := text(f.name, *f.v); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
-}
-
-// relayField returns r's worker (i 0) or session (1), nil without r.
-func relayField(r *store.Relay, i int) *string {
-	switch {
-	case r == nil:
-		return nil
-	case i == 0:
-		return &r.Worker
+	if r := upd.Relay; r != nil {
+		if err := text("relay worker", r.Worker); err != nil {
+			return err
+		}
+		if err := text("relay session", r.Session); err != nil {
+			return err
+		}
 	}
-	return &r.Session
+	return nil
 }
 
 // updateSQL returns the UPDATE statement of a validated upd (without a
