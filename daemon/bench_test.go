@@ -69,9 +69,10 @@ var benchSessions = func() int {
 // turn's 1,000 deltas as fast as the pipe takes them: the throughput
 // figure (latency then measures the backlog, it is no target). 10ms paces
 // each session at 100 lines/s, 10,000 lines/s in all, several times what
-// 100 models stream; 30ms at about a real model's rate. Their prompts go
-// out all at once, so each turn starts and ends with 100 stand-in processes
-// waking on the same 2 cores as the daemon; 30ms/staggered spreads the
+// 100 models stream; 30ms/lockstep at about a real model's rate. Their
+// prompts go out all at once, so each turn starts and ends with 100
+// stand-in processes waking on the same 2 cores as the daemon, and they
+// stream in step: each 30 ms, 100 lines at once; 30ms/staggered spreads the
 // prompts over a turn's length, as sessions that are not in lockstep are;
 // 30ms/inprocess is 30ms with the CLIs in the daemon's process (no process,
 // no pipe; each line stamped as the session's reader takes it): what is
@@ -86,7 +87,7 @@ func BenchmarkDaemon100Sessions(b *testing.B) {
 	}{
 		{"stream=burst", 1000, 0, false},
 		{"stream=10ms", 100, 10 * time.Millisecond, false},
-		{"stream=30ms", 40, 30 * time.Millisecond, false}, // about the rate of a real CLI streaming tokens
+		{"stream=30ms/lockstep", 40, 30 * time.Millisecond, false}, // about the rate of a real CLI streaming tokens
 		{"stream=30ms/staggered", 40, 30 * time.Millisecond, true},
 		// The CLIs in this process (stampCLI): the same turns and pacing
 		// with no process to schedule, no pipe and the lines stamped as the
