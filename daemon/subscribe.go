@@ -409,10 +409,13 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 					return
 				}
 			}
-			if len(evs) > 0 {
-				continue
+			if len(evs) == subscribeBatch {
+				continue // there may be more
 			}
-			if ended {
+			// Every event published before since took gen is yielded; a
+			// later one closes gen, so waiting on it misses nothing (and
+			// a wake costs one look at the ring, not two).
+			if ended { // nothing is published after the end: evs were the last
 				if err := h.failure(); err != nil {
 					yield(Event{}, err)
 				}

@@ -40,8 +40,12 @@ type appender struct {
 
 func newAppender(db *DB, maxBatch int) *appender {
 	a := &appender{db: db, maxBatch: maxBatch}
-	a.q = groupcommit.New(1024, maxBatch, func(r *request) *groupcommit.Base { return &r.Base },
-		func(r *request) int { return len(r.evs) })
+	a.q = groupcommit.New(1024, maxBatch, groupcommit.Kind[*request]{
+		Base:  func(r *request) *groupcommit.Base { return &r.Base },
+		Size:  func(r *request) int { return len(r.evs) },
+		Key:   func(r *request) string { return groupcommit.SessionKey(r.deleteSession, r.evs) },
+		Heavy: func(r *request) bool { return r.then != nil || r.deleteSession != "" },
+	})
 	go a.q.Run(a.commit)
 	return a
 }

@@ -78,8 +78,12 @@ func newAppender(w *sql.DB, maxBatch int, h *store.HealthTracker) (*appender, er
 		chunks:   make(map[int64]*chunkWriter),
 		maxBatch: maxBatch,
 	}
-	a.q = groupcommit.New(1024, maxBatch, func(r *appendRequest) *groupcommit.Base { return &r.Base },
-		func(r *appendRequest) int { return len(r.evs) })
+	a.q = groupcommit.New(1024, maxBatch, groupcommit.Kind[*appendRequest]{
+		Base:  func(r *appendRequest) *groupcommit.Base { return &r.Base },
+		Size:  func(r *appendRequest) int { return len(r.evs) },
+		Key:   func(r *appendRequest) string { return groupcommit.SessionKey(r.deleteSession, r.evs) },
+		Heavy: func(r *appendRequest) bool { return r.then != nil || r.deleteSession != "" },
+	})
 	var err error
 	if a.insert, err = w.PrepareContext(ctx, insertChunkSQL); err != nil {
 		return nil, err

@@ -34,11 +34,27 @@ type Base struct {
 // withdrew it first (it is then dropped, and not notified).
 func (b *Base) Take() bool { return b.state.CompareAndSwap(queued, taken) }
 
+// Kind says what the queue needs to know of a request of type R.
+type Kind[R any] struct {
+	// Base returns the request's Base.
+	Base func(R) *Base
+	// Size returns the events the request holds.
+	Size func(R) int
+	// Key returns what the request is ordered within: its session. Requests
+	// of one key are committed in the order they were queued; those of
+	// different keys may be committed in another order (see Run). "" orders
+	// a request with every other one.
+	Key func(R) string
+	// Heavy reports whether the request does more than insert its events
+	// (a session update, a ledger entry, a deletion): its statements cost
+	// the writer far more than an event does.
+	Heavy func(R) bool
+}
+
 // A Queue holds requests of type R for one writer.
 type Queue[R any] struct {
-	base func(R) *Base
-	size func(R) int // the events a request holds
-	max  int         // the events of a batch, at most (a request is not split)
+	kind Kind[R]
+	max  int // the events of a batch, at most (a request is not split)
 
 	mu     sync.RWMutex // held for reading while sending on in; for writing to close it
 	closed bool
@@ -47,10 +63,35 @@ type Queue[R any] struct {
 }
 
 // New returns a queue of capacity requests whose batches hold up to
-// maxBatch events; base and size read a request's Base and event count.
-func New[R any](capacity, maxBatch int, base func(R) *Base, size func(R) int) *Queue[R] {
-	return &Queue[R]{base: base, size: size, max: maxBatch, in: make(chan R, capacity), exited: make(chan struct{})}
+// maxBatch events.
+func New[R any](capacity, maxBatch int, kind Kind[R]) *Queue[R] {
+	return &Queue[R]{kind: kind, max: maxBatch, in: make(chan R, capacity), exited: make(chan struct{})}
 }
+
+// SessionKey is a Kind.Key for a store's requests: the session deleted,
+// or the one session of the events ("" if they are of several).
+func SessionKey(deleted string, evs []*store.Event) string {
+	if deleted != "" {
+		return deleted
+	}
+	if len(evs) == 0 {
+		return ""
+	}
+	id := evs[0].SessionID
+	for _, ev := range evs[1:] {
+		if ev.SessionID != id {
+			return ""
+		}
+	}
+	return id
+}
+
+// maxHeavy is how many heavy requests a batch takes at most. When many
+// sessions end their turns at once, each with a session update and a
+// ledger entry, a batch of them all would hold every other session's
+// lines until the last update ran; a few per batch, with the light
+// requests of every other session going first, keeps those lines flowing.
+const maxHeavy = 8
 
 // Enqueue queues r for the writer. It fails if ctx ends before r could be
 // queued (the queue is full: the writer is behind) or with
@@ -80,7 +121,7 @@ func (q *Queue[R]) Enqueue(ctx context.Context, r R) error {
 // transaction to end.
 func (q *Queue[R]) Submit(ctx context.Context, r R) error {
 	done := make(chan error, 1)
-	b := q.base(r)
+	b := q.kind.Base(r)
 	b.Notify = func(err error) { done <- err }
 	if err := q.Enqueue(ctx, r); err != nil {
 		return err
@@ -96,42 +137,87 @@ func (q *Queue[R]) Submit(ctx context.Context, r R) error {
 	}
 }
 
-// Run is the writer's loop: it calls commit with each batch (the requests
-// queued since the last commit, up to the batch's events) until Close,
+// Run is the writer's loop: it calls commit with each batch until Close,
 // after the requests already queued. commit may keep no reference to the
 // slice.
+//
+// A batch is what queued while the last one committed (the group commit;
+// waiting for more was measured to lose throughput: the callers being
+// woken re-queue faster than any fixed delay), in the order it queued,
+// up to the batch's events and maxHeavy heavy requests; a request left
+// out leaves out every later one of its key, so that each key's requests
+// commit in order, and the next batch starts with them. Light requests of
+// other keys do go ahead of those left out: a session's lines are not held
+// back by other sessions' updates.
 func (q *Queue[R]) Run(commit func(batch []R)) {
 	defer close(q.exited)
-	var batch []R
-	var zero R
+	capacity := cap(q.in)
+	var pending, batch, later []R
+	blocked := map[string]bool{}
+	open := true
 	for {
-		r, ok := <-q.in
-		if !ok {
-			return
+		if len(pending) == 0 {
+			r, ok := <-q.in
+			if !ok {
+				return
+			}
+			pending = append(pending, r)
 		}
-		// Take what queued while the last batch committed: that is the
-		// group commit. Waiting for more was measured to lose throughput:
-		// the callers being woken re-queue faster than any fixed delay.
-		batch = append(batch[:0], r)
-		n := q.size(r)
+		// Take what queued meanwhile, but hold no more than the channel
+		// does: beyond that, callers wait in Enqueue (the back-pressure).
 	gather:
-		for n < q.max {
+		for open && len(pending) < capacity {
 			select {
 			case r, ok := <-q.in:
 				if !ok {
-					break gather // commit this batch; the next receive ends the loop
+					open = false // commit what is pending; the next receive ends the loop
+					break gather
 				}
-				batch = append(batch, r)
-				n += q.size(r)
+				pending = append(pending, r)
 			default:
 				break gather
 			}
 		}
+		batch, later = q.pick(pending, batch[:0], later[:0], blocked)
 		commit(batch)
-		for i := range batch {
-			batch[i] = zero // let the requests be collected
+		clear(batch) // let the requests be collected
+		clear(pending)
+		pending, later = later, pending[:0]
+		if !open && len(pending) == 0 {
+			return
 		}
 	}
+}
+
+// pick splits pending into the next batch and what is left for later,
+// both in queue order (see Run).
+func (q *Queue[R]) pick(pending, batch, later []R, blocked map[string]bool) ([]R, []R) {
+	clear(blocked)
+	all := false // a request of key "" was left: everything after it waits too
+	n, heavy := 0, 0
+	for _, r := range pending {
+		k := q.kind.Key(r)
+		take := !all && !blocked[k] && (k != "" || len(later) == 0)
+		size, h := q.kind.Size(r), q.kind.Heavy(r)
+		if take && len(batch) > 0 && (n+size > q.max || h && heavy >= maxHeavy) {
+			take = false
+		}
+		if take {
+			batch = append(batch, r)
+			n += size
+			if h {
+				heavy++
+			}
+			continue
+		}
+		later = append(later, r)
+		if k == "" {
+			all = true
+		} else {
+			blocked[k] = true
+		}
+	}
+	return batch, later
 }
 
 // Close stops taking requests and waits for Run to commit those already
