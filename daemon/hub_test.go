@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/claudectl/claudectl/store"
 )
@@ -52,5 +53,44 @@ func TestHubRingBounds(t *testing.T) {
 	big.publish(hubEvent(51, 2*ringBytes)) // larger than the bound: kept alone
 	if big.count != 1 || big.at(0).Seq != 51 {
 		t.Errorf("after a line larger than the bound: %d events", big.count)
+	}
+}
+
+// TestHubGenerationWakesForLaterEvents: the generation since returns is
+// closed by any event published after it (directly or through the pump),
+// so a subscriber that yielded what since gave and waits on it misses
+// nothing; after the end nothing is published, so the last look holds the
+// last events.
+func TestHubGenerationWakesForLaterEvents(t *testing.T) {
+	closed := func(gen chan struct{}) bool {
+		select {
+		case <-gen:
+			return true
+		case <-time.After(2 * time.Second):
+			return false
+		}
+	}
+	for _, subs := range []int{1, directWake + 1} { // woken by publish, by the pump
+		h := newHub("s", 100)
+		h.ring, h.nsubs = []Event{}, subs
+		quit := make(chan struct{})
+		go h.pump(quit)
+		h.publish(hubEvent(1, 10))
+		evs, _, gen, ended := h.since(0, nil, 100)
+		if len(evs) != 1 || ended {
+			t.Fatalf("%d subscribers: since 0 gave %d events, ended %v", subs, len(evs), ended)
+		}
+		h.publish(hubEvent(2, 10))
+		if !closed(gen) {
+			t.Errorf("%d subscribers: an event published after since did not close its generation", subs)
+		}
+		h.publish(hubEvent(3, 10))
+		h.end()
+		h.publish(hubEvent(4, 10)) // after the end: dropped
+		evs, _, _, ended = h.since(1, nil, 100)
+		if !ended || len(evs) != 2 || evs[1].Seq != 3 {
+			t.Errorf("%d subscribers: after the end since 1 gave %d events, ended %v; want 2..3, ended", subs, len(evs), ended)
+		}
+		close(quit)
 	}
 }
