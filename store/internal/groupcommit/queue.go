@@ -1,10 +1,12 @@
 // Package groupcommit is the request queue of a store's single event
 // writer, shared by the engines: callers queue requests (an append, a
 // deletion), the writer takes whatever queued since its last commit, up to
-// a number of events, and commits it in one transaction. A request is
-// withdrawn by its caller (queued → cancelled) or taken by the writer
-// (queued → taken), never both: that is what lets Append promise "a seq if
-// and only if the event is stored".
+// a number of events and of heavy requests, and commits it in one
+// transaction; each session's requests commit in the order they were
+// queued, light ones of other sessions may go ahead of heavy ones (Run).
+// A request is withdrawn by its caller (queued → cancelled) or taken by
+// the writer (queued → taken), never both: that is what lets Append
+// promise "a seq if and only if the event is stored".
 package groupcommit
 
 import (
