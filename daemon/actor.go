@@ -352,7 +352,10 @@ func (a *actor) read() error {
 			if err != nil {
 				a.d.log.Error("recording usage", "session", a.id, "err", err)
 			} else if rec != nil && sess != nil {
-				a.log(ctx, &UsageReport{Turn: *rec, Totals: sess.Totals})
+				// Not waited for: the store commits a session's events in the
+				// order they were queued, so what follows (the idle status,
+				// waited for) lands after it, one commit round trip sooner.
+				a.queue(ctx, &UsageReport{Turn: *rec, Totals: sess.Totals})
 				if sess.BudgetExceeded() {
 					a.stop(ctx, fmt.Sprintf("budget of $%.4f spent ($%.4f used); the session was stopped", sess.BudgetUSD, sess.Totals.CostUSD))
 				}
