@@ -2,7 +2,9 @@ package sqlite_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/sqlite"
@@ -80,4 +82,50 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*perSession)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkTurnEdge is the writer's work when 100 sessions start or end a
+// turn together: each logs a status event with its session's status
+// change (AppendUpdateAsync) and waits for it, all at once. It reports the
+// time until the last is stored (edge_ms) and the writer's time per
+// update (us/update).
+func BenchmarkTurnEdge(b *testing.B) {
+	const sessions = 100
+	db, _ := mustOpen(b, &sqlite.Options{})
+	ctx := context.Background()
+	ids := make([]string, sessions)
+	for i := range ids {
+		s := &store.Session{Cwd: "/src/app", Status: store.StatusIdle, Options: []byte(`{"model":"claude-sonnet","allowed_tools":["Bash","Edit","Read","Write"],"include_partial_messages":true,"permission_mode":"default"}`)}
+		if err := db.CreateSession(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = s.ID
+	}
+	raw := []byte(`{"type":"status","status":"running"}`)
+	b.ResetTimer()
+	for i := range b.N {
+		st := store.StatusRunning
+		if i%2 == 1 {
+			st = store.StatusIdle
+		}
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Go(func() {
+				done := make(chan error, 1)
+				ev := &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw}
+				if err := db.AppendUpdateAsync(ctx, func(err error) { done <- err }, ev, store.SessionUpdate{Status: &st}); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := <-done; err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	b.StopTimer()
+	per := b.Elapsed() / time.Duration(b.N)
+	b.ReportMetric(float64(per.Microseconds())/1e3, "edge_ms")
+	b.ReportMetric(float64(per.Microseconds())/sessions, "us/update")
 }

@@ -34,6 +34,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,12 @@ const text = "The quick brown fox jumps over the lazy dog while the daemon store
 const deltaBytes = 12
 
 func main() {
+	// One stream, one thread running Go code, as the CLI runs its
+	// JavaScript on one: with a P per core, each stand-in's idle threads
+	// spin and park at every line, and in the lockstep benchmark a
+	// hundred of them took 29 % of the machine's CPU in context switches
+	// (perf), CPU the daemon under test needed.
+	runtime.GOMAXPROCS(1)
 	if len(os.Args) > 1 && os.Args[1] == "--version" { // as the daemon checks it at start
 		fmt.Println("2.1.329 (Claude Code)")
 		return
