@@ -323,14 +323,21 @@ func (a *actor) read() error {
 				a.record(ctx, Event{Event: *ev}, nil, false)
 			}
 		default:
-			a.record(ctx, Event{Event: *ev}, nil, false)
+			if u, ok := acc.Add(m); ok {
+				a.recordStreamLine(ctx, Event{Event: *ev}, u)
+			} else {
+				a.record(ctx, Event{Event: *ev}, nil, false)
+			}
 		}
 		if init, ok := m.(*claude.SystemInit); ok {
 			watch.init(init)
 		}
 		watch.observe(m)
-		if u, ok := acc.Add(m); ok {
-			a.logStreamUpdate(ctx, u)
+		switch m.(type) {
+		case *claude.ResultMessage, *claude.SystemInit: // not stream events: recordStreamLine had the others
+			if u, ok := acc.Add(m); ok {
+				a.logStreamUpdate(ctx, u)
+			}
 		}
 		switch m := m.(type) {
 		case *claude.AssistantMessage:
@@ -377,6 +384,55 @@ func (a *actor) remote() bool {
 // ctxNoCancel is the context the reader logs with: events are logged even
 // while the session closes.
 func (a *actor) ctxNoCancel() context.Context { return context.WithoutCancel(a.d.ctx) }
+
+// recordStreamLine stores a stream line of the CLI's and the event the
+// accumulator made of it (a text delta, a tool use) in one request, so that
+// they commit together and the session's subscribers are woken once for
+// both, not once each: with many subscribers, a wake is most of what a
+// line costs. An accumulator error is logged after the line, as before.
+func (a *actor) recordStreamLine(ctx context.Context, line Event, u claude.StreamUpdate) {
+	made, ok := a.streamEvent(u)
+	if !ok {
+		a.record(ctx, line, nil, false)
+		a.logStreamUpdate(ctx, u)
+		return
+	}
+	committed := func(err error) {
+		switch {
+		case err == nil:
+			a.stored(&line.Event)
+			a.hub.publish(line, made) // line.Event and made.Event carry their seqs now
+			a.d.feed.changed(a.id)
+		case writeFailed(err), errors.Is(err, store.ErrNotOwner):
+			a.lost(err)
+		default:
+			a.d.log.Error("logging an event", "session", a.id, "type", line.Type, "err", err)
+		}
+	}
+	switch err := a.d.db.AppendAsync(ctx, committed, &line.Event, &made.Event); {
+	case err == nil:
+	case writeFailed(err) || errors.Is(err, store.ErrNotOwner):
+		a.lost(err)
+	default:
+		a.d.log.Error("logging an event", "session", a.id, "type", line.Type, "err", err)
+	}
+}
+
+// streamEvent makes the daemon's event of a stream update; false for an
+// error (logged on its own, waited for) or one that does not encode.
+func (a *actor) streamEvent(u claude.StreamUpdate) (Event, bool) {
+	var b Body
+	switch {
+	case u.Err != nil:
+		return Event{}, false
+	case u.ToolUse != nil:
+		b = &ToolUse{ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name, Input: u.ToolUse.Input, ParentToolUseID: u.Thread.ParentToolUseID}
+	default:
+		b = &TextDelta{Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID}
+	}
+	ev, err := a.daemonEvent(b)
+	return ev, err == nil
+}
 
 // logStreamUpdate logs what the accumulator made of a stream event.
 func (a *actor) logStreamUpdate(ctx context.Context, u claude.StreamUpdate) {

@@ -71,6 +71,11 @@ func TestCreateReplyAndReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			streamed += td.Text
+			// Stored with the stream line it was made of, right after it.
+			if i == 0 || evs[i-1].Type != "stream_event" || evs[i-1].Direction != store.FromCLI ||
+				!strings.Contains(string(evs[i-1].Raw), "text_delta") {
+				t.Errorf("text_delta (seq %d) does not follow its stream line", ev.Seq)
+			}
 		case ev.Type == "usage_report" && ev.Direction == store.FromDaemon:
 			report = new(daemon.UsageReport)
 			if err := json.Unmarshal(ev.Raw, report); err != nil {

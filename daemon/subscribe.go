@@ -64,23 +64,31 @@ func newHub(id string, maxCount int) *hub {
 	return &hub{id: id, maxCount: maxCount, signal: make(chan struct{}, 1), gen: make(chan struct{})}
 }
 
-// publish adds ev to the ring and signals the pump. It runs on the store's
+// publish adds evs, in seq order, to the ring and wakes the subscribers
+// once for them all (itself or through the pump). It runs on the store's
 // writer goroutine and never blocks beyond the ring's lock, which readers
 // hold only to copy a few events.
-func (h *hub) publish(ev Event) {
+func (h *hub) publish(evs ...Event) {
 	h.mu.Lock()
 	if h.ended || h.ring == nil { // nobody to tell
 		h.mu.Unlock()
 		return
 	}
-	if h.count > 0 && ev.Seq <= h.at(h.count-1).Seq {
-		// Published already: the session's own CLI and the tailer of
-		// another daemon's events can both have it. The ring stays in seq
-		// order.
+	pushed := false
+	for _, ev := range evs {
+		if h.count > 0 && ev.Seq <= h.at(h.count-1).Seq {
+			// Published already: the session's own CLI and the tailer of
+			// another daemon's events can both have it. The ring stays in
+			// seq order.
+			continue
+		}
+		h.push(ev)
+		pushed = true
+	}
+	if !pushed {
 		h.mu.Unlock()
 		return
 	}
-	h.push(ev)
 	if h.nsubs <= directWake { // a bounded cost: wake them here, a hop sooner
 		old := h.gen
 		h.gen = make(chan struct{})
