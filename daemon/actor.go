@@ -391,10 +391,15 @@ func (a *actor) ctxNoCancel() context.Context { return context.WithoutCancel(a.d
 // both, not once each: with many subscribers, a wake is most of what a
 // line costs. An accumulator error is logged after the line, as before.
 func (a *actor) recordStreamLine(ctx context.Context, line Event, u claude.StreamUpdate) {
-	made, ok := a.streamEvent(u)
-	if !ok {
+	if u.Err != nil {
 		a.record(ctx, line, nil, false)
 		a.logStreamUpdate(ctx, u)
+		return
+	}
+	made, err := a.streamEvent(u)
+	if err != nil {
+		a.record(ctx, line, nil, false)
+		a.d.log.Error("logging the event of a stream line", "session", a.id, "err", err)
 		return
 	}
 	committed := func(err error) {
@@ -418,34 +423,31 @@ func (a *actor) recordStreamLine(ctx context.Context, line Event, u claude.Strea
 	}
 }
 
-// streamEvent makes the daemon's event of a stream update; false for an
-// error (logged on its own, waited for) or one that does not encode.
-func (a *actor) streamEvent(u claude.StreamUpdate) (Event, bool) {
-	var b Body
-	switch {
-	case u.Err != nil:
-		return Event{}, false
-	case u.ToolUse != nil:
-		b = &ToolUse{ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name, Input: u.ToolUse.Input, ParentToolUseID: u.Thread.ParentToolUseID}
-	default:
-		b = &TextDelta{Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID}
+// streamEvent makes the daemon's event of a stream update that is not an
+// error: a tool use whose input is whole, or a text delta. The one place
+// that maps the one to the other.
+func (a *actor) streamEvent(u claude.StreamUpdate) (Event, error) {
+	if u.ToolUse != nil {
+		return a.daemonEvent(&ToolUse{ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name,
+			Input: u.ToolUse.Input, ParentToolUseID: u.Thread.ParentToolUseID})
 	}
-	ev, err := a.daemonEvent(b)
-	return ev, err == nil
+	return a.daemonEvent(&TextDelta{Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID})
 }
 
-// logStreamUpdate logs what the accumulator made of a stream event.
+// logStreamUpdate logs what the accumulator made of a message on its own
+// (recordStreamLine pairs it with its line where it can).
 func (a *actor) logStreamUpdate(ctx context.Context, u claude.StreamUpdate) {
-	switch {
-	case u.Err != nil:
+	if u.Err != nil {
 		a.d.log.Warn("rebuilding a streamed tool input", "session", a.id, "err", u.Err)
 		a.logError(ctx, "rebuilding a streamed tool input: "+u.Err.Error(), "")
-	case u.ToolUse != nil:
-		a.queue(ctx, &ToolUse{ToolUseID: u.ToolUse.ID, Name: u.ToolUse.Name,
-			Input: u.ToolUse.Input, ParentToolUseID: u.Thread.ParentToolUseID})
-	default:
-		a.queue(ctx, &TextDelta{Text: u.Text, ParentToolUseID: u.Thread.ParentToolUseID})
+		return
 	}
+	ev, err := a.streamEvent(u)
+	if err != nil {
+		a.d.log.Error("logging the event of a stream line", "session", a.id, "err", err)
+		return
+	}
+	a.record(ctx, ev, nil, false)
 }
 
 // record stores ev, with upd applied to its session in the same commit
