@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/internal/chunk"
@@ -227,11 +229,17 @@ func (a *appender) outcome(xid string, until time.Time) string {
 		var status *string
 		err := a.db.pool.QueryRow(ctx, `SELECT pg_xact_status($1::xid8)`, xid).Scan(&status)
 		cancel()
+		var pe *pgconn.PgError
 		switch {
 		case err == nil && status != nil && *status != "in progress":
 			return *status
 		case err == nil && status == nil:
 			return "" // too old to tell
+		case errors.As(err, &pe) && pe.Code == "22023" && strings.Contains(pe.Message, "in the future"):
+			// The server came back from a crash with its next transaction
+			// id at or below xid: nothing of xid reached its disk, so
+			// neither did its commit.
+			return "aborted"
 		case err != nil && writeFailure(err) == "":
 			return ""
 		}
