@@ -311,6 +311,7 @@ func (a *actor) read() error {
 				ev.OriginalSize = n
 			}
 		}
+		update, hasUpdate := acc.Add(m)
 		var usage usageOutcome
 		switch m := m.(type) {
 		case *claude.ResultMessage: // stored with its ledger entry, waited for
@@ -323,8 +324,9 @@ func (a *actor) read() error {
 				a.record(ctx, Event{Event: *ev}, nil, false)
 			}
 		default:
-			if u, ok := acc.Add(m); ok {
-				a.recordStreamLine(ctx, Event{Event: *ev}, u)
+			if hasUpdate { // stored with the line
+				a.recordStreamLine(ctx, Event{Event: *ev}, update)
+				hasUpdate = false
 			} else {
 				a.record(ctx, Event{Event: *ev}, nil, false)
 			}
@@ -333,11 +335,8 @@ func (a *actor) read() error {
 			watch.init(init)
 		}
 		watch.observe(m)
-		switch m.(type) {
-		case *claude.ResultMessage, *claude.SystemInit: // not stream events: recordStreamLine had the others
-			if u, ok := acc.Add(m); ok {
-				a.logStreamUpdate(ctx, u)
-			}
+		if hasUpdate {
+			a.logStreamUpdate(ctx, update)
 		}
 		switch m := m.(type) {
 		case *claude.AssistantMessage:
@@ -389,38 +388,16 @@ func (a *actor) ctxNoCancel() context.Context { return context.WithoutCancel(a.d
 // accumulator made of it (a text delta, a tool use) in one request, so that
 // they commit together and the session's subscribers are woken once for
 // both, not once each: with many subscribers, a wake is most of what a
-// line costs. An accumulator error is logged after the line, as before.
+// line costs. An accumulator error is logged after the line, on its own.
 func (a *actor) recordStreamLine(ctx context.Context, line Event, u claude.StreamUpdate) {
-	if u.Err != nil {
-		a.record(ctx, line, nil, false)
-		a.logStreamUpdate(ctx, u)
-		return
-	}
-	made, err := a.streamEvent(u)
-	if err != nil {
-		a.record(ctx, line, nil, false)
-		a.d.log.Error("logging the event of a stream line", "session", a.id, "err", err)
-		return
-	}
-	committed := func(err error) {
-		switch {
-		case err == nil:
-			a.stored(&line.Event)
-			a.hub.publish(line, made) // line.Event and made.Event carry their seqs now
-			a.d.feed.changed(a.id)
-		case writeFailed(err), errors.Is(err, store.ErrNotOwner):
-			a.lost(err)
-		default:
-			a.d.log.Error("logging an event", "session", a.id, "type", line.Type, "err", err)
+	if u.Err == nil {
+		if made, err := a.streamEvent(u); err == nil {
+			a.recordWith(ctx, line, &made, nil, false)
+			return
 		}
 	}
-	switch err := a.d.db.AppendAsync(ctx, committed, &line.Event, &made.Event); {
-	case err == nil:
-	case writeFailed(err) || errors.Is(err, store.ErrNotOwner):
-		a.lost(err)
-	default:
-		a.d.log.Error("logging an event", "session", a.id, "type", line.Type, "err", err)
-	}
+	a.record(ctx, line, nil, false)
+	a.logStreamUpdate(ctx, u)
 }
 
 // streamEvent makes the daemon's event of a stream update that is not an
@@ -457,6 +434,13 @@ func (a *actor) logStreamUpdate(ctx context.Context, u claude.StreamUpdate) {
 // commit with its outcome; without, the reader goes on while earlier lines
 // commit (many per transaction) and failures are logged.
 func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, wait bool) error {
+	return a.recordWith(ctx, ev, nil, upd, wait)
+}
+
+// recordWith is record with, when made is not nil, the event the daemon
+// made of ev stored right after it in the same request and published with
+// it (upd must then be nil).
+func (a *actor) recordWith(ctx context.Context, ev Event, made *Event, upd *store.SessionUpdate, wait bool) error {
 	var done chan error
 	if wait {
 		done = make(chan error, 1)
@@ -466,7 +450,11 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 		switch {
 		case err == nil:
 			a.stored(se)
-			a.publish(ev) // se is ev's own: its seq is set
+			if made != nil {
+				a.publish(ev, *made) // both carry their seqs now
+			} else {
+				a.publish(ev) // se is ev's own: its seq is set
+			}
 		case writeFailed(err), errors.Is(err, store.ErrNotOwner):
 			a.lost(err)
 		case !wait:
@@ -477,9 +465,12 @@ func (a *actor) record(ctx context.Context, ev Event, upd *store.SessionUpdate, 
 		}
 	}
 	var err error
-	if upd != nil {
+	switch {
+	case upd != nil:
 		err = a.d.db.AppendUpdateAsync(ctx, committed, se, *upd)
-	} else {
+	case made != nil:
+		err = a.d.db.AppendAsync(ctx, committed, se, &made.Event)
+	default:
 		err = a.d.db.AppendAsync(ctx, committed, se)
 	}
 	switch {
@@ -501,10 +492,10 @@ func (a *actor) stored(ev *store.Event) {
 	}
 }
 
-// publish fans ev out to the session's subscribers and tells the session
-// watchers that the session changed.
-func (a *actor) publish(ev Event) {
-	a.hub.publish(ev)
+// publish fans evs out to the session's subscribers (one wake) and tells
+// the session watchers that the session changed.
+func (a *actor) publish(evs ...Event) {
+	a.hub.publish(evs...)
 	a.d.feed.changed(a.id)
 }
 
