@@ -48,7 +48,7 @@ func newAppender(db *DB, maxBatch int) *appender {
 		Key:   func(r *request) string { return groupcommit.SessionKey(r.deleteSession, r.evs) },
 		Heavy: func(r *request) bool { return r.then != nil || r.deleteSession != "" },
 	})
-	go a.q.Run(a.commit)
+	go a.q.Run(a.commit, nil)
 	return a
 }
 

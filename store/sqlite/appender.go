@@ -39,8 +39,9 @@ type sessionState struct {
 // request queued since its last commit, up to maxBatch events, and stores
 // them in one transaction (group commit).
 type appender struct {
-	// committed, if set, is called after each commit; it must not block.
-	committed func()
+	// cp, if set, is told of each commit and of the writer going idle, and
+	// may ask the writer to checkpoint between two batches.
+	cp *checkpointer
 
 	w      *sql.DB
 	insert *sql.Stmt // one chunk
@@ -68,9 +69,10 @@ type appender struct {
 	q *groupcommit.Queue[*appendRequest]
 }
 
-func newAppender(w *sql.DB, maxBatch int, h *store.HealthTracker) (*appender, error) {
+func newAppender(w *sql.DB, maxBatch int, h *store.HealthTracker, cp *checkpointer) (*appender, error) {
 	ctx := context.Background()
 	a := &appender{
+		cp:       cp,
 		w:        w,
 		health:   h,
 		sessions: make(map[string]sessionState),
@@ -168,12 +170,13 @@ func (a *appender) close() {
 }
 
 func (a *appender) run() {
+	if a.cp == nil {
+		a.q.Run(a.commit, nil)
+		return
+	}
 	a.q.Run(func(batch []*appendRequest) {
-		a.commit(batch)
-		if a.committed != nil {
-			a.committed()
-		}
-	})
+		a.cp.commit(func() { a.commit(batch) })
+	}, a.cp.idle)
 }
 
 // commit stores the events of every request in batch that its caller has

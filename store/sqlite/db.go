@@ -233,8 +233,8 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	// fsync included, in the writer's path. A checkpointer on its own
 	// connection copies the WAL back every checkpointInterval instead.
 	q.Add("_pragma", "wal_autocheckpoint(0)")
-	// Truncate the WAL back to 64 MiB after a checkpoint that let it restart.
-	q.Add("_pragma", "journal_size_limit(67108864)")
+	// Cut the WAL back to walBytes when it starts over (see checkpointer).
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walBytes))
 	rq := url.Values{"_pragma": append([]string{"query_only(1)", "cache_size(-16384)"}, q["_pragma"]...)}
 	// The writer touches the tail page of every busy session's log in each
 	// commit: a page cache of 16 MiB keeps them from being read back from
@@ -279,15 +279,22 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	c.SetMaxOpenConns(1)
 	c.SetMaxIdleConns(1)
 	c.SetConnMaxIdleTime(0)
-	cp := newCheckpointer(c)
-	app, err := newAppender(w, o.MaxBatch, h)
+	preallocate(path+"-wal", walBytes)
+	var pageSize int64
+	if err := w.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		c.Close()
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	cp := newCheckpointer(c, pageSize)
+	app, err := newAppender(w, o.MaxBatch, h, cp)
 	if err != nil {
 		cp.close()
 		w.Close()
 		r.Close()
 		return nil, err
 	}
-	app.committed = cp.wrote
 	return &DB{w: w, r: r, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, health: h}, nil
 }
 

@@ -71,3 +71,24 @@ func CreateAtVersion(ctx context.Context, path string, version int) error {
 
 // MaxChunkBytes is the size at which the writer ends a chunk.
 const MaxChunkBytes = maxChunkBytes
+
+// WALBytes is the space the WAL is given when the database opens.
+const WALBytes = walBytes
+
+// PreallocatesIn reports whether a database opened in dir is given its
+// WAL's space (if the file system supports it).
+func PreallocatesIn(dir string) bool { return worthPreallocating(dir, walBytes) }
+
+// SetWALRestart makes the databases opened afterwards start their WAL over
+// past restart bytes; the returned function puts the default back.
+func SetWALRestart(restart int64) (undo func()) {
+	old := walSizes
+	walSizes.restart = restart
+	return func() { walSizes = old }
+}
+
+// Checkpoints returns how many passes db's checkpointer has run, and how
+// many of them held the writer off.
+func (db *DB) Checkpoints() (passes, held int64) {
+	return db.cp.passes.Load(), db.cp.held.Load()
+}

@@ -151,7 +151,10 @@ func (q *Queue[R]) Submit(ctx context.Context, r R) error {
 // commit in order, and the next batch starts with them. Light requests of
 // other keys do go ahead of those left out: a session's lines are not held
 // back by other sessions' updates.
-func (q *Queue[R]) Run(commit func(batch []R)) {
+//
+// idle, if not nil, is called on the writer's goroutine whenever it has
+// committed everything queued and is about to wait for more.
+func (q *Queue[R]) Run(commit func(batch []R), idle func()) {
 	defer close(q.exited)
 	capacity := cap(q.in)
 	var pending, batch, later []R
@@ -159,7 +162,18 @@ func (q *Queue[R]) Run(commit func(batch []R)) {
 	open := true
 	for {
 		if len(pending) == 0 {
-			r, ok := <-q.in
+			var (
+				r  R
+				ok bool
+			)
+			select {
+			case r, ok = <-q.in:
+			default:
+				if idle != nil {
+					idle()
+				}
+				r, ok = <-q.in
+			}
 			if !ok {
 				return
 			}

@@ -150,7 +150,7 @@ func TestRunKeepsEachSessionsOrder(t *testing.T) {
 			if len(batch) > 1 && (n > maxBatch || heavy > maxHeavy) {
 				bad = append(bad, fmt.Sprintf("batch of %d events, %d heavy", n, heavy))
 			}
-		})
+		}, nil)
 	}()
 	var wg sync.WaitGroup
 	for s := range sessions {
@@ -218,7 +218,7 @@ func TestRunHoldsNoMoreThanTheQueue(t *testing.T) {
 					r.Notify(nil)
 				}
 			}
-		})
+		}, nil)
 	}()
 	var queued atomic.Int64
 	producer := make(chan struct{})
@@ -251,5 +251,74 @@ func TestRunHoldsNoMoreThanTheQueue(t *testing.T) {
 	<-done
 	if n := queued.Load(); n != total {
 		t.Fatalf("%d requests queued, want %d", n, total)
+	}
+}
+
+// TestRunCallsIdleOnlyWhenDrained checks that Run tells the writer it is
+// idle once everything queued is committed, and never between two batches
+// while requests wait: the SQLite store's checkpointer holds the writer off
+// only in such a moment.
+func TestRunCallsIdleOnlyWhenDrained(t *testing.T) {
+	q := New(16, 1, testKind()) // one event a batch: three requests, three batches
+	var (
+		mu    sync.Mutex
+		calls []string
+	)
+	note := func(s string) {
+		mu.Lock()
+		calls = append(calls, s)
+		mu.Unlock()
+	}
+	inFirst, release := make(chan struct{}), make(chan struct{})
+	signal := make(chan struct{}, 2) // an idle call
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first := true
+		q.Run(func(batch []*req) {
+			if first { // hold the first batch until the others are queued
+				first = false
+				close(inFirst)
+				<-release
+			}
+			for _, r := range batch {
+				if r.Take() {
+					note("commit " + r.name)
+					r.Notify(nil)
+				}
+			}
+		}, func() {
+			note("idle")
+			signal <- struct{}{}
+		})
+	}()
+	committed := make(chan error, 3)
+	enqueue := func(name string) {
+		r := &req{name: name, key: name, size: 1}
+		r.Notify = func(err error) { committed <- err }
+		if err := q.Enqueue(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-signal // the writer starts with nothing queued
+	enqueue("a")
+	<-inFirst
+	enqueue("b")
+	enqueue("c")
+	close(release)
+	for range 3 {
+		if err := <-committed; err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Close()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	// a, b and c, each a batch of its own, with no idle between them; then
+	// idle again.
+	want := []string{"idle", "commit a", "commit b", "commit c", "idle"}
+	if diff := cmp.Diff(want, calls); diff != "" {
+		t.Errorf("writer's calls (-want +got):\n%s", diff)
 	}
 }
