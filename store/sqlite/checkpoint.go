@@ -26,7 +26,7 @@ const walBytes = 64 << 20
 // walSizes.restart is the size past which the checkpointer makes the WAL
 // start over, well before it outgrows its allocation. A variable for the
 // tests.
-var walSizes = struct{ restart int64 }{24 << 20}
+var walSizes = struct{ restart int64 }{40 << 20}
 
 // Once the WAL is past walSizes.restart, passes come one after the other:
 // each waits catchUpWait at most for a quiet moment, and after catchUpTries
