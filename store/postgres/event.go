@@ -163,7 +163,9 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 		}
 		// One round trip for the session, its last seq and the first page:
 		// a follower reads a session's new events at every wake-up.
-		page := make([]store.Event, 0, pageEvents)
+		// Small to start with: a client catching up reads a few; a
+		// replay grows it to pageEvents.
+		page := make([]store.Event, 0, 16)
 		pk, last, page, err := db.firstPage(ctx, id, after, page)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):

@@ -84,6 +84,42 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportMetric(float64(b.N*perSession)/b.Elapsed().Seconds(), "events/s")
 }
 
+// BenchmarkAttach measures what a client attaching to a busy session costs
+// the store: the replay of the session's log after the last event the
+// client saw (here the newest but one, so one event), from the middle of
+// the chunk that holds it, as 2,000 clients attaching to one session do.
+func BenchmarkAttach(b *testing.B) {
+	db, _ := mustOpen(b, nil)
+	ctx := context.Background()
+	id := mustSession(b, db).ID
+	for range 20 { // a chunk of twenty events per commit, as a streaming session's
+		var evs []*store.Event
+		for range 20 {
+			evs = append(evs, &store.Event{SessionID: id, Direction: store.FromCLI, Type: "stream_event", Raw: benchLine})
+		}
+		if err := db.AppendBatch(ctx, evs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := db.Session(ctx, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for _, err := range db.Events(ctx, id, s.LastSeq-1) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != 1 {
+			b.Fatalf("replayed %d events, want 1", n)
+		}
+	}
+}
+
 // BenchmarkTurnEdge is the writer's work when 100 sessions start or end a
 // turn together: each logs a status event with its session's status
 // change (AppendUpdateAsync) and waits for it, all at once. It reports the

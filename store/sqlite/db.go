@@ -121,6 +121,7 @@ type Options struct {
 type DB struct {
 	w          *sql.DB // one connection: every write
 	r          *sql.DB // readers
+	reads      readStmts
 	app        *appender
 	cp         *checkpointer
 	maxPayload int
@@ -133,6 +134,50 @@ type DB struct {
 
 // DB is a [store.Store].
 var _ store.Store = (*DB)(nil)
+
+// readStmts are the reads every client's attach and every session lookup
+// make, prepared once (on each reader connection as it first runs them):
+// parsing their SQL each time was most of what 2,000 clients attaching to
+// a session cost.
+type readStmts struct {
+	session   *sql.Stmt // a session by id
+	logBounds *sql.Stmt // a session's pk, last seq and the first seq of the chunk after a seq
+	eventPage *sql.Stmt // the chunks of a range of seqs
+}
+
+func prepareReads(ctx context.Context, r *sql.DB) (readStmts, error) {
+	var rs readStmts
+	for _, p := range []struct {
+		st **sql.Stmt
+		q  string
+	}{
+		{&rs.session, `SELECT ` + sessionColumns + ` FROM sessions WHERE id = ?`},
+		{&rs.logBounds, `SELECT pk,
+			(SELECT MAX(last_seq) FROM event_chunks WHERE session = sessions.pk),
+			(SELECT first_seq FROM event_chunks WHERE session = sessions.pk AND last_seq > ?2 ORDER BY last_seq LIMIT 1)
+			FROM sessions WHERE id = ?1`},
+		{&rs.eventPage, `SELECT first_seq, events FROM event_chunks
+			WHERE session = ? AND last_seq >= ? AND first_seq <= ? ORDER BY last_seq LIMIT ?`},
+	} {
+		st, err := r.PrepareContext(ctx, p.q)
+		if err != nil {
+			rs.close()
+			return readStmts{}, err
+		}
+		*p.st = st
+	}
+	return rs, nil
+}
+
+func (rs readStmts) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{rs.session, rs.logBounds, rs.eventPage} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -295,7 +340,15 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 		r.Close()
 		return nil, err
 	}
-	return &DB{w: w, r: r, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, health: h}, nil
+	reads, err := prepareReads(ctx, r)
+	if err != nil {
+		app.close()
+		cp.close()
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	return &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, health: h}, nil
 }
 
 // migrate applies the migrations the database lacks, in one transaction,
@@ -379,7 +432,7 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.closed.Store(true)
 		db.app.close()
-		db.closeErr = errors.Join(db.cp.close(), db.r.Close(), db.w.Close())
+		db.closeErr = errors.Join(db.cp.close(), db.reads.close(), db.r.Close(), db.w.Close())
 	})
 	return db.closeErr
 }

@@ -196,10 +196,7 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 		var last, first sql.NullInt64
 		var pk int64
 		// first: where the chunk holding the event after after begins.
-		err := db.r.QueryRowContext(ctx, `SELECT pk,
-			(SELECT MAX(last_seq) FROM event_chunks WHERE session = sessions.pk),
-			(SELECT first_seq FROM event_chunks WHERE session = sessions.pk AND last_seq > ?2 ORDER BY last_seq LIMIT 1)
-			FROM sessions WHERE id = ?1`, id, after).Scan(&pk, &last, &first)
+		err := db.reads.logBounds.QueryRowContext(ctx, id, after).Scan(&pk, &last, &first)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			fail(store.ErrNotFound)
@@ -216,7 +213,7 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 		}
 		end := last.Int64
 		next := after + 1
-		page := make([]store.Event, 0, pageEvents)
+		page := make([]store.Event, 0, min(pageEvents, end-next+1)) // a client catching up reads a few
 		for next <= end {
 			page, err = db.eventPage(ctx, id, pk, next, end, page[:0])
 			if err != nil {
@@ -244,9 +241,7 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 // eventPage appends to page the events of id from seq from to seq to, up to
 // pageEvents of them or about pageBytes of payload.
 func (db *DB) eventPage(ctx context.Context, id string, pk, from, to int64, page []store.Event) ([]store.Event, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT first_seq, events FROM event_chunks
-		WHERE session = ? AND last_seq >= ? AND first_seq <= ? ORDER BY last_seq LIMIT ?`,
-		pk, from, to, pageEvents)
+	rows, err := db.reads.eventPage.QueryContext(ctx, pk, from, to, pageEvents)
 	if err != nil {
 		return page, err
 	}
@@ -255,20 +250,32 @@ func (db *DB) eventPage(ctx context.Context, id string, pk, from, to int64, page
 	full := func() bool { return len(page) >= pageEvents || size >= pageBytes }
 	for !full() && rows.Next() {
 		var first int64
-		var data []byte
+		var data sql.RawBytes // the driver's, until the next row
 		if err := rows.Scan(&first, &data); err != nil {
 			return page, err
 		}
+		start, n := len(page), 0
 		err := decodeChunk(id, first, data, from, func(ev store.Event) bool {
 			if ev.Seq > to {
 				return false
 			}
 			page = append(page, ev)
+			n += len(ev.Raw)
 			size += len(ev.Raw)
 			return !full()
 		})
 		if err != nil {
 			return page, err
+		}
+		// Keep the lines the page holds, not the chunk: a client that
+		// catches up from inside a chunk reads one event of it, not its
+		// 128 KiB.
+		buf := make([]byte, 0, n)
+		for i := range page[start:] {
+			ev := &page[start+i]
+			at := len(buf)
+			buf = append(buf, ev.Raw...)
+			ev.Raw = buf[at:len(buf):len(buf)]
 		}
 	}
 	return page, rows.Err()

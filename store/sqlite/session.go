@@ -85,7 +85,7 @@ func (db *DB) Session(ctx context.Context, id string) (_ *store.Session, err err
 	if err := db.check(); err != nil {
 		return nil, err
 	}
-	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	s, err := scanSession(db.reads.session.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
