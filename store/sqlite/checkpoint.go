@@ -82,13 +82,14 @@ func newCheckpointer(c *sql.DB, pageSize int64) *checkpointer {
 }
 
 // commit runs the writer's commit fn and tells the checkpointer of it. A
-// catch-up in progress holds it off until done.
+// pass holding the writer off holds it until done.
 func (cp *checkpointer) commit(fn func()) {
+	// Busy from the start: a long commit is no quiet moment.
+	cp.writerIdle.Store(false)
+	cp.commits.Add(1)
 	cp.gate.Lock()
 	defer cp.gate.Unlock()
 	fn()
-	cp.writerIdle.Store(false)
-	cp.commits.Add(1)
 	signal(cp.written)
 }
 

@@ -276,7 +276,7 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	}
 	// No automatic checkpoints: the committing connection would run them,
 	// fsync included, in the writer's path. A checkpointer on its own
-	// connection copies the WAL back every checkpointInterval instead.
+	// connection copies the WAL back instead (see checkpointer).
 	q.Add("_pragma", "wal_autocheckpoint(0)")
 	// Cut the WAL back to walBytes when it starts over (see checkpointer).
 	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walBytes))

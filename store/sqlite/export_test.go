@@ -80,7 +80,8 @@ const WALBytes = walBytes
 func PreallocatesIn(dir string) bool { return worthPreallocating(dir, walBytes) }
 
 // SetWALRestart makes the databases opened afterwards start their WAL over
-// past restart bytes; the returned function puts the default back.
+// past restart bytes; the returned function puts the default back. Not for
+// tests that run in parallel with others.
 func SetWALRestart(restart int64) (undo func()) {
 	old := walSizes
 	walSizes.restart = restart
