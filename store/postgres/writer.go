@@ -46,7 +46,7 @@ func newAppender(db *DB, maxBatch int) *appender {
 		Base:  func(r *request) *groupcommit.Base { return &r.Base },
 		Size:  func(r *request) int { return len(r.evs) },
 		Key:   func(r *request) string { return groupcommit.SessionKey(r.deleteSession, r.evs) },
-		Heavy: func(r *request) bool { return r.then != nil || r.deleteSession != "" },
+		Heavy: func(r *request) bool { return groupcommit.SessionHeavy(r.deleteSession, r.then != nil) },
 	})
 	go a.q.Run(a.commit, nil)
 	return a

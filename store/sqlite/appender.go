@@ -39,8 +39,8 @@ type sessionState struct {
 // request queued since its last commit, up to maxBatch events, and stores
 // them in one transaction (group commit).
 type appender struct {
-	// cp, if set, is told of each commit and of the writer going idle, and
-	// may ask the writer to checkpoint between two batches.
+	// cp is told of each commit and of the writer going idle, and may hold
+	// the writer off between two commits for a checkpoint (checkpointer).
 	cp *checkpointer
 
 	w      *sql.DB
@@ -84,7 +84,7 @@ func newAppender(w *sql.DB, maxBatch int, h *store.HealthTracker, cp *checkpoint
 		Base:  func(r *appendRequest) *groupcommit.Base { return &r.Base },
 		Size:  func(r *appendRequest) int { return len(r.evs) },
 		Key:   func(r *appendRequest) string { return groupcommit.SessionKey(r.deleteSession, r.evs) },
-		Heavy: func(r *appendRequest) bool { return r.then != nil || r.deleteSession != "" },
+		Heavy: func(r *appendRequest) bool { return groupcommit.SessionHeavy(r.deleteSession, r.then != nil) },
 	})
 	var err error
 	if a.insert, err = w.PrepareContext(ctx, insertChunkSQL); err != nil {
@@ -170,10 +170,6 @@ func (a *appender) close() {
 }
 
 func (a *appender) run() {
-	if a.cp == nil {
-		a.q.Run(a.commit, nil)
-		return
-	}
 	a.q.Run(func(batch []*appendRequest) {
 		a.cp.commit(func() { a.commit(batch) })
 	}, a.cp.idle)

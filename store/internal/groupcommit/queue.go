@@ -88,6 +88,11 @@ func SessionKey(deleted string, evs []*store.Event) string {
 	return id
 }
 
+// SessionHeavy is a Kind.Heavy for a store's requests: a session's
+// deletion, or events with statements of their own to run after them (a
+// session update, a ledger entry).
+func SessionHeavy(deleted string, hasThen bool) bool { return hasThen || deleted != "" }
+
 // maxHeavy is how many heavy requests a batch takes at most. When many
 // sessions end their turns at once, each with a session update and a
 // ledger entry, a batch of them all would hold every other session's
