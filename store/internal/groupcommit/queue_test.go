@@ -52,8 +52,10 @@ func TestPick(t *testing.T) {
 	for _, c := range []struct {
 		name             string
 		max              int
+		lightsOnly       bool
 		pending          []*req
 		wantNow, wantLat []string
+		wantHeld         bool
 	}{
 		{
 			name:    "all fit",
@@ -101,10 +103,40 @@ func TestPick(t *testing.T) {
 			pending: []*req{light("all", ""), light("f", "f")},
 			wantNow: []string{"all", "f"},
 		},
+		{
+			// Light requests alone: a heavy one waits, and so does every
+			// later request of its session.
+			name:       "lights only",
+			max:        100,
+			lightsOnly: true,
+			pending:    []*req{light("a1", "a"), heavy("a2", "a"), light("b1", "b"), light("a3", "a"), heavy("c1", "c")},
+			wantNow:    []string{"a1", "b1"},
+			wantLat:    []string{"a2", "a3", "c1"},
+			wantHeld:   true,
+		},
+		{
+			name:       "lights only, no heavy",
+			max:        100,
+			lightsOnly: true,
+			pending:    []*req{light("a1", "a"), light("b1", "b")},
+			wantNow:    []string{"a1", "b1"},
+		},
+		{
+			// A heavy request left out by the cap was not held for lights.
+			name:       "lights only, heavy first",
+			max:        100,
+			lightsOnly: true,
+			pending:    []*req{heavy("a1", "a"), light("a2", "a")},
+			wantLat:    []string{"a1", "a2"},
+			wantHeld:   true,
+		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := New(16, c.max, testKind())
-			now, later := q.pick(c.pending, nil, nil, map[string]bool{})
+			now, later, held := q.pick(c.pending, nil, nil, map[string]bool{}, c.lightsOnly)
+			if held != c.wantHeld {
+				t.Errorf("held = %v, want %v", held, c.wantHeld)
+			}
 			if diff := cmp.Diff(c.wantNow, names(now)); diff != "" {
 				t.Errorf("batch (-want +got):\n%s", diff)
 			}
@@ -190,6 +222,62 @@ func TestRunKeepsEachSessionsOrder(t *testing.T) {
 				t.Fatalf("session %d: request %d committed at position %d", s, v, i)
 			}
 		}
+	}
+}
+
+// TestRunCommitsLightRequestsFirst: with light and heavy requests waiting,
+// a batch takes the light ones alone; while more light ones keep coming,
+// a heavy one waits for at most maxLightRounds such batches.
+func TestRunCommitsLightRequestsFirst(t *testing.T) {
+	q := New(64, 100, testKind())
+	var batches [][]string
+	enqueue := func(r *req) {
+		r.Notify = func(error) {}
+		if err := q.Enqueue(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue(&req{name: "h", key: "a", size: 1, heavy: true})
+	enqueue(&req{name: "l0", key: "b", size: 1})
+	enqueue(&req{name: "l1", key: "c", size: 1})
+	streamed := make(chan struct{}) // the callback has stopped queueing
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n := 2
+		q.Run(func(batch []*req) {
+			for _, r := range batch {
+				if r.Take() {
+					r.Notify(nil)
+				}
+			}
+			batches = append(batches, names(batch))
+			switch {
+			case len(batches) < 2*maxLightRounds: // a steady stream of light requests
+				n++
+				enqueue(&req{name: fmt.Sprint("l", n), key: fmt.Sprint("k", n), size: 1})
+			case len(batches) == 2*maxLightRounds:
+				close(streamed)
+			}
+		}, nil)
+	}()
+	select {
+	case <-streamed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out")
+	}
+	q.Close()
+	<-done
+	want := [][]string{{"l0", "l1"}}
+	for i := range maxLightRounds - 1 {
+		want = append(want, []string{fmt.Sprint("l", i+3)})
+	}
+	want = append(want, []string{"h", fmt.Sprint("l", maxLightRounds+2)})
+	if len(batches) < len(want) {
+		t.Fatalf("batches %v, want %v first", batches, want)
+	}
+	if diff := cmp.Diff(want, batches[:len(want)]); diff != "" {
+		t.Errorf("first batches (-want +got):\n%s", diff)
 	}
 }
 
