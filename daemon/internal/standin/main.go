@@ -183,7 +183,6 @@ func (s *standin) turn() {
 	start := time.Now()
 	s.msgSeq++
 	msgID := "msg_standin_" + strconv.Itoa(1000000 + s.msgSeq)[1:]
-	const in = 211
 	s.line(func(b []byte) []byte {
 		b = append(b, s.initHead...)
 		return appendUUID(b)
@@ -191,8 +190,8 @@ func (s *standin) turn() {
 	s.streamEvent(msgID, func(b []byte) []byte {
 		b = append(b, `{"type":"message_start","message":{"id":"`...)
 		b = append(b, msgID...)
-		b = append(b, `","type":"message","role":"assistant","model":"`+model+`","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":211,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}`...)
-		return b
+		b = append(b, `","type":"message","role":"assistant","model":"`+model+`","content":[],"stop_reason":null,"stop_sequence":null,`...)
+		return append(appendUsage(b, 1), "}}}"...)
 	})
 	s.pause()
 	s.streamEvent(msgID, func(b []byte) []byte {
@@ -218,7 +217,9 @@ func (s *standin) turn() {
 		b = append(b, msgID...)
 		b = append(b, `","type":"message","role":"assistant","model":"`+model+`","content":[{"type":"text","text":`...)
 		b = strconv.AppendQuote(b, string(full)) // the text is plain ASCII
-		b = append(b, `}],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":211,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1},"context_management":null},"parent_tool_use_id":null,"session_id":"`...)
+		b = append(b, `}],"stop_reason":null,"stop_sequence":null,`...)
+		b = appendUsage(b, 1)
+		b = append(b, `},"context_management":null},"parent_tool_use_id":null,"session_id":"`...)
 		b = append(b, s.sessionID...)
 		b = append(b, `","uuid":"`...)
 		b = appendUUID(b)
@@ -229,13 +230,12 @@ func (s *standin) turn() {
 		return append(b, `{"type":"content_block_stop","index":0}`...)
 	})
 	s.streamEvent(msgID, func(b []byte) []byte {
-		b = append(b, `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":211,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
-		b = strconv.AppendInt(b, int64(out), 10)
-		return append(b, "}}"...)
+		b = append(b, `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},`...)
+		return append(appendUsage(b, out), "}}"...)
 	})
 	s.streamEvent(msgID, func(b []byte) []byte { return append(b, `{"type":"message_stop"}`...) })
-	cost := float64(in)*15e-6 + float64(out)*75e-6
-	s.inputTokens += in
+	cost := float64(inputTokens)*15e-6 + float64(out)*75e-6
+	s.inputTokens += inputTokens
 	s.outputTokens += out
 	s.costUSD += cost
 	ms := time.Since(start).Milliseconds()
@@ -250,8 +250,8 @@ func (s *standin) turn() {
 		b = append(b, s.sessionID...)
 		b = append(b, `","total_cost_usd":`...)
 		b = strconv.AppendFloat(b, s.costUSD, 'f', -1, 64)
-		b = append(b, `,"usage":{"input_tokens":211,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
-		b = strconv.AppendInt(b, int64(out), 10)
+		b = append(b, ',')
+		b = appendUsage(b, out)
 		b = append(b, `,"service_tier":"standard","server_tool_use":{"web_search_requests":0,"web_fetch_requests":0}},"modelUsage":{"`+model+`":{"inputTokens":`...)
 		b = strconv.AppendInt(b, int64(s.inputTokens), 10)
 		b = append(b, `,"outputTokens":`...)
@@ -261,6 +261,17 @@ func (s *standin) turn() {
 		b = append(b, `,"contextWindow":200000,"maxOutputTokens":32000}},"permission_denials":[],"terminal_reason":"completed","uuid":"`...)
 		return appendUUID(b)
 	}, "\"}")
+}
+
+// inputTokens is every turn's input, as the API reports it.
+const inputTokens = 211
+
+// appendUsage appends a "usage" member, open: the caller closes it.
+func appendUsage(b []byte, outputTokens int) []byte {
+	b = append(b, `"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, inputTokens, 10)
+	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
+	return strconv.AppendInt(b, int64(outputTokens), 10)
 }
 
 func (s *standin) pause() {

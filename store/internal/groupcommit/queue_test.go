@@ -231,15 +231,15 @@ func TestRunKeepsEachSessionsOrder(t *testing.T) {
 func TestRunCommitsLightRequestsFirst(t *testing.T) {
 	q := New(64, 100, testKind())
 	var batches [][]string
-	enqueue := func(r *req) {
+	enqueue := func(r *req) error {
 		r.Notify = func(error) {}
-		if err := q.Enqueue(context.Background(), r); err != nil {
+		return q.Enqueue(context.Background(), r)
+	}
+	for _, r := range []*req{{name: "h", key: "a", size: 1, heavy: true}, {name: "l0", key: "b", size: 1}, {name: "l1", key: "c", size: 1}} {
+		if err := enqueue(r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	enqueue(&req{name: "h", key: "a", size: 1, heavy: true})
-	enqueue(&req{name: "l0", key: "b", size: 1})
-	enqueue(&req{name: "l1", key: "c", size: 1})
 	streamed := make(chan struct{}) // the callback has stopped queueing
 	done := make(chan struct{})
 	go func() {
@@ -255,7 +255,9 @@ func TestRunCommitsLightRequestsFirst(t *testing.T) {
 			switch {
 			case len(batches) < 2*maxLightRounds: // a steady stream of light requests
 				n++
-				enqueue(&req{name: fmt.Sprint("l", n), key: fmt.Sprint("k", n), size: 1})
+				if err := enqueue(&req{name: fmt.Sprint("l", n), key: fmt.Sprint("k", n), size: 1}); err != nil {
+					t.Error(err) // not Fatal: this is Run's goroutine
+				}
 			case len(batches) == 2*maxLightRounds:
 				close(streamed)
 			}
