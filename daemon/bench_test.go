@@ -33,6 +33,9 @@ import (
 //
 //	go test -run '^$' -bench Daemon -benchtime 1x -count 3 ./daemon/
 //
+// A 30 ms mode's p99 is that of its worst turn edges, which vary from turn
+// to turn: compare them on runs of ten turns (-benchtime 10x), paired.
+//
 // Each stream_event line of the stand-in carries the time it was written
 // ("standin_ns"); every session has one subscriber (Daemon.Subscribe) for
 // the whole run, which times the lines against it.
