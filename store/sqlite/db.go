@@ -293,59 +293,58 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_txlock", "immediate") // take the write lock at BEGIN, not at the first write
 
+	// undo closes, newest first, what was opened when Open fails.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	w, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, func() { w.Close() })
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, w); err != nil {
-		w.Close()
 		return nil, err
 	}
 
 	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
 	if err != nil {
-		w.Close()
 		return nil, err
 	}
+	undo = append(undo, func() { r.Close() })
 	r.SetMaxOpenConns(o.ReadConns)
 	r.SetMaxIdleConns(o.ReadConns)
 	r.SetConnMaxIdleTime(0)
 
+	var pageSize int64
+	if err := w.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		return nil, err
+	}
 	c, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
-		w.Close()
-		r.Close()
 		return nil, err
 	}
 	c.SetMaxOpenConns(1)
 	c.SetMaxIdleConns(1)
 	c.SetConnMaxIdleTime(0)
 	preallocate(path+"-wal", walBytes)
-	var pageSize int64
-	if err := w.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
-		c.Close()
-		w.Close()
-		r.Close()
-		return nil, err
-	}
 	cp := newCheckpointer(c, pageSize)
+	undo = append(undo, func() { cp.close() }) // closes c
 	app, err := newAppender(w, o.MaxBatch, h, cp)
 	if err != nil {
-		cp.close()
-		w.Close()
-		r.Close()
 		return nil, err
 	}
+	undo = append(undo, app.close)
 	reads, err := prepareReads(ctx, r)
 	if err != nil {
-		app.close()
-		cp.close()
-		w.Close()
-		r.Close()
 		return nil, err
 	}
 	return &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, health: h}, nil
