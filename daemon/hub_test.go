@@ -28,17 +28,17 @@ func TestHubRingBounds(t *testing.T) {
 	if h.count != 8 || h.at(0).Seq != 93 || h.at(7).Seq != 100 {
 		t.Fatalf("ring of 8 after 100 events: %d events, %d..%d", h.count, h.at(0).Seq, h.at(h.count-1).Seq)
 	}
-	evs, behind, _, _ := h.since(95, nil, 100)
+	evs, behind, _ := h.since(95, nil, 100)
 	if behind || len(evs) != 5 || evs[0].Seq != 96 {
 		t.Errorf("since 95: %d events from %v, behind %v", len(evs), evs, behind)
 	}
-	if _, behind, _, _ := h.since(91, nil, 100); !behind {
+	if _, behind, _ := h.since(91, nil, 100); !behind {
 		t.Error("since 91: not behind a ring that starts at 93")
 	}
-	if evs, behind, _, _ := h.since(92, nil, 3); behind || len(evs) != 3 || evs[2].Seq != 95 {
+	if evs, behind, _ := h.since(92, nil, 3); behind || len(evs) != 3 || evs[2].Seq != 95 {
 		t.Errorf("since 92, limit 3: %d events, behind %v", len(evs), behind)
 	}
-	if evs, _, _, _ := h.since(100, nil, 100); len(evs) != 0 {
+	if evs, _, _ := h.since(100, nil, 100); len(evs) != 0 {
 		t.Errorf("since the last: %d events", len(evs))
 	}
 
@@ -56,38 +56,75 @@ func TestHubRingBounds(t *testing.T) {
 	}
 }
 
-// TestHubGenerationWakesForLaterEvents: the generation since returns is
-// closed by any event published after it (directly or through the pump),
-// so a subscriber that yielded what since gave and waits on it misses
-// nothing; after the end nothing is published, so the last look holds the
-// last events.
-func TestHubGenerationWakesForLaterEvents(t *testing.T) {
-	closed := func(gen chan struct{}) bool {
+// TestHubWakesWaitersForLaterEvents: every event published after a
+// subscriber joined puts a token in its waiter (directly or through the
+// pump), so a subscriber that yielded what since gave and waits on it
+// misses nothing; one that left gets none; the end wakes them all, and
+// after it nothing is published, so the last look holds the last events.
+func TestHubWakesWaitersForLaterEvents(t *testing.T) {
+	woken := func(w *waiter) bool {
 		select {
-		case <-gen:
+		case <-w.c:
 			return true
 		case <-time.After(2 * time.Second):
 			return false
 		}
 	}
+	idle := func(w *waiter) bool {
+		select {
+		case <-w.c:
+			return false
+		case <-time.After(20 * time.Millisecond):
+			return true
+		}
+	}
 	for _, subs := range []int{1, directWake + 1} { // woken by publish, by the pump
 		h := newHub("s", 100)
-		h.ring, h.nsubs = []Event{}, subs
+		h.ring = []Event{}
 		quit := make(chan struct{})
 		go h.pump(quit)
+		ws := make([]*waiter, subs+1)
+		for i := range ws {
+			ws[i] = h.join()
+		}
+		gone := ws[subs]
+		h.leave(gone)
+		ws = ws[:subs]
 		h.publish(hubEvent(1, 10))
-		evs, _, gen, ended := h.since(0, nil, 100)
+		for i, w := range ws {
+			if !woken(w) {
+				t.Fatalf("%d subscribers: waiter %d not woken by the first event", subs, i)
+			}
+		}
+		evs, _, ended := h.since(0, nil, 100)
 		if len(evs) != 1 || ended {
 			t.Fatalf("%d subscribers: since 0 gave %d events, ended %v", subs, len(evs), ended)
 		}
 		h.publish(hubEvent(2, 10))
-		if !closed(gen) {
-			t.Errorf("%d subscribers: an event published after since did not close its generation", subs)
+		h.publish(hubEvent(2, 10)) // published already: no wake
+		for i, w := range ws {
+			if !woken(w) {
+				t.Errorf("%d subscribers: waiter %d not woken by an event published after since", subs, i)
+			}
+			if !idle(w) {
+				t.Errorf("%d subscribers: waiter %d woken twice for one new event", subs, i)
+			}
+		}
+		if !idle(gone) {
+			t.Errorf("%d subscribers: a waiter that left was woken", subs)
 		}
 		h.publish(hubEvent(3, 10))
+		for _, w := range ws {
+			woken(w)
+		}
 		h.end()
+		for i, w := range ws {
+			if !woken(w) {
+				t.Errorf("%d subscribers: waiter %d not woken by the end", subs, i)
+			}
+		}
 		h.publish(hubEvent(4, 10)) // after the end: dropped
-		evs, _, _, ended = h.since(1, nil, 100)
+		evs, _, ended = h.since(1, nil, 100)
 		if !ended || len(evs) != 2 || evs[1].Seq != 3 {
 			t.Errorf("%d subscribers: after the end since 1 gave %d events, ended %v; want 2..3, ended", subs, len(evs), ended)
 		}

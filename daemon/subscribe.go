@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,8 +31,11 @@ const ringOverhead = 160
 // costs it O(1) whatever the number of subscribers: it appends the event
 // to a ring of the session's recent events, bounded in events and bytes,
 // and signals the hub's pump without blocking. The pump, a goroutine that
-// lives only while the hub has subscribers, wakes them all by closing one
-// channel. Subscribers pull: each takes the events after the last it saw
+// lives only while the hub has subscribers, wakes them: each subscription
+// has a waiter, a channel of capacity 1 the pump puts a token in without
+// blocking, and the subscriber waits on it alone (a receive, not a select
+// that would lock a channel shared by all of them and its context's too).
+// Subscribers pull: each takes the events after the last it saw
 // from the ring, and one that fell behind the ring reads them from the
 // store instead, then goes on from the ring. Nobody is ever dropped, and a
 // slow subscriber never blocks its session or the writer. A hub without
@@ -43,14 +47,16 @@ type hub struct {
 	signal chan struct{} // capacity 1: events were published, for the pump
 
 	mu    sync.RWMutex
-	ring  []Event       // guarded by mu: circular, oldest at head; nil without subscribers
-	head  int           // guarded by mu
-	count int           // guarded by mu
-	bytes int           // guarded by mu
-	gen   chan struct{} // guarded by mu: closed (and replaced) when events came or the hub ended
-	nsubs int           // guarded by mu: Daemon's count of subscribers, mirrored
-	ended bool          // guarded by mu: the session ended for good (or the daemon closed)
-	err   error         // guarded by mu: why it ended, for its subscribers (the store failed)
+	ring  []Event // guarded by mu: circular, oldest at head; nil without subscribers
+	head  int     // guarded by mu
+	count int     // guarded by mu
+	bytes int     // guarded by mu
+	// waiters are the subscriptions' wake-ups, woken after every publish
+	// and at the end. Copied on write: a slice once stored is never
+	// changed, so the pump wakes them outside the lock.
+	waiters []*waiter // guarded by mu
+	ended   bool      // guarded by mu: the session ended for good (or the daemon closed)
+	err     error     // guarded by mu: why it ended, for its subscribers (the store failed)
 
 	// guarded by Daemon.mu
 	subs     int           // subscriptions following the hub
@@ -61,7 +67,40 @@ type hub struct {
 }
 
 func newHub(id string, maxCount int) *hub {
-	return &hub{id: id, maxCount: maxCount, signal: make(chan struct{}, 1), gen: make(chan struct{})}
+	return &hub{id: id, maxCount: maxCount, signal: make(chan struct{}, 1)}
+}
+
+// A waiter wakes one subscription: a token in c means "look at the ring
+// again". Every publish after join puts one there (or finds one there),
+// so a subscriber that found nothing new and then waits on c misses
+// nothing, and one busy elsewhere meanwhile finds the token when it comes
+// back.
+type waiter struct{ c chan struct{} }
+
+// wake puts a token in w's channel unless one is there already. It never
+// blocks.
+func (w *waiter) wake() {
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+// join registers a subscription's waiter; leave undoes it.
+func (h *hub) join() *waiter {
+	w := &waiter{c: make(chan struct{}, 1)}
+	h.mu.Lock()
+	h.waiters = append(slices.Clip(h.waiters), w) // a new array: the old one may be being woken
+	h.mu.Unlock()
+	return w
+}
+
+func (h *hub) leave(w *waiter) {
+	h.mu.Lock()
+	if i := slices.Index(h.waiters, w); i >= 0 {
+		h.waiters = slices.Concat(h.waiters[:i], h.waiters[i+1:])
+	}
+	h.mu.Unlock()
 }
 
 // publish adds evs, in seq order, to the ring and wakes the subscribers
@@ -89,11 +128,11 @@ func (h *hub) publish(evs ...Event) {
 		h.mu.Unlock()
 		return
 	}
-	if h.nsubs <= directWake { // a bounded cost: wake them here, a hop sooner
-		old := h.gen
-		h.gen = make(chan struct{})
+	if ws := h.waiters; len(ws) <= directWake { // a bounded cost: wake them here, a hop sooner
 		h.mu.Unlock()
-		close(old)
+		for _, w := range ws {
+			w.wake()
+		}
 		return
 	}
 	h.mu.Unlock()
@@ -132,8 +171,8 @@ func (h *hub) push(ev Event) {
 	h.bytes += size
 }
 
-// pump wakes the subscribers after each publish until quit is closed. Waking
-// is one close of the generation channel, off the writer's goroutine.
+// pump wakes the subscribers after each publish until quit is closed, off
+// the writer's goroutine.
 func (h *hub) pump(quit chan struct{}) {
 	for {
 		select {
@@ -145,13 +184,14 @@ func (h *hub) pump(quit chan struct{}) {
 	}
 }
 
-// wake wakes every subscriber waiting on the current generation.
+// wake wakes every subscriber.
 func (h *hub) wake() {
-	h.mu.Lock()
-	old := h.gen
-	h.gen = make(chan struct{})
-	h.mu.Unlock()
-	close(old) // outside the lock: it readies every waiter
+	h.mu.RLock()
+	ws := h.waiters
+	h.mu.RUnlock()
+	for _, w := range ws { // outside the lock: each readies a goroutine
+		w.wake()
+	}
 }
 
 // end marks the hub ended: its subscribers return once they have every
@@ -178,14 +218,13 @@ func (h *hub) failure() error {
 
 // since appends to buf the events of the ring after seq last, at most
 // limit of them. behind reports that the ring no longer holds the events
-// right after last (the subscriber must read them from the store); gen is
-// the channel to wait on when there is nothing new; ended that the hub has
-// ended (with nothing new, the subscription is over).
-func (h *hub) since(last int64, buf []Event, limit int) (evs []Event, behind bool, gen chan struct{}, ended bool) {
+// right after last (the subscriber must read them from the store); ended
+// that the hub has ended (with nothing new, the subscription is over).
+func (h *hub) since(last int64, buf []Event, limit int) (evs []Event, behind bool, ended bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.count > 0 && h.at(0).Seq > last+1 {
-		return buf, true, h.gen, h.ended
+		return buf, true, h.ended
 	}
 	// The ring is in seq order: find the first event after last.
 	lo, hi := 0, h.count
@@ -200,7 +239,7 @@ func (h *hub) since(last int64, buf []Event, limit int) (evs []Event, behind boo
 	for i := lo; i < h.count && len(buf) < limit; i++ {
 		buf = append(buf, *h.at(i))
 	}
-	return buf, false, h.gen, h.ended
+	return buf, false, h.ended
 }
 
 // newest returns the seq of the ring's newest event, 0 when it is empty.
@@ -240,12 +279,11 @@ func (d *Daemon) acquireHubLocked(id string, sub bool) *hub {
 		return h
 	}
 	h.subs++
-	h.mu.Lock()
-	h.nsubs = h.subs
 	if h.subs == 1 {
+		h.mu.Lock()
 		h.ring = []Event{}
+		h.mu.Unlock()
 	}
-	h.mu.Unlock()
 	if h.subs == 1 {
 		h.quit = make(chan struct{})
 		go h.pump(h.quit)
@@ -268,12 +306,11 @@ func (d *Daemon) releaseHubLocked(h *hub, sub bool) {
 		h.actor = false
 	} else {
 		h.subs--
-		h.mu.Lock()
-		h.nsubs = h.subs
 		if h.subs == 0 {
+			h.mu.Lock()
 			h.ring, h.head, h.count, h.bytes = nil, 0, 0, 0
+			h.mu.Unlock()
 		}
-		h.mu.Unlock()
 		if h.subs == 0 {
 			close(h.quit)
 			h.quit = nil
@@ -364,8 +401,11 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		var remote <-chan struct{}
 		var poll <-chan time.Time
 		tailing := false // the daemon's tailer publishes into h
+		var w *waiter
 		if h != nil {
 			defer d.releaseHub(h, true)
+			w = h.join()
+			defer h.leave(w)
 			d.mu.Lock()
 			hasActor := h.actor
 			d.mu.Unlock()
@@ -396,9 +436,12 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		if tailing {
 			defer d.tail.follow(h, last)()
 		}
+		// A canceled ctx wakes the subscriber like an event: it then
+		// waits on its waiter alone.
+		defer context.AfterFunc(ctx, w.wake)()
 		var buf []Event
 		for {
-			evs, behind, gen, ended := h.since(last, buf[:0], subscribeBatch)
+			evs, behind, ended := h.since(last, buf[:0], subscribeBatch)
 			buf = evs
 			if behind {
 				if !d.replay(ctx, id, &last, yield) {
@@ -420,17 +463,26 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			if len(evs) == subscribeBatch {
 				continue // there may be more
 			}
-			// Every event published before since took gen is yielded; a
-			// later one closes gen, so waiting on it misses nothing (and
-			// a wake costs one look at the ring, not two).
+			// Every event published before since looked is yielded; a
+			// later one puts a token in w (joined before), so waiting on
+			// it misses nothing (and a wake costs one look at the ring,
+			// not two).
 			if ended { // nothing is published after the end: evs were the last
 				if err := h.failure(); err != nil {
 					yield(Event{}, err)
 				}
 				return
 			}
+			if remote == nil && poll == nil { // this daemon's own session: w alone
+				<-w.c
+				if err := ctx.Err(); err != nil {
+					yield(Event{}, err)
+					return
+				}
+				continue
+			}
 			select {
-			case <-gen:
+			case <-w.c:
 			case <-remote:
 				if !d.follow(ctx, id, &last, false, yield) {
 					return
