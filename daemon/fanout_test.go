@@ -346,3 +346,87 @@ func TestCloseEndsSubscriptions(t *testing.T) {
 		t.Error("no stored events after Close")
 	}
 }
+
+// TestCanceledSubscriptionEndsAlone: a subscription waiting for events of
+// an idle session ends with context.Canceled as soon as its context ends,
+// and the session's other subscribers (more than publish wakes itself)
+// stay and get the next turn's events, every one.
+func TestCanceledSubscriptionEndsAlone(t *testing.T) {
+	td := startStreaming(t, 20, 0)
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := waitStatus(t, d, ctx, s.ID, store.StatusIdle).LastSeq
+	const others = 8
+	type result struct {
+		seqs []int64
+		err  error
+	}
+	var seen [others + 1]atomic.Int64 // the last seq each subscriber got
+	sub := func(ctx context.Context, i int, out chan<- result) {
+		var r result
+		for ev, err := range d.Subscribe(ctx, s.ID, start) {
+			if err != nil {
+				r.err = err
+				break
+			}
+			r.seqs = append(r.seqs, ev.Seq)
+			seen[i].Store(ev.Seq)
+		}
+		out <- r
+	}
+	keep, stop := context.WithCancel(ctx)
+	defer stop()
+	kept := make(chan result, others)
+	for i := range others {
+		go sub(keep, i, kept)
+	}
+	one, cancel := context.WithCancel(ctx)
+	ended := make(chan result, 1)
+	go sub(one, others, ended)
+	time.Sleep(100 * time.Millisecond) // all waiting
+	cancel()
+	select {
+	case r := <-ended:
+		if !errors.Is(r.err, context.Canceled) || len(r.seqs) != 0 {
+			t.Fatalf("the canceled subscription ended with %v after %d events; want context.Canceled after none", r.err, len(r.seqs))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a canceled subscription still waits for events")
+	}
+	select {
+	case r := <-kept:
+		t.Fatalf("another subscription ended with the canceled one: %v after %d events", r.err, len(r.seqs))
+	default:
+	}
+	if err := d.Send(ctx, s.ID, "go"); err != nil {
+		t.Fatal(err)
+	}
+	end := waitTurns(t, d, ctx, s.ID, 1).LastSeq
+	deadline := time.After(20 * time.Second)
+	for i := range others {
+		for seen[i].Load() < end {
+			select {
+			case r := <-kept:
+				t.Fatalf("a subscription ended before the turn's last event: %v after %d events", r.err, len(r.seqs))
+			case <-deadline:
+				t.Fatalf("subscriber %d got to seq %d, not to the turn's end %d", i, seen[i].Load(), end)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	stop()
+	for range others {
+		select {
+		case r := <-kept:
+			if len(r.seqs) != int(end-start) {
+				t.Fatalf("a subscriber got %d of the turn's %d events", len(r.seqs), end-start)
+			}
+			contiguous(t, "subscriber", start, r.seqs)
+		case <-deadline:
+			t.Fatal("a subscription outlived its canceled context")
+		}
+	}
+}

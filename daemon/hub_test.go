@@ -87,9 +87,9 @@ func TestHubWakesWaitersForLaterEvents(t *testing.T) {
 		for i := range ws {
 			ws[i] = h.join()
 		}
-		gone := ws[subs]
+		gone := ws[0] // the last joined takes its place
 		h.leave(gone)
-		ws = ws[:subs]
+		ws = ws[1:]
 		h.publish(hubEvent(1, 10))
 		for i, w := range ws {
 			if !woken(w) {
@@ -129,5 +129,31 @@ func TestHubWakesWaitersForLaterEvents(t *testing.T) {
 			t.Errorf("%d subscribers: after the end since 1 gave %d events, ended %v; want 2..3, ended", subs, len(evs), ended)
 		}
 		close(quit)
+	}
+}
+
+// TestHubNext: the ring's event after a seq is found whether the ring's
+// seqs are consecutive or not (events never published), with the ring
+// wrapped around.
+func TestHubNext(t *testing.T) {
+	h := newHub("s", 5)
+	h.ring = []Event{}
+	for _, seq := range []int64{1, 2, 3, 5, 6, 9} { // 1 evicted: 2 3 5 6 9, wrapped
+		h.publish(hubEvent(seq, 10))
+	}
+	if h.head == 0 {
+		t.Fatal("the ring did not wrap around")
+	}
+	for last := int64(0); last <= 11; last++ {
+		want := h.count
+		for i := range h.count {
+			if h.at(i).Seq > last {
+				want = i
+				break
+			}
+		}
+		if got := h.next(last); got != want {
+			t.Errorf("next(%d) = %d, want %d (the ring: %d..%d)", last, got, want, h.at(0).Seq, h.at(h.count-1).Seq)
+		}
 	}
 }

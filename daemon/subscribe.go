@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claudectl/claudectl/store"
@@ -52,8 +52,8 @@ type hub struct {
 	count int     // guarded by mu
 	bytes int     // guarded by mu
 	// waiters are the subscriptions' wake-ups, woken after every publish
-	// and at the end. Copied on write: a slice once stored is never
-	// changed, so the pump wakes them outside the lock.
+	// and at the end (each knows its index, for an O(1) leave). They are
+	// woken from a copy, outside the lock.
 	waiters []*waiter // guarded by mu
 	ended   bool      // guarded by mu: the session ended for good (or the daemon closed)
 	err     error     // guarded by mu: why it ended, for its subscribers (the store failed)
@@ -75,7 +75,20 @@ func newHub(id string, maxCount int) *hub {
 // so a subscriber that found nothing new and then waits on c misses
 // nothing, and one busy elsewhere meanwhile finds the token when it comes
 // back.
-type waiter struct{ c chan struct{} }
+type waiter struct {
+	c chan struct{}
+	i int // index in hub.waiters, guarded by hub.mu
+	// done is set before the subscription's context's end wakes it: read
+	// right after the wake, it is in memory the wake touched already,
+	// unlike the context.
+	done atomic.Bool
+}
+
+// cancel marks w's subscription ended by its context and wakes it.
+func (w *waiter) cancel() {
+	w.done.Store(true)
+	w.wake()
+}
 
 // wake puts a token in w's channel unless one is there already. It never
 // blocks.
@@ -90,16 +103,19 @@ func (w *waiter) wake() {
 func (h *hub) join() *waiter {
 	w := &waiter{c: make(chan struct{}, 1)}
 	h.mu.Lock()
-	h.waiters = append(slices.Clip(h.waiters), w) // a new array: the old one may be being woken
+	w.i = len(h.waiters)
+	h.waiters = append(h.waiters, w)
 	h.mu.Unlock()
 	return w
 }
 
 func (h *hub) leave(w *waiter) {
 	h.mu.Lock()
-	if i := slices.Index(h.waiters, w); i >= 0 {
-		h.waiters = slices.Concat(h.waiters[:i], h.waiters[i+1:])
-	}
+	last := len(h.waiters) - 1
+	moved := h.waiters[last]
+	h.waiters[w.i], moved.i = moved, w.i
+	h.waiters[last] = nil
+	h.waiters = h.waiters[:last]
 	h.mu.Unlock()
 }
 
@@ -128,9 +144,11 @@ func (h *hub) publish(evs ...Event) {
 		h.mu.Unlock()
 		return
 	}
-	if ws := h.waiters; len(ws) <= directWake { // a bounded cost: wake them here, a hop sooner
+	if len(h.waiters) <= directWake { // a bounded cost: wake them here, a hop sooner
+		var ws [directWake]*waiter
+		n := copy(ws[:], h.waiters)
 		h.mu.Unlock()
-		for _, w := range ws {
+		for _, w := range ws[:n] {
 			w.wake()
 		}
 		return
@@ -174,24 +192,29 @@ func (h *hub) push(ev Event) {
 // pump wakes the subscribers after each publish until quit is closed, off
 // the writer's goroutine.
 func (h *hub) pump(quit chan struct{}) {
+	var buf []*waiter // the waiters woken, copied out of the lock; reused
 	for {
 		select {
 		case <-h.signal:
-			h.wake()
+			buf = h.wakeAll(buf)
 		case <-quit:
 			return
 		}
 	}
 }
 
-// wake wakes every subscriber.
-func (h *hub) wake() {
+// wakeAll wakes every subscriber, copying the waiters into buf to wake
+// them outside the lock (each readies a goroutine); it returns buf for
+// the next time, cleared.
+func (h *hub) wakeAll(buf []*waiter) []*waiter {
 	h.mu.RLock()
-	ws := h.waiters
+	buf = append(buf[:0], h.waiters...)
 	h.mu.RUnlock()
-	for _, w := range ws { // outside the lock: each readies a goroutine
+	for _, w := range buf {
 		w.wake()
 	}
+	clear(buf) // pin no subscription that leaves
+	return buf
 }
 
 // end marks the hub ended: its subscribers return once they have every
@@ -206,7 +229,7 @@ func (h *hub) endWith(err error) {
 		h.err = err
 	}
 	h.mu.Unlock()
-	h.wake()
+	h.wakeAll(nil)
 }
 
 // failure returns the error the hub ended with, if any.
@@ -226,7 +249,29 @@ func (h *hub) since(last int64, buf []Event, limit int) (evs []Event, behind boo
 	if h.count > 0 && h.at(0).Seq > last+1 {
 		return buf, true, h.ended
 	}
-	// The ring is in seq order: find the first event after last.
+	lo := h.next(last)
+	for i := lo; i < h.count && len(buf) < limit; i++ {
+		buf = append(buf, *h.at(i))
+	}
+	return buf, false, h.ended
+}
+
+// next returns the index in the ring of the first event after seq last
+// (count if there is none). Called with mu held.
+//
+// The ring is in seq order, and its seqs are those of a session's log,
+// consecutive unless an event was never published: the event after last
+// is looked for where it would then be before the ring is searched. A
+// subscriber that keeps up asks for one of the newest, and a search would
+// touch a dozen cache lines across up to a megabyte of ring at each wake
+// of each subscriber.
+func (h *hub) next(last int64) int {
+	if h.count == 0 || h.at(h.count-1).Seq <= last {
+		return h.count
+	}
+	if i := last + 1 - h.at(0).Seq; i >= 0 && i < int64(h.count) && h.at(int(i)).Seq == last+1 {
+		return int(i)
+	}
 	lo, hi := 0, h.count
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -236,10 +281,7 @@ func (h *hub) since(last int64, buf []Event, limit int) (evs []Event, behind boo
 			hi = m
 		}
 	}
-	for i := lo; i < h.count && len(buf) < limit; i++ {
-		buf = append(buf, *h.at(i))
-	}
-	return buf, false, h.ended
+	return lo
 }
 
 // newest returns the seq of the ring's newest event, 0 when it is empty.
@@ -438,7 +480,7 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		}
 		// A canceled ctx wakes the subscriber like an event: it then
 		// waits on its waiter alone.
-		defer context.AfterFunc(ctx, w.wake)()
+		defer context.AfterFunc(ctx, w.cancel)()
 		var buf []Event
 		for {
 			evs, behind, ended := h.since(last, buf[:0], subscribeBatch)
@@ -475,8 +517,8 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			}
 			if remote == nil && poll == nil { // this daemon's own session: w alone
 				<-w.c
-				if err := ctx.Err(); err != nil {
-					yield(Event{}, err)
+				if w.done.Load() {
+					yield(Event{}, ctx.Err())
 					return
 				}
 				continue
