@@ -56,26 +56,7 @@ func BenchmarkDaemonFanoutCost(b *testing.B) {
 		var got atomic.Int64
 		var wg sync.WaitGroup
 		sctx, cancel := context.WithCancel(ctx)
-		var live sync.WaitGroup
-		live.Add(subs)
-		for range subs {
-			wg.Go(func() {
-				cctx, cancel := context.WithCancel(sctx) // a client's stream's own
-				defer cancel()
-				first := true
-				for _, err := range d.Subscribe(cctx, a.ID, s.LastSeq) {
-					if first {
-						live.Done()
-						first = false
-					}
-					if err != nil {
-						return
-					}
-					got.Add(1)
-				}
-			})
-		}
-		live.Wait()
+		watchers(sctx, d, a.ID, s.LastSeq, subs, &wg, &got)
 		time.Sleep(100 * time.Millisecond) // the attaching's garbage collected
 		g0, c0 := got.Load(), cpu()
 		time.Sleep(window)
@@ -85,8 +66,10 @@ func BenchmarkDaemonFanoutCost(b *testing.B) {
 		if delivered == 0 {
 			b.Fatal("no event reached the subscribers")
 		}
-		if s, err := d.Session(ctx, a.ID); err != nil || s.Status != "running" {
-			b.Fatalf("A's turn ended before the measurements did (%v)", err)
+		if s, err := d.Session(ctx, a.ID); err != nil {
+			b.Fatal(err)
+		} else if s.Status != "running" {
+			b.Fatalf("A's turn ended before the measurements did (status %s)", s.Status)
 		}
 		perDelivery += float64((watched - alone).Nanoseconds()) / float64(delivered)
 		perSecond += float64(delivered) / window.Seconds()

@@ -602,27 +602,7 @@ func BenchmarkDaemonFanout(b *testing.B) {
 			if with {
 				// Timed once every subscriber has had a live event: what
 				// attaching costs (a replay each) is not the fan-out's.
-				from := session(a.ID).LastSeq
-				var live sync.WaitGroup
-				live.Add(subs)
-				for range subs {
-					wg.Go(func() {
-						cctx, cancel := context.WithCancel(sctx) // a client's stream's own
-						defer cancel()
-						first := true
-						for _, err := range d.Subscribe(cctx, a.ID, from) {
-							if first {
-								live.Done()
-								first = false
-							}
-							if err != nil {
-								return
-							}
-							got.Add(1)
-						}
-					})
-				}
-				live.Wait()
+				watchers(sctx, d, a.ID, session(a.ID).LastSeq, subs, &wg, &got)
 				time.Sleep(20 * time.Millisecond)
 			}
 			for range bTurns {
@@ -661,6 +641,33 @@ func BenchmarkDaemonFanout(b *testing.B) {
 	}
 	b.ReportMetric((mean(turns[1])/mean(turns[0])-1)*100, "slowdown_pct")
 	b.ReportMetric(float64(got.Load())/float64(subs*b.N*rounds/2), "A_events/sub/round")
+}
+
+// watchers starts n subscribers of session id after seq from on wg, each
+// with a context of its own under ctx (as each client's stream has),
+// counting the events they get in got; it returns once every one has had
+// its first event.
+func watchers(ctx context.Context, d *daemon.Daemon, id string, from int64, n int, wg *sync.WaitGroup, got *atomic.Int64) {
+	var live sync.WaitGroup
+	live.Add(n)
+	for range n {
+		wg.Go(func() {
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			first := true
+			for _, err := range d.Subscribe(cctx, id, from) {
+				if first {
+					live.Done()
+					first = false
+				}
+				if err != nil {
+					return
+				}
+				got.Add(1)
+			}
+		})
+	}
+	live.Wait()
 }
 
 // benchTurn is a streamed turn for the in-process CLI: an init, deltas
