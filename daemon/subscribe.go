@@ -483,6 +483,10 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		defer context.AfterFunc(ctx, w.cancel)()
 		var buf []Event
 		for {
+			if w.done.Load() { // also between two batches of a firehose
+				yield(Event{}, ctx.Err())
+				return
+			}
 			evs, behind, ended := h.since(last, buf[:0], subscribeBatch)
 			buf = evs
 			if behind {
@@ -517,10 +521,6 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			}
 			if remote == nil && poll == nil { // this daemon's own session: w alone
 				<-w.c
-				if w.done.Load() {
-					yield(Event{}, ctx.Err())
-					return
-				}
 				continue
 			}
 			select {
