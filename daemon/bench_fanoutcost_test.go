@@ -19,8 +19,9 @@ import (
 // getrusage) over 3 s while session A streams a line every 10 ms to 2,000
 // subscribers, less the CPU time of the same daemon streaming the same
 // turn without them, divided by the events delivered (cpu_ns/delivery).
-// BenchmarkDaemonFanout's turn times swing from run to run by more than a
-// third of this cost; this figure is steady within about 15 %.
+// It is the fan-out's cost alone: BenchmarkDaemonFanout's turn times swing
+// from run to run by more than this cost changes them, and this figure
+// varies by about a fifth between runs.
 func BenchmarkDaemonFanoutCost(b *testing.B) {
 	const subs, window = 2000, 3 * time.Second
 	cpu := func() time.Duration {
