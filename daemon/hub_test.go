@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -155,5 +156,67 @@ func TestHubNext(t *testing.T) {
 		if got := h.next(last); got != want {
 			t.Errorf("next(%d) = %d, want %d (the ring: %d..%d)", last, got, want, h.at(0).Seq, h.at(h.count-1).Seq)
 		}
+	}
+}
+
+// TestHubWaitersComeAndGo: subscribers joining and leaving all the time
+// (each leave moves the last waiter into its place) while events are
+// published and the pump wakes them: every one that waits for an event
+// gets it, none is woken after it left in a way that loses another's
+// wake-up, and each sees the events it looked for in order.
+func TestHubWaitersComeAndGo(t *testing.T) {
+	const events, subs = 3000, 24
+	h := newHub("s", 1<<14)
+	h.ring = []Event{}
+	quit := make(chan struct{})
+	defer close(quit)
+	go h.pump(quit)
+	errs := make(chan error, subs)
+	for i := range subs {
+		go func() {
+			var last int64
+			for round := 0; last < events; round++ {
+				w := h.join()
+				want := last + int64(1+(i+round)%40) // follow this many more, then leave
+				for last < min(want, events) {
+					evs, _, _ := h.since(last, nil, 64)
+					for _, ev := range evs {
+						if ev.Seq != last+1 {
+							h.leave(w)
+							errs <- fmt.Errorf("subscriber %d: seq %d after %d", i, ev.Seq, last)
+							return
+						}
+						last = ev.Seq
+					}
+					if len(evs) == 0 {
+						select {
+						case <-w.c:
+						case <-time.After(5 * time.Second):
+							h.leave(w)
+							errs <- fmt.Errorf("subscriber %d: not woken for the event after %d", i, last)
+							return
+						}
+					}
+				}
+				h.leave(w)
+			}
+			errs <- nil
+		}()
+	}
+	for seq := int64(1); seq <= events; seq++ {
+		h.publish(hubEvent(seq, 10))
+		if seq%100 == 0 {
+			time.Sleep(time.Millisecond) // let them come and go between bursts
+		}
+	}
+	for range subs {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if len(h.waiters) != 0 {
+		t.Errorf("%d waiters left after every subscriber left", len(h.waiters))
 	}
 }
