@@ -63,22 +63,17 @@ func TestHubRingBounds(t *testing.T) {
 // misses nothing; one that left gets none; the end wakes them all, and
 // after it nothing is published, so the last look holds the last events.
 func TestHubWakesWaitersForLaterEvents(t *testing.T) {
-	woken := func(w *waiter) bool {
+	// token reports whether w has a token within d, taking it.
+	token := func(w *waiter, d time.Duration) bool {
 		select {
 		case <-w.c:
 			return true
-		case <-time.After(2 * time.Second):
+		case <-time.After(d):
 			return false
 		}
 	}
-	idle := func(w *waiter) bool {
-		select {
-		case <-w.c:
-			return false
-		case <-time.After(20 * time.Millisecond):
-			return true
-		}
-	}
+	woken := func(w *waiter) bool { return token(w, 2*time.Second) }
+	idle := func(w *waiter) bool { return !token(w, 20*time.Millisecond) }
 	for _, subs := range []int{1, directWake + 1} { // woken by publish, by the pump
 		h := newHub("s", 100)
 		h.ring = []Event{}

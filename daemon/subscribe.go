@@ -325,8 +325,6 @@ func (d *Daemon) acquireHubLocked(id string, sub bool) *hub {
 		h.mu.Lock()
 		h.ring = []Event{}
 		h.mu.Unlock()
-	}
-	if h.subs == 1 {
 		h.quit = make(chan struct{})
 		go h.pump(h.quit)
 		h.unwatch = d.broker.Watch(id)
@@ -352,8 +350,6 @@ func (d *Daemon) releaseHubLocked(h *hub, sub bool) {
 			h.mu.Lock()
 			h.ring, h.head, h.count, h.bytes = nil, 0, 0, 0
 			h.mu.Unlock()
-		}
-		if h.subs == 0 {
 			close(h.quit)
 			h.quit = nil
 			h.unwatch()
