@@ -2,6 +2,8 @@ package claude
 
 import (
 	"os"
+	"os/exec"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,4 +23,33 @@ func growPipe(f *os.File) {
 			unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20)
 		})
 	}
+}
+
+// startCmd starts cmd under scheduling s. A child inherits the policy of
+// the thread that forks it, so for SchedulingBatch the goroutine is locked
+// to its thread, the thread switched to SCHED_BATCH for the fork and back
+// after it. The thread must outlive the child (PR_SET_PDEATHSIG counts the
+// forking thread as the parent), so it is unlocked, never left to exit.
+// Any other policy of ours (real-time, idle) is someone's choice: kept.
+func startCmd(cmd *exec.Cmd, s Scheduling) error {
+	if s != SchedulingBatch {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	old, err := unix.SchedGetAttr(0, 0)
+	if err != nil || old.Policy != unix.SCHED_NORMAL {
+		return cmd.Start()
+	}
+	batch := *old // its nice value too
+	batch.Policy = unix.SCHED_BATCH
+	if unix.SchedSetAttr(0, &batch, 0) != nil {
+		return cmd.Start()
+	}
+	err = cmd.Start()
+	// Back to SCHED_OTHER at the same nice value: always allowed. Were it
+	// refused, the thread would run this process's goroutines as batch,
+	// slower to get the CPU back, never wrong.
+	unix.SchedSetAttr(0, old, 0)
+	return err
 }

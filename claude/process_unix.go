@@ -4,6 +4,7 @@ package claude
 
 import (
 	"os"
+	"os/exec"
 	"syscall"
 )
 
@@ -13,3 +14,6 @@ func procAttr() *syscall.SysProcAttr {
 }
 
 func growPipe(*os.File) {}
+
+// startCmd starts cmd: scheduling policies are Linux's alone.
+func startCmd(cmd *exec.Cmd, _ Scheduling) error { return cmd.Start() }
