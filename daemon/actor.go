@@ -106,7 +106,7 @@ func (a *actor) start(ctx context.Context) error {
 		}
 		a.process = gen
 	}
-	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf}
+	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf, Scheduling: a.d.scheduling}
 	if a.remote() {
 		if a.d.workers == nil {
 			return a.fail(ctx, &InvalidArgumentError{Field: "options.worker", Value: a.opts.GetWorker(),

@@ -103,6 +103,9 @@ type Options struct {
 	// (claude.ProcessTransport.ReadBufferSize), kept for the session's
 	// life. Zero means 64 KiB: a daemon hosts many mostly idle sessions.
 	ReadBufferSize int
+	// CLIScheduling is how the kernel schedules local sessions' CLIs and
+	// their tools (claude.ProcessTransport.Scheduling); "" as any process.
+	CLIScheduling claude.Scheduling
 	// IdleTimeout is how long a session's CLI may wait for a prompt before
 	// the daemon closes it: the session is suspended, and its next prompt
 	// resumes it (claude --resume) as if it had never stopped. Zero means
@@ -131,6 +134,7 @@ type Daemon struct {
 	log         *slog.Logger
 	subBuf      int
 	readBuf     int
+	scheduling  claude.Scheduling
 	maxPayload  int
 	transport   claude.Transport
 	policy      SessionPolicy
@@ -173,7 +177,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	d := &Daemon{
 		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
-		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, maxPayload: opts.MaxPayloadBytes,
+		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, scheduling: opts.CLIScheduling, maxPayload: opts.MaxPayloadBytes,
 		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(), compat: newCompatTracker(),
 		actors: map[string]*actor{}, hubs: map[string]*hub{}, idleTimeout: opts.IdleTimeout, slots: &slots{max: max(opts.MaxRunning, 0)},
 		storeProbe: cmp.Or(opts.StoreRetryInterval, time.Second),

@@ -66,6 +66,9 @@ type Options struct {
 	StoreURL string
 	// DaemonName is the store.daemon_name setting.
 	DaemonName string
+	// CLIScheduling is the sessions.cli_scheduling setting ("": its
+	// default).
+	CLIScheduling claude.Scheduling
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -108,7 +111,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		WorkerToken: o.WorkerToken, WorkerWait: 60 * time.Second,
 		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,
 		LogLevel:    slog.LevelError + 1, // quiet
-		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1),
+		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1), CLIScheduling: o.CLIScheduling,
 	}}
 	d.settings.StoreURL, d.settings.DaemonName = o.StoreURL, o.DaemonName
 	if o.StoreURL == "" && OnPostgres() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/internal/relay"
+	"github.com/claudectl/claudectl/internal/serve"
 )
 
 // WorkerCommand is "claudectl worker": it runs the Claude Code CLI of this
@@ -126,6 +127,15 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 		grace = d
 		return nil
 	})
+	scheduling := serve.DefaultCLIScheduling
+	fs.Func("cli-scheduling", `how the CLIs and their tools are scheduled (Linux): "batch" (they never preempt this worker as they wake) or "normal" (default "batch")`, func(s string) error {
+		switch sc := claude.Scheduling(s); sc {
+		case claude.SchedulingBatch, claude.SchedulingNormal:
+			scheduling = sc
+			return nil
+		}
+		return errors.New(`must be "batch" or "normal"`)
+	})
 	fs.BoolVar(&once, "once", false, "run one session, then exit")
 	fs.Func("reconnect-timeout", "with --once: give up when the controller is out of reach for `DURATION` (default 2m)", func(s string) error {
 		var d time.Duration
@@ -199,7 +209,7 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 			Name:             name,
 			ReconnectTimeout: reconnect,
 			Logger:           logger,
-			Start:            startLocalCLI(cliPath, env.CLIEnv),
+			Start:            startLocalCLI(cliPath, scheduling, env.CLIEnv),
 		}
 		if err := w.Run(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -221,7 +231,7 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 		Registration: relay.Registration{Name: name, Labels: labels, Capacity: capacity, CLIVersion: version,
 			Host: host, PID: os.Getpid(), GraceMillis: grace.Milliseconds()},
 		Logger: logger,
-		Start:  startLocalCLI(cliPath, env.CLIEnv),
+		Start:  startLocalCLI(cliPath, scheduling, env.CLIEnv),
 	}
 	if err := h.Run(ctx); err != nil {
 		return exitWith(ExitFailure, "%v", err)
@@ -251,9 +261,9 @@ func defaultWorkerName(host string, once bool) string {
 }
 
 // startLocalCLI returns the worker's StartFunc: the CLI at path over stdio,
-// in this process's environment changed as the controller asks (and by
-// extra, for tests).
-func startLocalCLI(path string, extra map[string]string) relay.StartFunc {
+// scheduled as s says, in this process's environment changed as the
+// controller asks (and by extra, for tests).
+func startLocalCLI(path string, s claude.Scheduling, extra map[string]string) relay.StartFunc {
 	return func(ctx context.Context, cmd *relay.Command, stderr func(string)) (relay.Process, error) {
 		env := cmd.Environ(os.Environ())
 		if len(extra) > 0 {
@@ -270,7 +280,7 @@ func startLocalCLI(path string, extra map[string]string) relay.StartFunc {
 		// KeepDetached stays false: whatever the CLI starts (tools in their
 		// own sessions, daemons) ends with it, as in the controller's own
 		// sessions.
-		t := &claude.ProcessTransport{Stderr: stderr}
+		t := &claude.ProcessTransport{Stderr: stderr, Scheduling: s}
 		conn, err := t.Start(ctx, &claude.Command{Path: path, Args: cmd.Args, Env: env, Dir: cmd.Dir, MaxLineBytes: cmd.MaxLineBytes})
 		if err != nil {
 			return nil, err

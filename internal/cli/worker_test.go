@@ -206,6 +206,7 @@ func TestWorkerUsage(t *testing.T) {
 		{append(ok, "--name", "has space"), "only letters, digits"},
 		{append(ok, "--name", "remote"), "reserved"},
 		{append(ok, "--once", "--label", "a=b"), "not --once"},
+		{append(ok, "--cli-scheduling", "fifo"), `--cli-scheduling: must be "batch" or "normal"`},
 	} {
 		o := claudectl(t, invocation{}, tc.args...)
 		if o.code != ExitUsage || !strings.Contains(o.stderr, tc.want) {

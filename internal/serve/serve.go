@@ -200,6 +200,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
 			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots},
 		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning),
+		CLIScheduling:      cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
 		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL})
 	if err != nil {
 		return nil, err
@@ -244,7 +245,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
 		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
 		"unwatched_timeout", s.UnwatchedTimeout, "token", s.Token != "",
-		"idle_timeout", s.IdleTimeout, "max_running", s.MaxRunning)
+		"idle_timeout", s.IdleTimeout, "max_running", s.MaxRunning, "cli_scheduling", cmp.Or(s.CLIScheduling, DefaultCLIScheduling))
 	return srv, nil
 }
 

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/claudectl/claudectl/claude"
 )
 
 // Settings is the configuration of "claudectl serve": the settings file
@@ -66,6 +68,9 @@ type Settings struct {
 	// MaxRunning caps the sessions with a live CLI; the rest queue. Zero
 	// means DefaultMaxRunning; negative no limit.
 	MaxRunning int
+	// CLIScheduling is how the kernel schedules the sessions' CLIs and
+	// their tools; "" means DefaultCLIScheduling.
+	CLIScheduling claude.Scheduling
 
 	// StoreURL is store.url: "sqlite:PATH" or a PostgreSQL URL; "" means
 	// claudectl.db in DataDir.
@@ -329,6 +334,18 @@ var configKeys = []configKey{
 		c.MaxRunning = n
 		return nil
 	}},
+	{"sessions.cli_scheduling", `"batch" or "normal" (default "batch")`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil {
+			return err
+		}
+		switch sc := claude.Scheduling(s); sc {
+		case claude.SchedulingBatch, claude.SchedulingNormal:
+			c.CLIScheduling = sc
+			return nil
+		}
+		return errBadValue
+	}},
 	{"store.url", `"sqlite:PATH" or "postgres://USER@HOST:PORT/DATABASE"`, func(c *Settings, raw json.RawMessage, p *configParser) error {
 		s, err := jsonString(raw)
 		if err != nil {
@@ -386,6 +403,11 @@ const (
 	DefaultIdleTimeout = 10 * time.Minute
 	DefaultMaxRunning  = 32
 )
+
+// DefaultCLIScheduling is sessions.cli_scheduling's default: the CLIs and
+// their tools never preempt the daemon as they wake, so that it stays
+// responsive to its clients however many sessions stream or build.
+const DefaultCLIScheduling = claude.SchedulingBatch
 
 // MaxSubscriberBuffer bounds daemon.subscriber_buffer: every subscriber
 // gets a channel of that many events.
@@ -794,6 +816,11 @@ const Usage = `Settings file:
   sessions.max_running           most sessions with a live CLI at once; the rest
                                  queue (status queued) and idle ones are suspended
                                  to make room; -1 for no limit (default 32)
+  sessions.cli_scheduling        "batch": the CLIs and the tools they run keep their
+                                 share of the CPU but never preempt the daemon when
+                                 they wake (Linux SCHED_BATCH), so it stays
+                                 responsive; "normal": as any process (default
+                                 "batch")
   store.url                      where sessions and events are kept: "sqlite:PATH"
                                  or "postgres://USER@HOST:PORT/DATABASE" (the
                                  password in PGPASSFILE or the URL; default

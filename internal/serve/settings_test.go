@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudectl/claudectl/claude"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -49,6 +50,8 @@ func TestConfigParse(t *testing.T) {
 		{"null is the default", `{"listen": null, "daemon": null, "permissions": {"watched_timeout": null}}`, Settings{}},
 		{"exponent", `{"daemon": {"max_payload_bytes": 1e6}}`, Settings{MaxPayloadBytes: 1000000}},
 		{"log levels", `{"log_level": "error"}`, Settings{LogLevel: slog.LevelError}},
+		{"cli scheduling", `{"sessions": {"cli_scheduling": "normal"}}`, Settings{CLIScheduling: claude.SchedulingNormal}},
+		{"cli scheduling batch", `{"sessions.cli_scheduling": "batch"}`, Settings{CLIScheduling: claude.SchedulingBatch}},
 		{"store sqlite", `{"store": {"url": "sqlite:db/claudectl.db"}}`, Settings{StoreURL: "sqlite:/etc/cc/db/claudectl.db"}},
 		{"store postgres", `{"store.url": "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}`,
 			Settings{StoreURL: "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}},
@@ -110,6 +113,8 @@ func TestConfigErrors(t *testing.T) {
 		{"store scheme", `{"store": {"url": "mysql://db/cc"}}`, `invalid store.url: must be "sqlite:PATH" or "postgres://USER@HOST:PORT/DATABASE"`},
 		{"store sqlite path", `{"store.url": "sqlite:"}`, `invalid value "sqlite:" for store.url: must be "sqlite:PATH"`},
 		{"store bad postgres", `{"store.url": "postgres://u:hunter2@db:port/cc"}`, `invalid store.url: not a PostgreSQL URL`},
+		{"cli scheduling", `{"sessions.cli_scheduling": "idle"}`, `invalid value "idle" for sessions.cli_scheduling: must be "batch" or "normal"`},
+		{"cli scheduling type", `{"sessions.cli_scheduling": true}`, `invalid value true for sessions.cli_scheduling: must be "batch" or "normal"`},
 		{"set twice", "{\"daemon\": {\"full_sync\": true},\n \"daemon.full_sync\": false}", `settings.json:2:22: daemon.full_sync is set twice (first on line 1)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
