@@ -113,7 +113,14 @@ const (
 	SchedulingBatch Scheduling = "batch"
 )
 
-func (s Scheduling) valid() bool { return s == "" || s == SchedulingNormal || s == SchedulingBatch }
+// Validate reports an error for a Scheduling that is none of the above
+// ("" is fine: SchedulingNormal).
+func (s Scheduling) Validate() error {
+	if s != "" && s != SchedulingNormal && s != SchedulingBatch {
+		return fmt.Errorf("unknown scheduling %q: use %q or %q", s, SchedulingBatch, SchedulingNormal)
+	}
+	return nil
+}
 
 func (t *ProcessTransport) readBufferSize() int {
 	if t.ReadBufferSize > 0 {
@@ -152,8 +159,8 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !t.Scheduling.valid() {
-		return nil, &StartError{Path: c.Path, Err: fmt.Errorf("unknown Scheduling %q: use %q or %q", t.Scheduling, SchedulingNormal, SchedulingBatch)}
+	if err := t.Scheduling.Validate(); err != nil {
+		return nil, &StartError{Path: c.Path, Err: err}
 	}
 	if c.Dir != "" {
 		if fi, err := os.Stat(c.Dir); err != nil || !fi.IsDir() {

@@ -76,7 +76,10 @@ var benchSessions = func() int {
 // 100 models stream; 30ms/lockstep at about a real model's rate. Their
 // prompts go out all at once, so each turn starts and ends with 100
 // stand-in processes waking on the same 2 cores as the daemon, and they
-// stream in step: each 30 ms, 100 lines at once; 30ms/staggered spreads the
+// stream in step: each 30 ms, 100 lines at once. They run under
+// SCHED_BATCH, as serve runs CLIs by default (sessions.cli_scheduling);
+// CLAUDECTL_BENCH_CLI_SCHEDULING=normal runs them as any process.
+// 30ms/staggered spreads the
 // prompts over a turn's length, as sessions that are not in lockstep are;
 // 30ms/inprocess is 30ms with the CLIs in the daemon's process (no process,
 // no pipe; each line stamped as the session's reader takes it): what is
@@ -319,7 +322,8 @@ func ms(ns int64) float64 { return float64(ns) / 1e6 }
 func startFleet(b *testing.B, standin string, sessions, deltas int, interval time.Duration) *fleet {
 	b.Setenv("STANDIN_DELTAS", strconv.Itoa(deltas))
 	b.Setenv("STANDIN_INTERVAL", interval.String())
-	f := createSessions(b, daemontest.Start(b, &daemontest.Options{CLIPath: standin}), sessions, deltas)
+	sched := claude.Scheduling(os.Getenv("CLAUDECTL_BENCH_CLI_SCHEDULING"))
+	f := createSessions(b, daemontest.Start(b, &daemontest.Options{CLIPath: standin, CLIScheduling: sched}), sessions, deltas)
 	f.subscribe()
 	return f
 }

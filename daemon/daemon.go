@@ -174,6 +174,9 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if opts == nil || opts.DB == nil || opts.Engine == nil || opts.Broker == nil {
 		panic("daemon.New: DB, Engine and Broker are required")
 	}
+	if err := opts.CLIScheduling.Validate(); err != nil {
+		return nil, fmt.Errorf("daemon: CLIScheduling: %w", err)
+	}
 	d := &Daemon{
 		db: opts.DB, engine: opts.Engine, broker: opts.Broker,
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,

@@ -129,8 +129,7 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	})
 	scheduling := serve.DefaultCLIScheduling
 	fs.Func("cli-scheduling", `how the CLIs and their tools are scheduled (Linux): "batch" (they never preempt this worker as they wake) or "normal" (default "batch")`, func(s string) error {
-		switch sc := claude.Scheduling(s); sc {
-		case claude.SchedulingBatch, claude.SchedulingNormal:
+		if sc := claude.Scheduling(s); sc != "" && sc.Validate() == nil {
 			scheduling = sc
 			return nil
 		}

@@ -339,8 +339,7 @@ var configKeys = []configKey{
 		if err != nil {
 			return err
 		}
-		switch sc := claude.Scheduling(s); sc {
-		case claude.SchedulingBatch, claude.SchedulingNormal:
+		if sc := claude.Scheduling(s); sc != "" && sc.Validate() == nil {
 			c.CLIScheduling = sc
 			return nil
 		}
