@@ -108,8 +108,9 @@ const (
 	// running process's time slice (a few milliseconds when the CPUs are
 	// busy, nothing when one is idle). With a hundred CLIs streaming on
 	// two cores, a daemon relaying their lines saw its p99 line latency
-	// fall by a third. It applies only when this process runs under the
-	// default policy (SCHED_OTHER) and is ignored on other systems.
+	// fall by about a quarter. It applies only when this process runs
+	// under the default policy (SCHED_OTHER) and is ignored on other
+	// systems.
 	SchedulingBatch Scheduling = "batch"
 )
 

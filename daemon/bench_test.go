@@ -79,8 +79,8 @@ var benchSessions = func() int {
 // stream in step: each 30 ms, 100 lines at once. They run under
 // SCHED_BATCH, as serve runs CLIs by default (sessions.cli_scheduling);
 // CLAUDECTL_BENCH_CLI_SCHEDULING=normal runs them as any process.
-// 30ms/staggered spreads the
-// prompts over a turn's length, as sessions that are not in lockstep are;
+// 30ms/staggered spreads the prompts over a turn's length, as sessions
+// that are not in lockstep are;
 // 30ms/inprocess is 30ms with the CLIs in the daemon's process (no process,
 // no pipe; each line stamped as the session's reader takes it): what is
 // left is the daemon's own part, from its reader to the subscriber.
