@@ -21,6 +21,17 @@ func startStreaming(t *testing.T, deltas, ring int) *daemontest.Daemon {
 	return daemontest.Start(t, &daemontest.Options{Transport: cli, SubscriberBuffer: ring})
 }
 
+// idleStreamingSession creates a session with partial messages on td and
+// waits until it is idle: the session and its last seq.
+func idleStreamingSession(t *testing.T, td *daemontest.Daemon) (*store.Session, int64) {
+	t.Helper()
+	s, err := td.D.Create(td.Ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, waitStatus(t, td.D, td.Ctx, s.ID, store.StatusIdle).LastSeq
+}
+
 // contiguous checks that seqs are from+1, from+2, …
 func contiguous(t *testing.T, who string, from int64, seqs []int64) {
 	t.Helper()
@@ -114,11 +125,7 @@ func TestBlockedSubscribersDoNotDelayOtherSessions(t *testing.T) {
 func TestSubscriberCatchesUpFromStore(t *testing.T) {
 	td := startStreaming(t, 300, 4)
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := waitStatus(t, d, ctx, s.ID, store.StatusIdle).LastSeq
+	s, start := idleStreamingSession(t, td)
 	const turns = 3
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -354,11 +361,7 @@ func TestCloseEndsSubscriptions(t *testing.T) {
 func TestCanceledSubscriptionEndsAlone(t *testing.T) {
 	td := startStreaming(t, 20, 0)
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := waitStatus(t, d, ctx, s.ID, store.StatusIdle).LastSeq
+	s, start := idleStreamingSession(t, td)
 	const others = 8
 	type result struct {
 		seqs []int64

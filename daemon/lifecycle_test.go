@@ -294,11 +294,7 @@ func TestTwoSubscribersOneSlow(t *testing.T) {
 	long.ChunkSize = 8
 	td := daemontest.Start(t, &daemontest.Options{SubscriberBuffer: 16}, long)
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := waitStatus(t, d, ctx, s.ID, store.StatusIdle).LastSeq
+	s, start := idleStreamingSession(t, td)
 
 	var wg sync.WaitGroup
 	var fast []store.Event
