@@ -307,7 +307,7 @@ func (a *actor) read() error {
 		// The line's bytes are the message's own and read-only (see
 		// claude.Message.Raw): stored and published as they are, with no
 		// copy per line; what the daemon keeps of them (a hub's ring, at
-		// most 1 MiB a session) pins about as much of the SDK's blocks.
+		// most 256 KiB a session) pins about as much of the SDK's blocks.
 		ev := &store.Event{SessionID: a.id, Direction: store.FromCLI, Type: m.Kind(),
 			Subtype: claude.SubtypeOf(m), Raw: m.Raw(), RelayFrame: int64(claude.LineSeq(m))}
 		if b, ok := m.(interface{ Truncated() (int64, bool) }); ok {

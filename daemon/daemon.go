@@ -79,7 +79,7 @@ type Options struct {
 	// Logger receives the daemon's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// SubscriberBuffer is how many of a session's recent events are kept
-	// in memory for its subscribers (at most 1 MiB of them), while it has
+	// in memory for its subscribers (at most 256 KiB of them), while it has
 	// any; a subscriber further behind reads the store. Zero means 8192.
 	SubscriberBuffer int
 	// Workers, if set, hosts sessions whose options ask for a remote
