@@ -65,10 +65,15 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	passes, held := db.Checkpoints()
+	passes, held, leadIns := db.Checkpoints()
 	t.Logf("%d events appended; WAL at most %d bytes, %d at the end; %d checkpoints, %d holding the writer off", written, largest, fi.Size(), passes, held)
 	if held == 0 {
 		t.Errorf("the writer was never held off for a checkpoint (%d passes)", passes)
+	}
+	// Each pass that holds the writer off comes right after one that does
+	// not, so that it has only what was written meanwhile to copy and sync.
+	if leadIns != held {
+		t.Errorf("%d passes held the writer off, %d came right after one that did not; want every one", held, leadIns)
 	}
 	// The WAL grows past restart while the checkpointer catches up (here
 	// to 20 MB; 120 MB in 3 s when nothing made it start over); it must not

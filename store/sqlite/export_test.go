@@ -88,8 +88,9 @@ func SetWALRestart(restart int64) (undo func()) {
 	return func() { walSizes = old }
 }
 
-// Checkpoints returns how many passes db's checkpointer has run, and how
-// many of them held the writer off.
-func (db *DB) Checkpoints() (passes, held int64) {
-	return db.cp.passes.Load(), db.cp.held.Load()
+// Checkpoints returns how many passes db's checkpointer has run, how many
+// of them held the writer off, and how many ran with the writer free right
+// before one that held it off.
+func (db *DB) Checkpoints() (passes, held, leadIns int64) {
+	return db.cp.passes.Load(), db.cp.held.Load(), db.cp.leadIns.Load()
 }
