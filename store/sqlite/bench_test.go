@@ -121,11 +121,19 @@ func BenchmarkAttach(b *testing.B) {
 }
 
 // BenchmarkTurnEdge is the writer's work when 100 sessions start or end a
-// turn together: each logs a status event with its session's status
-// change (AppendUpdateAsync) and waits for it, all at once. It reports the
-// time until the last is stored (edge_ms) and the writer's time per
-// update (us/update).
+// turn together. status: each logs a status event with its session's
+// status change (AppendUpdateAsync) and waits for it, all at once; result:
+// each logs a result line with its usage ledger entry (AppendResultAsync)
+// and then its status change, as the daemon does at a turn's end. It
+// reports the time until the last is stored (edge_ms) and the writer's
+// time per session (us/session).
 func BenchmarkTurnEdge(b *testing.B) {
+	for _, mode := range []string{"status", "result"} {
+		b.Run(mode, func(b *testing.B) { benchTurnEdge(b, mode == "result") })
+	}
+}
+
+func benchTurnEdge(b *testing.B, result bool) {
 	const sessions = 100
 	db, _ := mustOpen(b, &sqlite.Options{})
 	ctx := context.Background()
@@ -138,15 +146,31 @@ func BenchmarkTurnEdge(b *testing.B) {
 		ids[i] = s.ID
 	}
 	raw := []byte(`{"type":"status","status":"running"}`)
+	resRaw := []byte(`{"type":"result","subtype":"success","is_error":false,"duration_ms":1200,"num_turns":1,"result":"done","total_cost_usd":0.0123,"usage":{"input_tokens":12,"output_tokens":340},"modelUsage":{"claude-sonnet":{"inputTokens":12,"outputTokens":340,"costUSD":0.0123}}}`)
 	b.ResetTimer()
 	for i := range b.N {
 		st := store.StatusRunning
-		if i%2 == 1 {
+		if result || i%2 == 1 {
 			st = store.StatusIdle
 		}
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Go(func() {
+				if result {
+					done := make(chan error, 1)
+					ev := &store.Event{SessionID: id, Direction: store.FromCLI, Type: "result", Raw: resRaw}
+					cost := 0.0123 * float64(i+1)
+					in := store.UsageInput{SessionID: id, Process: 1, Result: store.ResultUsage{Subtype: "success", DurationMS: 1200,
+						Cumulative: store.Cumulative{CostUSD: cost, Models: map[string]store.ModelUsage{"claude-sonnet": {InputTokens: 12 * int64(i+1), OutputTokens: 340 * int64(i+1), CostUSD: cost}}}}}
+					if err := db.AppendResultAsync(ctx, func(_ *store.UsageRecord, _ *store.Session, err error) { done <- err }, ev, in); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := <-done; err != nil {
+						b.Error(err)
+						return
+					}
+				}
 				done := make(chan error, 1)
 				ev := &store.Event{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw}
 				if err := db.AppendUpdateAsync(ctx, func(err error) { done <- err }, ev, store.SessionUpdate{Status: &st}); err != nil {
@@ -163,5 +187,5 @@ func BenchmarkTurnEdge(b *testing.B) {
 	b.StopTimer()
 	per := b.Elapsed() / time.Duration(b.N)
 	b.ReportMetric(float64(per.Microseconds())/1e3, "edge_ms")
-	b.ReportMetric(float64(per.Microseconds())/sessions, "us/update")
+	b.ReportMetric(float64(per.Microseconds())/sessions, "us/session")
 }
