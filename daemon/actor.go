@@ -318,7 +318,10 @@ func (a *actor) read() error {
 		update, hasUpdate := acc.Add(m)
 		var usage usageOutcome
 		switch m := m.(type) {
-		case *claude.ResultMessage: // stored with its ledger entry, waited for
+		case *claude.ResultMessage: // stored with its ledger entry and the turn's end, waited for
+			// Observed first: what the watch logs of the line (a warning)
+			// must not land after the turn's end (the idle status).
+			watch.observe(m)
 			usage = a.logResult(ctx, ev, m)
 		case *claude.SystemInit:
 			if !recorded && m.SessionID != "" { // stored with the CLI's session id
@@ -338,7 +341,9 @@ func (a *actor) read() error {
 		if init, ok := m.(*claude.SystemInit); ok {
 			watch.init(init)
 		}
-		watch.observe(m)
+		if _, ok := m.(*claude.ResultMessage); !ok {
+			watch.observe(m)
+		}
 		if hasUpdate {
 			a.logStreamUpdate(ctx, update)
 		}
@@ -355,23 +360,21 @@ func (a *actor) read() error {
 				}
 			}
 		case *claude.ResultMessage:
-			if m.IsError {
-				a.logError(ctx, resultError(m), "")
-			}
-			rec, sess, err := usage.rec, usage.sess, usage.err
-			if err != nil {
+			main := claude.ThreadOf(m).IsMain()
+			if err := usage.err; err != nil {
+				// Nothing of the turn's end is stored: what it would have
+				// stored with the result goes in on its own.
 				a.d.log.Error("recording usage", "session", a.id, "err", err)
-			} else if rec != nil && sess != nil {
-				// Not waited for: the store commits a session's events in the
-				// order they were queued, so what follows (the idle status,
-				// waited for) lands after it, one commit round trip sooner.
-				a.queue(ctx, &UsageReport{Turn: *rec, Totals: sess.Totals})
-				if sess.BudgetExceeded() {
-					a.stop(ctx, fmt.Sprintf("budget of $%.4f spent ($%.4f used); the session was stopped", sess.BudgetUSD, sess.Totals.CostUSD))
+				if m.IsError {
+					a.logError(ctx, resultError(m), "")
 				}
+				if main {
+					a.status(ctx, store.StatusIdle, "")
+				}
+			} else if sess := usage.sess; sess.BudgetExceeded() {
+				a.stop(ctx, fmt.Sprintf("budget of $%.4f spent ($%.4f used); the session was stopped", sess.BudgetUSD, sess.Totals.CostUSD))
 			}
-			if claude.ThreadOf(m).IsMain() {
-				a.status(ctx, store.StatusIdle, "")
+			if main {
 				a.turnEnded()
 			}
 		}
@@ -534,19 +537,48 @@ type usageOutcome struct {
 	err  error
 }
 
-// logResult stores a result line together with its usage ledger entry
-// and waits for the commit.
+// logResult stores a result line and the turn's end in one commit, and
+// waits for it: the usage ledger entry, then the daemon's events made of
+// it (an error report for a result that is an error, the usage report)
+// and, for a result of the main thread, the idle status with its session
+// update.
 func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.ResultMessage) usageOutcome {
+	var made []Event // of the last call of Events: the ones stored
+	follow := &store.ResultFollow{Events: func(rec *store.UsageRecord, sess *store.Session) ([]*store.Event, error) {
+		var bodies []Body
+		if m.IsError {
+			bodies = append(bodies, &ErrorReport{Message: resultError(m)})
+		}
+		bodies = append(bodies, &UsageReport{Turn: *rec, Totals: sess.Totals})
+		if claude.ThreadOf(m).IsMain() {
+			bodies = append(bodies, &StatusChange{Status: store.StatusIdle})
+		}
+		made = make([]Event, len(bodies))
+		evs := make([]*store.Event, len(bodies))
+		for i, b := range bodies {
+			ev, err := a.daemonEvent(b)
+			if err != nil {
+				return nil, err
+			}
+			made[i] = ev
+			evs[i] = &made[i].Event
+		}
+		return evs, nil
+	}}
+	if claude.ThreadOf(m).IsMain() {
+		idle := store.StatusIdle
+		follow.Update = &store.SessionUpdate{Status: &idle}
+	}
 	done := make(chan usageOutcome, 1)
 	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
 		if err == nil {
 			a.stored(ev)
-			a.publish(Event{Event: *ev})
+			a.publish(append([]Event{{Event: *ev}}, made...)...)
 		} else if writeFailed(err) || errors.Is(err, store.ErrNotOwner) {
 			a.lost(err)
 		}
 		done <- usageOutcome{rec, sess, err}
-	}, ev, usageInput(a.id, a.process, m))
+	}, ev, usageInput(a.id, a.process, m), follow)
 	if err != nil {
 		if writeFailed(err) || errors.Is(err, store.ErrNotOwner) {
 			a.lost(err)

@@ -49,8 +49,9 @@ type Store interface {
 	// to its session, durable together.
 	AppendUpdateAsync(ctx context.Context, done func(error), ev *Event, upd SessionUpdate) error
 	// AppendResultAsync is AppendAsync for a result line that also enters
-	// it in the usage ledger (AddUsage), durable together.
-	AppendResultAsync(ctx context.Context, done func(*UsageRecord, *Session, error), ev *Event, in UsageInput) error
+	// it in the usage ledger (AddUsage) and stores what follow says after
+	// it (nil: nothing), durable together.
+	AppendResultAsync(ctx context.Context, done func(*UsageRecord, *Session, error), ev *Event, in UsageInput, follow *ResultFollow) error
 	// Events yields the events of session id after seq after, gap-free or
 	// failing up front with ErrUnavailable, ending with the last event
 	// stored when it was called.

@@ -34,6 +34,25 @@ type UsageRecord struct {
 	Models map[string]ModelUsage
 }
 
+// A ResultFollow is what AppendResultAsync stores with a result line
+// besides its ledger entry, in the same transaction: a turn's end in one
+// commit rather than one for the result and another for the status.
+type ResultFollow struct {
+	// Events, if not nil, makes events of the result's session to store
+	// right after it, from its ledger record and the session after the
+	// turn (a usage report, a status event). It runs in the store's
+	// transaction, so it must not block; it may run more than once (a
+	// batch is written again when one of its requests fails) and must make
+	// fresh events each time: those of its last call are the ones stored,
+	// each with its Seq, once done is called without an error. The store
+	// applies its defaults and limits to them as Append does; an error
+	// fails the request.
+	Events func(rec *UsageRecord, s *Session) ([]*Event, error)
+	// Update, if not nil, is applied to the session after the ledger's
+	// totals, in the same transaction (a status change).
+	Update *SessionUpdate
+}
+
 // ModelUsage is one model's share of a turn.
 type ModelUsage struct {
 	InputTokens       int64   `json:"input_tokens,omitempty"`

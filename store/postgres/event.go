@@ -71,13 +71,8 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 		return err
 	}
 	r := &request{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
-		then: func(ctx context.Context, tx pgx.Tx, _ int64) error {
-			q, args := updateSQL(upd, ev.Time, ev.SessionID)
-			tag, err := tx.Exec(ctx, q, args...)
-			if err == nil && tag.RowsAffected() == 0 {
-				err = store.ErrNotFound
-			}
-			return err
+		then: func(ctx context.Context, tx pgx.Tx, _ int64) ([]*store.Event, error) {
+			return nil, applyUpdate(ctx, tx, ev.SessionID, upd, ev.Time)
 		}}
 	if err := db.app.enqueue(ctx, r); err != nil {
 		return fmt.Errorf("postgres: append: %w", err)
@@ -85,9 +80,27 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 	return nil
 }
 
+// applyUpdate applies upd, made at t, to session id within a transaction.
+func applyUpdate(ctx context.Context, tx pgx.Tx, id string, upd store.SessionUpdate, t time.Time) error {
+	q, args := updateSQL(upd, t, id)
+	tag, err := tx.Exec(ctx, q, args...)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = store.ErrNotFound
+	}
+	return err
+}
+
 // AppendResultAsync is AppendAsync for a result line that also enters it
-// in the usage ledger (as AddUsage does) in the same transaction.
-func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput) error {
+// in the usage ledger (as AddUsage does) and stores what follow says after
+// it (see [store.ResultFollow]; nil for nothing), in the same transaction.
+// done gets the ledger record and the session after the turn (before
+// follow.Update), or the error.
+func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput, follow *store.ResultFollow) error {
+	if follow != nil && follow.Update != nil {
+		if err := validUpdate(*follow.Update); err != nil {
+			return fmt.Errorf("postgres: append: %w", err)
+		}
+	}
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
 		return err
 	}
@@ -95,11 +108,37 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 		rec *store.UsageRecord
 		s   *store.Session
 	)
-	r := &request{evs: []*store.Event{ev},
-		then: func(ctx context.Context, tx pgx.Tx, seq int64) (err error) {
+	r := &request{evs: []*store.Event{ev}, follows: follow != nil && follow.Events != nil,
+		then: func(ctx context.Context, tx pgx.Tx, seq int64) (_ []*store.Event, err error) {
 			in.EventSeq = seq
-			rec, s, err = addUsage(ctx, tx, in)
-			return err
+			if rec, s, err = addUsage(ctx, tx, in); err != nil || follow == nil {
+				return nil, err
+			}
+			var more []*store.Event
+			if follow.Events != nil {
+				if more, err = follow.Events(rec, s); err != nil {
+					return nil, err
+				}
+				now := time.Now()
+				for _, m := range more {
+					if m.SessionID != ev.SessionID {
+						return nil, fmt.Errorf("postgres: append: an event following the result of session %q is of session %q: %w", ev.SessionID, m.SessionID, store.ErrInvalid)
+					}
+					if err := db.prepare(m, now); err != nil {
+						return nil, err
+					}
+				}
+			}
+			if u := follow.Update; u != nil {
+				t := ev.Time
+				if len(more) > 0 {
+					t = more[len(more)-1].Time
+				}
+				if err := applyUpdate(ctx, tx, ev.SessionID, *u, t); err != nil {
+					return nil, err
+				}
+			}
+			return more, nil
 		}}
 	r.Notify = func(err error) {
 		if err != nil {

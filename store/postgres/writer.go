@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,9 +24,13 @@ type request struct {
 	deleteSession string
 	// then, when set, runs in the transaction after the request's events
 	// are inserted (seq is the last one's); an error fails the request
-	// alone. It may run more than once (a batch is written again when one
-	// of its requests fails), so it must set its results afresh each time.
-	then func(ctx context.Context, tx pgx.Tx, seq int64) error
+	// alone. The events it returns, of the same session, are stored right
+	// after the request's own (prepared); only a request with follows set
+	// may return any. It may run more than once (a batch is written again
+	// when one of its requests fails), so it must set its results afresh
+	// each time.
+	then    func(ctx context.Context, tx pgx.Tx, seq int64) ([]*store.Event, error)
+	follows bool
 	groupcommit.Base
 }
 
@@ -156,6 +161,19 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 	}
 	defer tx.Rollback(context.Background())
 	var xid string // the transaction's id, known once it wrote
+	if !careful && slices.ContainsFunc(live, func(r *request) bool { return r.follows }) {
+		// Events that follow a request's then go right after its own, so
+		// the requests go in one by one, in order.
+		for _, r := range live {
+			if err := a.one(ctx, tx, r, &xid); err != nil {
+				return asRequestError(err)
+			}
+		}
+		if err := notify(ctx, tx, live, nil); err != nil {
+			return err
+		}
+		return commit(ctx, tx, xid)
+	}
 	if !careful {
 		var evs []*store.Event
 		for _, r := range live {
@@ -166,7 +184,7 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 		}
 		for _, r := range live {
 			if r.then != nil {
-				if err := r.then(ctx, tx, r.evs[len(r.evs)-1].Seq); err != nil {
+				if _, err := r.then(ctx, tx, r.evs[len(r.evs)-1].Seq); err != nil {
 					return asRequestError(err)
 				}
 			}
@@ -306,7 +324,11 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request, xid *string) 
 		return err
 	}
 	if r.then != nil {
-		return r.then(ctx, tx, r.evs[len(r.evs)-1].Seq)
+		more, err := r.then(ctx, tx, r.evs[len(r.evs)-1].Seq)
+		if err != nil || len(more) == 0 {
+			return err
+		}
+		return appendEvents(ctx, tx, more, a.db, xid)
 	}
 	return nil
 }

@@ -22,10 +22,12 @@ type appendRequest struct {
 	deleteSession string
 	// then, when set, runs in the transaction after the request's events
 	// are inserted (seq is the last one's); an error fails the request
-	// alone. It may run more than once (a batch is written again when one
-	// of its requests fails), so it must write only through tx and set its
-	// results afresh each time.
-	then func(ctx context.Context, tx dbtx, seq int64) error
+	// alone. The events it returns, of the same session, are stored right
+	// after the request's own (prepared: store.PrepareEvent). It may run
+	// more than once (a batch is written again when one of its requests
+	// fails), so it must write only through tx and set its results afresh
+	// each time.
+	then func(ctx context.Context, tx dbtx, seq int64) ([]*store.Event, error)
 	groupcommit.Base
 }
 
@@ -306,51 +308,69 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			changed[id] = sessionState{pk: -1}
 			return nil
 		}
-		for _, ev := range r.evs {
-			st, err := state(ev.SessionID)
+		// add numbers evs after their sessions' last events and adds them
+		// to the sessions' open chunks; false when a session is unknown
+		// (failed[i] says so).
+		add := func(evs []*store.Event) (bool, error) {
+			for _, ev := range evs {
+				st, err := state(ev.SessionID)
+				if err != nil {
+					return false, err
+				}
+				if st.pk < 0 {
+					failed[i] = fmt.Errorf("sqlite: append: session %q: %w", ev.SessionID, store.ErrNotFound)
+					return false, nil
+				}
+			}
+			for _, ev := range evs {
+				st := changed[ev.SessionID]
+				if _, ok := changed[ev.SessionID]; !ok {
+					st = a.sessions[ev.SessionID]
+				}
+				st.last++
+				c := a.chunks[st.pk]
+				if c == nil {
+					c = a.newChunk()
+					c.Reset(st.pk, st.last)
+					a.chunks[st.pk] = c
+				}
+				if c.Empty() {
+					if c.First != st.last {
+						c.Reset(st.pk, st.last)
+					}
+					a.open = append(a.open, c)
+				}
+				c.Add(ev, st.last)
+				if len(c.Buf) >= maxChunkBytes {
+					if err := flush(false); err != nil {
+						return false, err
+					}
+				}
+				changed[ev.SessionID] = st
+				ev.Seq = st.last
+			}
+			return true, nil
+		}
+		if ok, err := add(r.evs); !ok || err != nil {
+			return err
+		}
+		if r.then != nil {
+			more, err := r.then(ctx, cachedTx{tx, a}, r.evs[len(r.evs)-1].Seq)
 			if err != nil {
 				return err
 			}
-			if st.pk < 0 {
-				failed[i] = fmt.Errorf("sqlite: append: session %q: %w", ev.SessionID, store.ErrNotFound)
-				return nil
+			if ok, err := add(more); !ok && err == nil {
+				err, failed[i] = failed[i], nil // r's own events are in: fail it whole
+				return err
+			} else if err != nil {
+				return err
 			}
-		}
-		for _, ev := range r.evs {
-			st := changed[ev.SessionID]
-			if _, ok := changed[ev.SessionID]; !ok {
-				st = a.sessions[ev.SessionID]
-			}
-			st.last++
-			c := a.chunks[st.pk]
-			if c == nil {
-				c = a.newChunk()
-				c.Reset(st.pk, st.last)
-				a.chunks[st.pk] = c
-			}
-			if c.Empty() {
-				if c.First != st.last {
-					c.Reset(st.pk, st.last)
-				}
-				a.open = append(a.open, c)
-			}
-			c.Add(ev, st.last)
-			if len(c.Buf) >= maxChunkBytes {
-				if err := flush(false); err != nil {
-					return err
-				}
-			}
-			changed[ev.SessionID] = st
-			ev.Seq = st.last
 		}
 		if careful {
 			// The request's rows go in inside its savepoint.
 			if err := flush(true); err != nil {
 				return err
 			}
-		}
-		if r.then != nil {
-			return r.then(ctx, cachedTx{tx, a}, r.evs[len(r.evs)-1].Seq)
 		}
 		return nil
 	}

@@ -162,7 +162,7 @@ func benchTurnEdge(b *testing.B, result bool) {
 					cost := 0.0123 * float64(i+1)
 					in := store.UsageInput{SessionID: id, Process: 1, Result: store.ResultUsage{Subtype: "success", DurationMS: 1200,
 						Cumulative: store.Cumulative{CostUSD: cost, Models: map[string]store.ModelUsage{"claude-sonnet": {InputTokens: 12 * int64(i+1), OutputTokens: 340 * int64(i+1), CostUSD: cost}}}}}
-					if err := db.AppendResultAsync(ctx, func(_ *store.UsageRecord, _ *store.Session, err error) { done <- err }, ev, in); err != nil {
+					if err := db.AppendResultAsync(ctx, func(_ *store.UsageRecord, _ *store.Session, err error) { done <- err }, ev, in, nil); err != nil {
 						b.Error(err)
 						return
 					}

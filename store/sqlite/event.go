@@ -94,15 +94,8 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 		return err
 	}
 	r := &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
-		then: func(ctx context.Context, tx dbtx, _ int64) error {
-			q, args := updateSQL(upd, ev.Time, ev.SessionID)
-			res, err := tx.ExecContext(ctx, q, args...)
-			if err == nil {
-				if n, _ := res.RowsAffected(); n == 0 {
-					err = store.ErrNotFound
-				}
-			}
-			return err
+		then: func(ctx context.Context, tx dbtx, _ int64) ([]*store.Event, error) {
+			return nil, applyUpdate(ctx, tx, ev.SessionID, upd, ev.Time)
 		}}
 	if err := db.app.enqueue(ctx, r); err != nil {
 		return fmt.Errorf("sqlite: append: %w", err)
@@ -110,11 +103,30 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 	return nil
 }
 
+// applyUpdate applies upd, made at t, to session id within a transaction.
+func applyUpdate(ctx context.Context, tx dbtx, id string, upd store.SessionUpdate, t time.Time) error {
+	q, args := updateSQL(upd, t, id)
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n == 0 {
+			err = store.ErrNotFound
+		}
+	}
+	return err
+}
+
 // AppendResultAsync is AppendAsync for a result line (ev) that also
 // enters it in the usage ledger, as AddUsage does, in the same transaction
-// (in.EventSeq is ev's seq). done gets the ledger record and the session as
-// it is after the turn, or the error.
-func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput) error {
+// (in.EventSeq is ev's seq), and stores what follow says after it (see
+// [store.ResultFollow]; nil for nothing): a turn's end in one commit. done
+// gets the ledger record and the session as it is after the turn (before
+// follow.Update), or the error.
+func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput, follow *store.ResultFollow) error {
+	if follow != nil && follow.Update != nil {
+		if err := store.ValidateUpdate(*follow.Update); err != nil {
+			return fmt.Errorf("sqlite: append: %w", err)
+		}
+	}
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
 		return err
 	}
@@ -123,10 +135,36 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 		s   *store.Session
 	)
 	r := &appendRequest{evs: []*store.Event{ev},
-		then: func(ctx context.Context, tx dbtx, seq int64) (err error) {
+		then: func(ctx context.Context, tx dbtx, seq int64) (_ []*store.Event, err error) {
 			in.EventSeq = seq
-			rec, s, err = addUsage(ctx, tx, in)
-			return err
+			if rec, s, err = addUsage(ctx, tx, in); err != nil || follow == nil {
+				return nil, err
+			}
+			var more []*store.Event
+			if follow.Events != nil {
+				if more, err = follow.Events(rec, s); err != nil {
+					return nil, err
+				}
+				now := time.Now()
+				for _, m := range more {
+					if m.SessionID != ev.SessionID {
+						return nil, fmt.Errorf("sqlite: append: an event following the result of session %q is of session %q: %w", ev.SessionID, m.SessionID, store.ErrInvalid)
+					}
+					if err := db.prepare(m, now); err != nil {
+						return nil, err
+					}
+				}
+			}
+			if u := follow.Update; u != nil {
+				t := ev.Time
+				if len(more) > 0 {
+					t = more[len(more)-1].Time
+				}
+				if err := applyUpdate(ctx, tx, ev.SessionID, *u, t); err != nil {
+					return nil, err
+				}
+			}
+			return more, nil
 		}}
 	r.Notify = func(err error) {
 		if err != nil {

@@ -18,13 +18,13 @@ func (db *DB) HoldWriter(ev *store.Event) (held <-chan struct{}, release func(),
 	}
 	first := true
 	req := &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: func(err error) { d <- err }},
-		then: func(context.Context, dbtx, int64) error {
+		then: func(context.Context, dbtx, int64) ([]*store.Event, error) {
 			if first {
 				first = false
 				close(h)
 				<-r
 			}
-			return nil
+			return nil, nil
 		}}
 	if err := db.app.enqueue(context.Background(), req); err != nil {
 		return nil, nil, nil, err
@@ -39,13 +39,13 @@ func (db *DB) AppendExecAsync(ctx context.Context, done func(error), ev *store.E
 		return err
 	}
 	return db.app.enqueue(ctx, &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
-		then: func(ctx context.Context, tx dbtx, _ int64) error {
+		then: func(ctx context.Context, tx dbtx, _ int64) ([]*store.Event, error) {
 			for _, q := range qs {
 				if _, err := tx.ExecContext(ctx, q, ev.SessionID); err != nil {
-					return err
+					return nil, err
 				}
 			}
-			return nil
+			return nil, nil
 		}})
 }
 

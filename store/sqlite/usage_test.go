@@ -51,7 +51,7 @@ func TestAppendResultAsync(t *testing.T) {
 		in.EventSeq = 0 // filled in by the writer
 		if err := db.AppendResultAsync(context.Background(), func(r *store.UsageRecord, s *store.Session, err error) {
 			done <- out{r, s, err}
-		}, ev, in); err != nil {
+		}, ev, in, nil); err != nil {
 			return nil, nil, err
 		}
 		o := <-done

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -270,16 +272,35 @@ func usageLedger(t *testing.T, s store.Store) {
 	var wg sync.WaitGroup
 	var rec *store.UsageRecord
 	var after *store.Session
-	for _, cum := range []float64{0.5, 1.25} {
+	var res *store.Event
+	var made []*store.Event
+	idle := store.StatusIdle
+	for turn, cum := range []float64{0.5, 1.25} {
 		wg.Add(1)
-		res := &store.Event{SessionID: a.ID, Direction: store.FromCLI, Type: "result", Subtype: "success", Raw: []byte(`{"type":"result"}`)}
+		res = &store.Event{SessionID: a.ID, Direction: store.FromCLI, Type: "result", Subtype: "success", Raw: []byte(`{"type":"result"}`)}
+		// The second turn's end stores a report made of its ledger entry
+		// and a status event after the result, and the status change, in
+		// the same transaction.
+		var follow *store.ResultFollow
+		if turn == 1 {
+			follow = &store.ResultFollow{
+				Events: func(r *store.UsageRecord, ss *store.Session) ([]*store.Event, error) {
+					made = []*store.Event{
+						{SessionID: a.ID, Direction: store.FromDaemon, Type: "usage_report", Raw: fmt.Appendf(nil, `{"turn":%d,"turns":%d}`, r.Turn, ss.Totals.Turns)},
+						{SessionID: a.ID, Direction: store.FromDaemon, Type: "status", Raw: []byte(`{"status":"idle"}`)},
+					}
+					return made, nil
+				},
+				Update: &store.SessionUpdate{Status: &idle},
+			}
+		}
 		if err := s.AppendResultAsync(ctx, func(r *store.UsageRecord, ss *store.Session, err error) {
 			if err != nil {
 				t.Error(err)
 			}
 			rec, after = r, ss
 			wg.Done()
-		}, res, store.UsageInput{SessionID: a.ID, Process: proc, Result: store.ResultUsage{Subtype: "success", Cumulative: store.Cumulative{CostUSD: cum}}}); err != nil {
+		}, res, store.UsageInput{SessionID: a.ID, Process: proc, Result: store.ResultUsage{Subtype: "success", Cumulative: store.Cumulative{CostUSD: cum}}}, follow); err != nil {
 			t.Fatal(err)
 		}
 		wg.Wait()
@@ -293,6 +314,42 @@ func usageLedger(t *testing.T, s store.Store) {
 	ledger, err := s.Usage(ctx, a.ID)
 	if err != nil || len(ledger) != 2 || ledger[0].Turn != 1 || ledger[1].EventSeq != 2 {
 		t.Fatalf("Usage = %+v, %v", ledger, err)
+	}
+	if len(made) != 2 || made[0].Seq != res.Seq+1 || made[1].Seq != res.Seq+2 {
+		t.Fatalf("the events following the result (seq %d): %+v", res.Seq, made)
+	}
+	var log []string
+	for e, err := range s.Events(ctx, a.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, fmt.Sprintf("%d %s %s", e.Seq, e.Type, e.Raw))
+	}
+	want := []string{`1 result {"type":"result"}`, `2 result {"type":"result"}`, `3 usage_report {"turn":2,"turns":2}`, `4 status {"status":"idle"}`}
+	if diff := cmp.Diff(want, log); diff != "" {
+		t.Errorf("the log after two turns (-want +got):\n%s", diff)
+	}
+	if got, err := s.Session(ctx, a.ID); err != nil || got.Status != store.StatusIdle {
+		t.Errorf("the session after the second turn's end: %+v, %v; want it idle", got, err)
+	}
+
+	// What follows a result is of its session: anything else fails the
+	// request whole, result and ledger entry included.
+	b := newSession(t, s)
+	done := make(chan error, 1)
+	res = &store.Event{SessionID: a.ID, Direction: store.FromCLI, Type: "result", Raw: []byte(`{"type":"result"}`)}
+	if err := s.AppendResultAsync(ctx, func(_ *store.UsageRecord, _ *store.Session, err error) { done <- err }, res,
+		store.UsageInput{SessionID: a.ID, Process: proc, Result: store.ResultUsage{Subtype: "success", Cumulative: store.Cumulative{CostUSD: 2}}},
+		&store.ResultFollow{Events: func(*store.UsageRecord, *store.Session) ([]*store.Event, error) {
+			return []*store.Event{{SessionID: b.ID, Direction: store.FromDaemon, Type: "status", Raw: []byte(`{}`)}}, nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a result followed by an event of another session: %v; want ErrInvalid", err)
+	}
+	if ledger, err := s.Usage(ctx, a.ID); err != nil || len(ledger) != 2 {
+		t.Errorf("the ledger after the failed turn end: %d records, %v; want 2", len(ledger), err)
 	}
 }
 
