@@ -50,7 +50,9 @@ type Store interface {
 	AppendUpdateAsync(ctx context.Context, done func(error), ev *Event, upd SessionUpdate) error
 	// AppendResultAsync is AppendAsync for a result line that also enters
 	// it in the usage ledger (AddUsage) and stores what follow says after
-	// it (nil: nothing), durable together.
+	// it (nil: nothing), durable together. done gets the ledger record and
+	// the session after the turn, of which only ID, BudgetUSD and Totals
+	// are sure to be set (what a turn's end reads), or the error.
 	AppendResultAsync(ctx context.Context, done func(*UsageRecord, *Session, error), ev *Event, in UsageInput, follow *ResultFollow) error
 	// Events yields the events of session id after seq after, gap-free or
 	// failing up front with ErrUnavailable, ending with the last event

@@ -40,7 +40,8 @@ type UsageRecord struct {
 type ResultFollow struct {
 	// Events, if not nil, makes events of the result's session to store
 	// right after it, from its ledger record and the session after the
-	// turn (a usage report, a status event). It runs in the store's
+	// turn (a usage report, a status event; as done gets it, see
+	// Store.AppendResultAsync). It runs in the store's
 	// transaction, so it must not block; it may run more than once (a
 	// batch is written again when one of its requests fails) and must make
 	// fresh events each time: those of its last call are the ones stored,

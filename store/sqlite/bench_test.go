@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -123,17 +124,20 @@ func BenchmarkAttach(b *testing.B) {
 // BenchmarkTurnEdge is the writer's work when 100 sessions start or end a
 // turn together. status: each logs a status event with its session's
 // status change (AppendUpdateAsync) and waits for it, all at once; result:
-// each logs a result line with its usage ledger entry (AppendResultAsync)
-// and then its status change, as the daemon does at a turn's end. It
-// reports the time until the last is stored (edge_ms) and the writer's
-// time per session (us/session).
+// each logs a result line with its usage ledger entry (AppendResultAsync),
+// a usage report and its status event and change after it in the same
+// request (store.ResultFollow), as the daemon does at a turn's end;
+// result/apart: the same with the status event and change in a request
+// of their own, queued once the result is stored (as the daemon did
+// before). It reports the time until the last is stored (edge_ms) and the
+// writer's time per session (us/session).
 func BenchmarkTurnEdge(b *testing.B) {
-	for _, mode := range []string{"status", "result"} {
-		b.Run(mode, func(b *testing.B) { benchTurnEdge(b, mode == "result") })
+	for _, mode := range []string{"status", "result", "result/apart"} {
+		b.Run(mode, func(b *testing.B) { benchTurnEdge(b, mode != "status", mode == "result") })
 	}
 }
 
-func benchTurnEdge(b *testing.B, result bool) {
+func benchTurnEdge(b *testing.B, result, follow bool) {
 	const sessions = 100
 	db, _ := mustOpen(b, &sqlite.Options{})
 	ctx := context.Background()
@@ -162,12 +166,25 @@ func benchTurnEdge(b *testing.B, result bool) {
 					cost := 0.0123 * float64(i+1)
 					in := store.UsageInput{SessionID: id, Process: 1, Result: store.ResultUsage{Subtype: "success", DurationMS: 1200,
 						Cumulative: store.Cumulative{CostUSD: cost, Models: map[string]store.ModelUsage{"claude-sonnet": {InputTokens: 12 * int64(i+1), OutputTokens: 340 * int64(i+1), CostUSD: cost}}}}}
-					if err := db.AppendResultAsync(ctx, func(_ *store.UsageRecord, _ *store.Session, err error) { done <- err }, ev, in, nil); err != nil {
+					var f *store.ResultFollow
+					if follow {
+						f = &store.ResultFollow{Update: &store.SessionUpdate{Status: &st},
+							Events: func(rec *store.UsageRecord, s *store.Session) ([]*store.Event, error) {
+								return []*store.Event{
+									{SessionID: id, Direction: store.FromDaemon, Type: "usage_report", Raw: fmt.Appendf(nil, `{"turn":{"turn":%d},"totals":{"turns":%d}}`, rec.Turn, s.Totals.Turns)},
+									{SessionID: id, Direction: store.FromDaemon, Type: "status", Raw: raw},
+								}, nil
+							}}
+					}
+					if err := db.AppendResultAsync(ctx, func(_ *store.UsageRecord, _ *store.Session, err error) { done <- err }, ev, in, f); err != nil {
 						b.Error(err)
 						return
 					}
 					if err := <-done; err != nil {
 						b.Error(err)
+						return
+					}
+					if follow {
 						return
 					}
 				}

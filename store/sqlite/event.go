@@ -119,8 +119,8 @@ func applyUpdate(ctx context.Context, tx dbtx, id string, upd store.SessionUpdat
 // enters it in the usage ledger, as AddUsage does, in the same transaction
 // (in.EventSeq is ev's seq), and stores what follow says after it (see
 // [store.ResultFollow]; nil for nothing): a turn's end in one commit. done
-// gets the ledger record and the session as it is after the turn (before
-// follow.Update), or the error.
+// gets the ledger record and the session's ID, BudgetUSD and Totals after
+// the turn (its other fields are left zero), or the error.
 func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput, follow *store.ResultFollow) error {
 	if follow != nil && follow.Update != nil {
 		if err := store.ValidateUpdate(*follow.Update); err != nil {

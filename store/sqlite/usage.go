@@ -32,7 +32,11 @@ func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.Usage
 		return nil, nil, err
 	}
 	defer tx.Rollback()
-	rec, s, err := addUsage(ctx, tx, in)
+	rec, _, err := addUsage(ctx, tx, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, in.SessionID))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -44,20 +48,26 @@ func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.Usage
 
 // The usage ledger's statements (prepared once by the event writer).
 const (
-	qUsageTurns = `SELECT turns FROM sessions WHERE id = ?`
-	qUsagePrev  = `SELECT cumulative FROM usage WHERE session_id = ? AND process = ?
+	qUsagePrev = `SELECT cumulative FROM usage WHERE session_id = ? AND process = ?
 		ORDER BY turn DESC LIMIT 1`
+	qUsageTotals = `UPDATE sessions SET turns = turns + 1, cost_usd = cost_usd + ?,
+		input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?,
+		cache_write_tokens = cache_write_tokens + ?, updated_at = ? WHERE id = ?
+		RETURNING turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, budget_usd`
 	qUsageInsert = `INSERT INTO usage (session_id, turn, process, event_seq, time, subtype, is_error,
 		duration_ms, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, models, cumulative)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qUsageTotals = `UPDATE sessions SET turns = turns + 1, cost_usd = cost_usd + ?,
-		input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?,
-		cache_write_tokens = cache_write_tokens + ?, updated_at = ? WHERE id = ? RETURNING ` + sessionColumns
 )
 
-var usageStatements = []string{qUsageTurns, qUsagePrev, qUsageInsert, qUsageTotals}
+var usageStatements = []string{qUsagePrev, qUsageTotals, qUsageInsert}
 
-// addUsage enters in in the ledger within a transaction.
+// addUsage enters in in the ledger within a transaction, in three
+// statements (the turn's end of every session runs them in the event
+// writer): the process's last cumulative counters, the session's totals
+// (which number the turn), the record. It returns the record and what a
+// turn's end reads of the session after it: its ID, BudgetUSD and Totals
+// (returning every column cost the writer as much as the rest of the
+// turn's end together).
 func addUsage(ctx context.Context, tx dbtx, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
 	res := in.Result
 	rec := &store.UsageRecord{
@@ -73,18 +83,11 @@ func addUsage(ctx context.Context, tx dbtx, in store.UsageInput) (*store.UsageRe
 	if err != nil {
 		return nil, nil, err
 	}
-	var turns int64
-	err = tx.QueryRowContext(ctx, qUsageTurns, in.SessionID).Scan(&turns)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, store.ErrNotFound
-	} else if err != nil {
-		return nil, nil, err
-	}
 	var prev store.Cumulative
 	var prevJSON string
 	err = tx.QueryRowContext(ctx, qUsagePrev, in.SessionID, in.Process).Scan(&prevJSON)
 	switch {
-	case errors.Is(err, sql.ErrNoRows): // the process's first turn
+	case errors.Is(err, sql.ErrNoRows): // the process's first turn (or no such session: below)
 	case err != nil:
 		return nil, nil, err
 	default:
@@ -101,17 +104,22 @@ func addUsage(ctx context.Context, tx dbtx, in store.UsageInput) (*store.UsageRe
 			return nil, nil, err
 		}
 	}
-	rec.Turn = turns + 1
+	s := &store.Session{ID: in.SessionID}
+	t := &s.Totals
+	err = tx.QueryRowContext(ctx, qUsageTotals,
+		rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
+		time.Now().UnixNano(), in.SessionID).Scan(&t.Turns, &t.CostUSD, &t.InputTokens, &t.OutputTokens,
+		&t.CacheReadTokens, &t.CacheWriteTokens, &s.BudgetUSD)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, store.ErrNotFound
+	} else if err != nil {
+		return nil, nil, err
+	}
+	rec.Turn = t.Turns
 	_, err = tx.ExecContext(ctx, qUsageInsert,
 		rec.SessionID, rec.Turn, rec.Process, rec.EventSeq, rec.Time.UnixNano(), rec.Subtype, rec.IsError,
 		rec.DurationMS, rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
 		string(models), string(cumulative))
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := scanSession(tx.QueryRowContext(ctx, qUsageTotals,
-		rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
-		time.Now().UnixNano(), in.SessionID))
 	if err != nil {
 		return nil, nil, err
 	}
