@@ -114,31 +114,9 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 			if rec, s, err = addUsage(ctx, tx, in); err != nil || follow == nil {
 				return nil, err
 			}
-			var more []*store.Event
-			if follow.Events != nil {
-				if more, err = follow.Events(rec, s); err != nil {
-					return nil, err
-				}
-				now := time.Now()
-				for _, m := range more {
-					if m.SessionID != ev.SessionID {
-						return nil, fmt.Errorf("postgres: append: an event following the result of session %q is of session %q: %w", ev.SessionID, m.SessionID, store.ErrInvalid)
-					}
-					if err := db.prepare(m, now); err != nil {
-						return nil, err
-					}
-				}
-			}
-			if u := follow.Update; u != nil {
-				t := ev.Time
-				if len(more) > 0 {
-					t = more[len(more)-1].Time
-				}
-				if err := applyUpdate(ctx, tx, ev.SessionID, *u, t); err != nil {
-					return nil, err
-				}
-			}
-			return more, nil
+			return follow.Make(ev, rec, s, db.prepare, func(u store.SessionUpdate, at time.Time) error {
+				return applyUpdate(ctx, tx, ev.SessionID, u, at)
+			})
 		}}
 	r.Notify = func(err error) {
 		if err != nil {
