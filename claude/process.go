@@ -114,6 +114,16 @@ const (
 	SchedulingBatch Scheduling = "batch"
 )
 
+// ParseScheduling returns the Scheduling s names ("batch" or "normal");
+// anything else, "" included, is an error.
+func ParseScheduling(s string) (Scheduling, error) {
+	if s == "" {
+		return "", fmt.Errorf("no scheduling given: use %q or %q", SchedulingBatch, SchedulingNormal)
+	}
+	sc := Scheduling(s)
+	return sc, sc.Validate()
+}
+
 // Validate reports an error for a Scheduling that is none of the above
 // ("" is fine: SchedulingNormal).
 func (s Scheduling) Validate() error {

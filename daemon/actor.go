@@ -543,6 +543,7 @@ type usageOutcome struct {
 // and, for a result of the main thread, the idle status with its session
 // update.
 func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.ResultMessage) usageOutcome {
+	main := claude.ThreadOf(m).IsMain()
 	var made []Event // of the last call of Events: the ones stored
 	follow := &store.ResultFollow{Events: func(rec *store.UsageRecord, sess *store.Session) ([]*store.Event, error) {
 		var bodies []Body
@@ -550,7 +551,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 			bodies = append(bodies, &ErrorReport{Message: resultError(m)})
 		}
 		bodies = append(bodies, &UsageReport{Turn: *rec, Totals: sess.Totals})
-		if claude.ThreadOf(m).IsMain() {
+		if main {
 			bodies = append(bodies, &StatusChange{Status: store.StatusIdle})
 		}
 		made = make([]Event, len(bodies))
@@ -565,7 +566,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 		}
 		return evs, nil
 	}}
-	if claude.ThreadOf(m).IsMain() {
+	if main {
 		idle := store.StatusIdle
 		follow.Update = &store.SessionUpdate{Status: &idle}
 	}

@@ -129,11 +129,12 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	})
 	scheduling := serve.DefaultCLIScheduling
 	fs.Func("cli-scheduling", `how the CLIs and their tools are scheduled (Linux): "batch" (they never preempt this worker as they wake) or "normal" (default "batch")`, func(s string) error {
-		if sc := claude.Scheduling(s); sc != "" && sc.Validate() == nil {
-			scheduling = sc
-			return nil
+		sc, err := claude.ParseScheduling(s)
+		if err != nil {
+			return errors.New(`must be "batch" or "normal"`)
 		}
-		return errors.New(`must be "batch" or "normal"`)
+		scheduling = sc
+		return nil
 	})
 	fs.BoolVar(&once, "once", false, "run one session, then exit")
 	fs.Func("reconnect-timeout", "with --once: give up when the controller is out of reach for `DURATION` (default 2m)", func(s string) error {

@@ -339,11 +339,10 @@ var configKeys = []configKey{
 		if err != nil {
 			return err
 		}
-		if sc := claude.Scheduling(s); sc != "" && sc.Validate() == nil {
-			c.CLIScheduling = sc
-			return nil
+		if c.CLIScheduling, err = claude.ParseScheduling(s); err != nil {
+			return errBadValue
 		}
-		return errBadValue
+		return nil
 	}},
 	{"store.url", `"sqlite:PATH" or "postgres://USER@HOST:PORT/DATABASE"`, func(c *Settings, raw json.RawMessage, p *configParser) error {
 		s, err := jsonString(raw)

@@ -359,10 +359,8 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			if err != nil {
 				return err
 			}
-			if ok, err := add(more); !ok && err == nil {
-				err, failed[i] = failed[i], nil // r's own events are in: fail it whole
-				return err
-			} else if err != nil {
+			// more is of r's session, known now (ResultFollow.Make checks).
+			if _, err := add(more); err != nil {
 				return err
 			}
 		}

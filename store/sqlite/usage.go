@@ -66,8 +66,8 @@ var usageStatements = []string{qUsagePrev, qUsageTotals, qUsageInsert}
 // writer): the process's last cumulative counters, the session's totals
 // (which number the turn), the record. It returns the record and what a
 // turn's end reads of the session after it: its ID, BudgetUSD and Totals
-// (returning every column cost the writer as much as the rest of the
-// turn's end together).
+// (returning every column made the UPDATE the ledger's costliest
+// statement).
 func addUsage(ctx context.Context, tx dbtx, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
 	res := in.Result
 	rec := &store.UsageRecord{
