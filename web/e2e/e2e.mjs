@@ -33,6 +33,21 @@ async function startFromForm(page, prompt) {
   await page.fill("textarea[name=prompt]", prompt);
   await page.getByRole("button", { name: "Start" }).click();
 }
+// caughtUp waits until page's session view has applied every event the
+// daemon holds of session id, and returns that seq. The daemon's last seq
+// is read again each time: a line can follow a turn's idle status (the
+// CLI's own session_state_changed does). On a timeout it says what the
+// page had and what the daemon holds.
+const seqOf = (page) => page.evaluate(() => document.querySelector('[data-testid="session-view"]')?.getAttribute("data-last-seq"));
+async function caughtUp(page, id) {
+  let s, at;
+  for (const end = Date.now() + 20000; Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+    s = (await api("SessionService", "GetSession", { sessionId: id })).session;
+    at = await seqOf(page);
+    if (at === String(s.lastSeq)) return at;
+  }
+  throw new Error(`the page's session view stopped at seq ${at}; the daemon has the session ${s.status} at seq ${s.lastSeq}`);
+}
 async function shot(page, name) { if (SHOTS) await page.screenshot({ path: path.join(SHOTS, name) }); }
 
 const browser = await chromium.launch({
@@ -148,12 +163,19 @@ try {
     await new Promise((r) => setTimeout(r, 100));
   }
   assert(stored.status === "SESSION_STATUS_IDLE", "the tour never went idle: " + stored.status);
-  await page.waitForFunction((want) => document.querySelector('[data-testid="session-view"]')?.getAttribute("data-last-seq") === want, String(stored.lastSeq), { timeout: 20000 });
-  const reloaded = await page.getByTestId("conversation").innerText();
   const fresh = await newPage(ctx);
   await fresh.goto(tourURL);
-  await fresh.waitForFunction((want) => document.querySelector('[data-testid="session-view"]')?.getAttribute("data-last-seq") === want, String(stored.lastSeq), { timeout: 20000 });
-  const canonical = await fresh.getByTestId("conversation").innerText();
+  // Both views at the daemon's last seq, then their text: looked at again
+  // if a line came in between.
+  let reloaded, canonical;
+  for (let i = 0; ; i++) {
+    assert(i < 3, "the session's log kept growing after it went idle");
+    const at = await caughtUp(fresh, id);
+    if (await caughtUp(page, id) !== at) continue;
+    reloaded = await page.getByTestId("conversation").innerText();
+    canonical = await fresh.getByTestId("conversation").innerText();
+    if (await seqOf(page) === at && await seqOf(fresh) === at) break;
+  }
   assert(reloaded === canonical, "the conversation after a reload differs from a fresh read of the stored log");
   await fresh.close();
 
