@@ -31,6 +31,36 @@ func TestWorkerTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
+	// storedSeq is the frame of the last line stored; firstUnstored that
+	// of the line after it (a stderr frame can come in between, which the
+	// worker may drop). Both are set before aDies is closed.
+	var storedSeq, firstUnstored uint64
+	aDies := make(chan struct{})
+	cmd := &claude.Command{Args: []string{"--verbose"}, Dir: "/tmp", MaxLineBytes: 1 << 20}
+
+	// B takes the session over from the lines stored, once A is gone (set
+	// before the worker starts: a worker that lost A for a moment may try
+	// B at any time).
+	var back *claude.WorkerReturn
+	adopted := make(chan claude.Conn, 1)
+	b.Adopt = func(actx context.Context, r *claude.WorkerReturn) error {
+		select {
+		case <-aDies:
+		case <-actx.Done():
+			return actx.Err()
+		}
+		back = r
+		// The session's context is its own: Adopt's ends when it returns.
+		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
+			Resume: &claude.WorkerResume{Session: r.Session, Received: storedSeq,
+				Unsent: [][]byte{[]byte(`{"from":"a"}`)}}}).Start(ctx, cmd)
+		if err != nil {
+			return err
+		}
+		adopted <- c
+		return nil
+	}
+
 	var starts atomic.Int32
 	w := &relay.Worker{
 		URLs: []string{a.URL(), b.URL()}, Token: "tok", Name: "w1",
@@ -44,7 +74,6 @@ func TestWorkerTakeover(t *testing.T) {
 	workerErr := make(chan error, 1)
 	go func() { workerErr <- w.Run(ctx) }()
 
-	cmd := &claude.Command{Args: []string{"--verbose"}, Dir: "/tmp", MaxLineBytes: 1 << 20}
 	connA, err := (&claude.WorkerTransport{Listener: a, Hold: true}).Start(ctx, cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -55,10 +84,6 @@ func TestWorkerTakeover(t *testing.T) {
 		}
 		return -1
 	}
-	// storedSeq is the frame of the last line stored; firstUnstored that
-	// of the line after it (a stderr frame can come in between, which the
-	// worker may drop).
-	var storedSeq, firstUnstored uint64
 	for i := range readOnA {
 		ln, err := connA.ReadLine()
 		if err != nil {
@@ -79,21 +104,7 @@ func TestWorkerTakeover(t *testing.T) {
 		}
 	}
 
-	// B takes the session over from the lines stored.
-	var back *claude.WorkerReturn
-	adopted := make(chan claude.Conn, 1)
-	b.Adopt = func(_ context.Context, r *claude.WorkerReturn) error {
-		back = r
-		// The session's context is its own: Adopt's ends when it returns.
-		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
-			Resume: &claude.WorkerResume{Session: r.Session, Received: storedSeq,
-				Unsent: [][]byte{[]byte(`{"from":"a"}`)}}}).Start(ctx, cmd)
-		if err != nil {
-			return err
-		}
-		adopted <- c
-		return nil
-	}
+	close(aDies)
 	a.Close() // the first controller dies: its links drop, nothing is said to the worker
 
 	var connB claude.Conn
@@ -278,6 +289,23 @@ func TestWorkerTakeoverKeepsOpenRequests(t *testing.T) {
 	a, b, logger := twoListeners(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	cmd := &claude.Command{MaxLineBytes: 1 << 20}
+	var last uint64 // the last line stored, set before aDies is closed
+	aDies := make(chan struct{})
+	adopted := make(chan claude.Conn, 1)
+	b.Adopt = func(actx context.Context, r *claude.WorkerReturn) error { // set before the worker starts
+		select {
+		case <-aDies:
+		case <-actx.Done():
+			return actx.Err()
+		}
+		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
+			Resume: &claude.WorkerResume{Session: r.Session, Received: last}}).Start(ctx, cmd)
+		if err == nil {
+			adopted <- c
+		}
+		return err
+	}
 	w := &relay.Worker{
 		URLs: []string{a.URL(), b.URL()}, Token: "tok", Name: "w1", ReconnectTimeout: 20 * time.Second,
 		PingInterval: 100 * time.Millisecond, PingTimeout: time.Second, Logger: logger,
@@ -289,12 +317,10 @@ func TestWorkerTakeoverKeepsOpenRequests(t *testing.T) {
 	}
 	workerErr := make(chan error, 1)
 	go func() { workerErr <- w.Run(ctx) }()
-	cmd := &claude.Command{MaxLineBytes: 1 << 20}
 	connA, err := (&claude.WorkerTransport{Listener: a, Hold: true}).Start(ctx, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last uint64
 	for range 4 {
 		ln, err := connA.ReadLine()
 		if err != nil {
@@ -307,15 +333,7 @@ func TestWorkerTakeoverKeepsOpenRequests(t *testing.T) {
 	// release): what it still holds then is what was not acknowledged.
 	time.Sleep(300 * time.Millisecond)
 
-	adopted := make(chan claude.Conn, 1)
-	b.Adopt = func(_ context.Context, r *claude.WorkerReturn) error {
-		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
-			Resume: &claude.WorkerResume{Session: r.Session, Received: last}}).Start(ctx, cmd)
-		if err == nil {
-			adopted <- c
-		}
-		return err
-	}
+	close(aDies)
 	a.Close()
 	var connB claude.Conn
 	select {
