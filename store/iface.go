@@ -49,19 +49,19 @@ type Store interface {
 	// to its session, durable together.
 	AppendUpdateAsync(ctx context.Context, done func(error), ev *Event, upd SessionUpdate) error
 	// AppendResultAsync is AppendAsync for a result line that also enters
-	// it in the usage ledger (AddUsage) and stores what follow says after
-	// it (nil: nothing), durable together. done gets the ledger record and
-	// the session after the turn, of which only ID, BudgetUSD and Totals
-	// are sure to be set (what a turn's end reads), or the error.
+	// it in the usage ledger as the session's next turn, adds the turn to
+	// the session's totals (its share computed as TurnUsage says, from the
+	// last entry of the same process) and stores what follow says after it
+	// (nil: nothing), durable together: the only way into the ledger. done
+	// gets the ledger record and the session after the turn, of which only
+	// ID, BudgetUSD and Totals are sure to be set (what a turn's end
+	// reads), or the error (ErrNotFound for an unknown session).
 	AppendResultAsync(ctx context.Context, done func(*UsageRecord, *Session, error), ev *Event, in UsageInput, follow *ResultFollow) error
 	// Events yields the events of session id after seq after, gap-free or
 	// failing up front with ErrUnavailable, ending with the last event
 	// stored when it was called.
 	Events(ctx context.Context, id string, after int64) iter.Seq2[Event, error]
 
-	// AddUsage enters a result in the usage ledger and returns the record
-	// and the session after it.
-	AddUsage(ctx context.Context, in UsageInput) (*UsageRecord, *Session, error)
 	// Usage returns the ledger of a session, oldest turn first.
 	Usage(ctx context.Context, id string) ([]*UsageRecord, error)
 

@@ -67,7 +67,7 @@ type Session struct {
 	Options json.RawMessage
 	// BudgetUSD is the spending limit for the session; zero means none.
 	BudgetUSD float64
-	// Totals sums the usage ledger. Maintained by the store (AddUsage);
+	// Totals sums the usage ledger. Maintained by the store (AppendResultAsync);
 	// ignored on create and update.
 	Totals Totals
 	// Process counts the CLI processes started for the session (see

@@ -52,18 +52,18 @@ type ResultFollow struct {
 	// applies its defaults and limits to them as Append does; an error
 	// fails the request.
 	Events func(rec *UsageRecord, s *Session) ([]*Event, error)
-	// Update, if not nil, is applied to the session after the ledger's
-	// totals, in the same transaction (a status change).
+	// Update, if not nil, is applied to the session with the ledger's
+	// totals, in the same transaction (a status change); the engine
+	// applies it (Make does not).
 	Update *SessionUpdate
 }
 
-// Make does f for the result ev, with its ledger record and session, in
-// an engine's AppendResultAsync transaction: it runs f.Events, checks that
-// what they made is of ev's session, prepares each event with prepare (the
-// engine's PrepareEvent, given the time), applies f.Update with update
-// (made at the last event's time, or ev's), and returns the events to
-// store after ev.
-func (f *ResultFollow) Make(ev *Event, rec *UsageRecord, s *Session, prepare func(*Event, time.Time) error, update func(SessionUpdate, time.Time) error) ([]*Event, error) {
+// Make makes f's events for the result ev, with its ledger record and
+// session, in an engine's AppendResultAsync transaction: it runs
+// f.Events, checks that what they made is of ev's session, prepares each
+// event with prepare (the engine's PrepareEvent, given the time), and
+// returns the events to store after ev.
+func (f *ResultFollow) Make(ev *Event, rec *UsageRecord, s *Session, prepare func(*Event, time.Time) error) ([]*Event, error) {
 	var evs []*Event
 	if f.Events != nil {
 		var err error
@@ -71,18 +71,12 @@ func (f *ResultFollow) Make(ev *Event, rec *UsageRecord, s *Session, prepare fun
 			return nil, err
 		}
 	}
-	now, at := time.Now(), ev.Time
+	now := time.Now()
 	for _, m := range evs {
 		if m.SessionID != ev.SessionID {
 			return nil, fmt.Errorf("an event following the result of session %q is of session %q: %w", ev.SessionID, m.SessionID, ErrInvalid)
 		}
 		if err := prepare(m, now); err != nil {
-			return nil, err
-		}
-		at = m.Time
-	}
-	if f.Update != nil {
-		if err := update(*f.Update, at); err != nil {
 			return nil, err
 		}
 	}

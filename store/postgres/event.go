@@ -91,7 +91,7 @@ func applyUpdate(ctx context.Context, tx pgx.Tx, id string, upd store.SessionUpd
 }
 
 // AppendResultAsync is AppendAsync for a result line that also enters it
-// in the usage ledger (as AddUsage does) and stores what follow says after
+// in the usage ledger and stores what follow says after
 // it (see [store.ResultFollow]; nil for nothing), in the same transaction.
 // done gets the ledger record and the session after the turn (before
 // follow.Update), or the error.
@@ -114,9 +114,11 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 			if rec, s, err = addUsage(ctx, tx, in); err != nil || follow == nil {
 				return nil, err
 			}
-			return follow.Make(ev, rec, s, db.prepare, func(u store.SessionUpdate, at time.Time) error {
-				return applyUpdate(ctx, tx, ev.SessionID, u, at)
-			})
+			more, err := follow.Make(ev, rec, s, db.prepare)
+			if err == nil && follow.Update != nil {
+				err = applyUpdate(ctx, tx, ev.SessionID, *follow.Update, time.Now())
+			}
+			return more, err
 		}}
 	r.Notify = func(err error) {
 		if err != nil {

@@ -12,39 +12,10 @@ import (
 	"github.com/claudectl/claudectl/store"
 )
 
-// AddUsage enters the result line in.Result in the usage ledger as the
-// session's next turn and adds it to the session's totals, in one
-// transaction; the turn's share is computed as [store.TurnUsage] says.
-// Errors: [store.ErrNotFound] for an unknown session.
-func (db *DB) AddUsage(ctx context.Context, in store.UsageInput) (_ *store.UsageRecord, _ *store.Session, err error) {
-	defer wrap(&err, "postgres: AddUsage %q", in.SessionID)
-	defer db.health.Track(ctx, &err)
-	if err := db.check(); err != nil {
-		return nil, nil, err
-	}
-	if text("session id", in.SessionID) != nil {
-		return nil, nil, store.ErrNotFound
-	}
-	ctx, cancel := db.ctx(ctx)
-	defer cancel()
-	tx, err := db.pool.Begin(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer tx.Rollback(context.Background())
-	rec, s, err := addUsage(ctx, tx, in)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, err
-	}
-	return rec, s, nil
-}
-
-// addUsage enters in in the ledger within a transaction. The session's row
-// is locked first, so two results of one session are entered one after
-// the other.
+// addUsage enters in in the ledger within a transaction (the turn's share
+// computed as [store.TurnUsage] says). The session's row is locked first,
+// so two results of one session are entered one after the other. Errors:
+// [store.ErrNotFound] for an unknown session.
 func addUsage(ctx context.Context, tx pgx.Tx, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
 	res := in.Result
 	rec := &store.UsageRecord{

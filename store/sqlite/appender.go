@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -27,7 +29,7 @@ type appendRequest struct {
 	// more than once (a batch is written again when one of its requests
 	// fails), so it must write only through tx and set its results afresh
 	// each time.
-	then func(ctx context.Context, tx dbtx, seq int64) ([]*store.Event, error)
+	then func(ctx context.Context, tx cachedTx, seq int64) ([]*store.Event, error)
 	groupcommit.Base
 }
 
@@ -35,6 +37,15 @@ type appendRequest struct {
 type sessionState struct {
 	pk   int64 // sessions.pk; -1: no such session (only within a batch)
 	last int64 // seq of its last event
+	// ledger is the last ledger entry's process and cumulative counters
+	// (what the next turn's share is computed from); nil: not known yet,
+	// read from the file. Replaced, never changed in place.
+	ledger *ledgerState
+}
+
+type ledgerState struct {
+	process    int64
+	cumulative store.Cumulative
 }
 
 // An appender is the single goroutine that writes events: it takes every
@@ -131,6 +142,48 @@ func (c cachedTx) ExecContext(ctx context.Context, q string, args ...any) (sql.R
 	return c.tx.ExecContext(ctx, q, args...)
 }
 
+// lastCumulative returns the cumulative counters of the last ledger entry
+// of session id's CLI process (zero for its first turn): from the
+// writer's cache when it has them, else from the file. Called after the
+// request's events of that session were added to the batch.
+func (c cachedTx) lastCumulative(ctx context.Context, id string, process int64) (store.Cumulative, error) {
+	st, ok := c.a.changed[id]
+	if !ok {
+		st = c.a.sessions[id]
+	}
+	if l := st.ledger; l != nil && l.process == process {
+		return l.cumulative, nil
+	}
+	var prev store.Cumulative
+	var prevJSON string
+	err := c.QueryRowContext(ctx, qUsagePrev, id, process).Scan(&prevJSON)
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // the process's first turn (or no such session: the caller finds out)
+	case err != nil:
+		return prev, err
+	default:
+		if json.Unmarshal([]byte(prevJSON), &prev) != nil {
+			// Unreadable (not written by this store): count the turn from
+			// zero rather than fail the transaction it shares.
+			prev = store.Cumulative{}
+		}
+	}
+	return prev, nil
+}
+
+// noteCumulative records cum as the counters of the last ledger entry of
+// session id's process, in the batch's state of the session: the cache
+// has them once the batch commits, and loses them with it.
+func (c cachedTx) noteCumulative(id string, process int64, cum store.Cumulative) {
+	st, ok := c.a.changed[id]
+	if !ok {
+		return // not of this batch: the next turn reads the file
+	}
+	cum.Models = maps.Clone(cum.Models) // the caller's map may change
+	st.ledger = &ledgerState{process: process, cumulative: cum}
+	c.a.changed[id] = st
+}
+
 // prepareKnown prepares the statements cachedTx knows: the session
 // updates the daemon makes at every turn and the usage ledger's.
 func (a *appender) prepareKnown(ctx context.Context) error {
@@ -141,7 +194,7 @@ func (a *appender) prepareKnown(ctx context.Context) error {
 		first(updateSQL(store.SessionUpdate{Status: &status, Error: new(string)}, time.Time{}, "")),
 		first(updateSQL(store.SessionUpdate{ClaudeSessionID: new(string)}, time.Time{}, "")),
 	}
-	known = append(known, usageStatements...)
+	known = append(known, usageStatements()...)
 	for _, q := range known {
 		st, err := a.w.PrepareContext(ctx, q)
 		if err != nil {

@@ -94,7 +94,7 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 		return err
 	}
 	r := &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
-		then: func(ctx context.Context, tx dbtx, _ int64) ([]*store.Event, error) {
+		then: func(ctx context.Context, tx cachedTx, _ int64) ([]*store.Event, error) {
 			return nil, applyUpdate(ctx, tx, ev.SessionID, upd, ev.Time)
 		}}
 	if err := db.app.enqueue(ctx, r); err != nil {
@@ -116,7 +116,7 @@ func applyUpdate(ctx context.Context, tx dbtx, id string, upd store.SessionUpdat
 }
 
 // AppendResultAsync is AppendAsync for a result line (ev) that also
-// enters it in the usage ledger, as AddUsage does, in the same transaction
+// enters it in the usage ledger (addUsage), in the same transaction
 // (in.EventSeq is ev's seq), and stores what follow says after it (see
 // [store.ResultFollow]; nil for nothing): a turn's end in one commit. done
 // gets the ledger record and the session's ID, BudgetUSD and Totals after
@@ -135,14 +135,16 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 		s   *store.Session
 	)
 	r := &appendRequest{evs: []*store.Event{ev},
-		then: func(ctx context.Context, tx dbtx, seq int64) (_ []*store.Event, err error) {
+		then: func(ctx context.Context, tx cachedTx, seq int64) (_ []*store.Event, err error) {
 			in.EventSeq = seq
-			if rec, s, err = addUsage(ctx, tx, in); err != nil || follow == nil {
+			if follow == nil {
+				rec, s, err = addUsage(ctx, tx, in, nil)
 				return nil, err
 			}
-			return follow.Make(ev, rec, s, db.prepare, func(u store.SessionUpdate, at time.Time) error {
-				return applyUpdate(ctx, tx, ev.SessionID, u, at)
-			})
+			if rec, s, err = addUsage(ctx, tx, in, follow.Update); err != nil {
+				return nil, err
+			}
+			return follow.Make(ev, rec, s, db.prepare)
 		}}
 	r.Notify = func(err error) {
 		if err != nil {

@@ -18,7 +18,7 @@ func (db *DB) HoldWriter(ev *store.Event) (held <-chan struct{}, release func(),
 	}
 	first := true
 	req := &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: func(err error) { d <- err }},
-		then: func(context.Context, dbtx, int64) ([]*store.Event, error) {
+		then: func(context.Context, cachedTx, int64) ([]*store.Event, error) {
 			if first {
 				first = false
 				close(h)
@@ -39,7 +39,7 @@ func (db *DB) AppendExecAsync(ctx context.Context, done func(error), ev *store.E
 		return err
 	}
 	return db.app.enqueue(ctx, &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
-		then: func(ctx context.Context, tx dbtx, _ int64) ([]*store.Event, error) {
+		then: func(ctx context.Context, tx cachedTx, _ int64) ([]*store.Event, error) {
 			for _, q := range qs {
 				if _, err := tx.ExecContext(ctx, q, ev.SessionID); err != nil {
 					return nil, err

@@ -168,8 +168,13 @@ func updateSession(ctx context.Context, q dbtx, id string, upd store.SessionUpda
 // RETURNING clause) and its arguments. The text depends only on which
 // fields are set, so that it can be prepared once.
 func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any) {
-	set := []string{"updated_at = ?"}
-	args := []any{now.UnixNano()}
+	set, args := updateSets(upd, []string{"updated_at = ?"}, []any{now.UnixNano()})
+	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = ?`, append(args, id)
+}
+
+// updateSets appends to set and args the assignments of upd's fields, in
+// an order that depends only on which are set.
+func updateSets(upd store.SessionUpdate, set []string, args []any) ([]string, []any) {
 	add := func(col string, v any) { set, args = append(set, col+" = ?"), append(args, v) }
 	if upd.ClaudeSessionID != nil {
 		add("claude_session_id", *upd.ClaudeSessionID)
@@ -203,7 +208,7 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 		add("relay_sent", r.Sent)
 		add("relay_since", r.Since)
 	}
-	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = ?`, append(args, id)
+	return set, args
 }
 
 // DeleteSession removes session id with its events, usage records and

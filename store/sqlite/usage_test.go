@@ -12,62 +12,53 @@ import (
 	"github.com/claudectl/claudectl/store/sqlite"
 )
 
-// TestAddUsage enters two turns of one CLI process (cumulative counters),
-// then a resumed process whose counters start again, and checks the
-// per-turn deltas, the session totals and the budget.
-func TestAddUsage(t *testing.T) {
-	testAddUsage(t, func(db *sqlite.DB, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
-		return db.AddUsage(context.Background(), in)
-	})
-}
-
-// TestAppendResultAsync runs the same turns through the event writer: the
-// result line and its ledger entry commit together, and the entry's
-// event_seq is the line's seq.
+// TestAppendResultAsync enters two turns of one CLI process (cumulative
+// counters), then a resumed process whose counters start again, and
+// checks the per-turn deltas, the session totals, the budget and that
+// each entry's event_seq is its result line's seq. The daemon restarts
+// (the store is reopened) between the first process's turns, so the
+// second one's share is computed from the file, not the writer's cache.
 func TestAppendResultAsync(t *testing.T) {
-	testAddUsage(t, func(db *sqlite.DB, in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
+	ctx := context.Background()
+	db, path := mustOpen(t, nil)
+	s := mustSession(t, db)
+	if _, err := db.UpdateSession(ctx, s.ID, store.SessionUpdate{BudgetUSD: ptr(0.005)}); err != nil {
+		t.Fatal(err)
+	}
+	reopen := func() {
+		t.Helper()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if db, err = sqlite.Open(ctx, path, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+	}
+	add := func(in store.UsageInput) (*store.UsageRecord, *store.Session, error) {
 		// Pad the log so that the line's seq is the one the test expects.
 		for {
-			s, err := db.Session(context.Background(), in.SessionID)
+			s, err := db.Session(ctx, in.SessionID)
 			if err != nil {
 				return nil, nil, err
 			}
 			if s.LastSeq >= in.EventSeq-1 {
 				break
 			}
-			if _, err := db.Append(context.Background(), &store.Event{SessionID: in.SessionID,
+			if _, err := db.Append(ctx, &store.Event{SessionID: in.SessionID,
 				Direction: store.FromCLI, Type: "assistant", Raw: []byte(`{"type":"assistant"}`)}); err != nil {
 				return nil, nil, err
 			}
 		}
-		type out struct {
-			rec  *store.UsageRecord
-			sess *store.Session
-			err  error
-		}
-		done := make(chan out, 1)
 		ev := &store.Event{SessionID: in.SessionID, Direction: store.FromCLI, Type: "result", Raw: []byte(`{"type":"result"}`)}
 		want := in.EventSeq
 		in.EventSeq = 0 // filled in by the writer
-		if err := db.AppendResultAsync(context.Background(), func(r *store.UsageRecord, s *store.Session, err error) {
-			done <- out{r, s, err}
-		}, ev, in, nil); err != nil {
-			return nil, nil, err
+		rec, sess, err := appendResult(db, ev, in, nil)
+		if err == nil && (ev.Seq != want || rec.EventSeq != want) {
+			t.Errorf("result seq %d, ledger event_seq %d; want %d", ev.Seq, rec.EventSeq, want)
 		}
-		o := <-done
-		if o.err == nil && (ev.Seq != want || o.rec.EventSeq != want) {
-			t.Errorf("result seq %d, ledger event_seq %d; want %d", ev.Seq, o.rec.EventSeq, want)
-		}
-		return o.rec, o.sess, o.err
-	})
-}
-
-func testAddUsage(t *testing.T, add func(*sqlite.DB, store.UsageInput) (*store.UsageRecord, *store.Session, error)) {
-	ctx := context.Background()
-	db, _ := mustOpen(t, nil)
-	s := mustSession(t, db)
-	if _, err := db.UpdateSession(ctx, s.ID, store.SessionUpdate{BudgetUSD: ptr(0.003)}); err != nil {
-		t.Fatal(err)
+		return rec, sess, err
 	}
 	res := func(cost float64, in, out int64) store.ResultUsage {
 		return store.ResultUsage{Subtype: "success", DurationMS: 10, Cumulative: store.Cumulative{CostUSD: cost,
@@ -93,14 +84,19 @@ func testAddUsage(t *testing.T, add func(*sqlite.DB, store.UsageInput) (*store.U
 		t.Fatalf("NewProcess: %d, %v; want 2", gen2, err)
 	}
 	steps = append(steps,
-		step{gen2, res(0.0005, 100, 2), 0.0005, 100, false},
-		step{gen2, res(0.0015, 300, 6), 0.001, 200, true}, // total 0.0033 ≥ 0.003
+		// Above the first process's last counters: its share is still
+		// counted from zero, not from those.
+		step{gen2, res(0.002, 500, 10), 0.002, 500, false},
+		step{gen2, res(0.0035, 800, 14), 0.0015, 300, true}, // total 0.0053 ≥ 0.005
 	)
 	var total float64
 	for i, st := range steps {
-		rec, sess, err := add(db, store.UsageInput{SessionID: s.ID, Process: st.process, EventSeq: int64(10 + i), Result: st.res})
+		rec, sess, err := add(store.UsageInput{SessionID: s.ID, Process: st.process, EventSeq: int64(10 + i), Result: st.res})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 {
+			reopen()
 		}
 		total += st.wantCost
 		if rec.Turn != int64(i+1) || rec.InputTokens != st.wantIn || !approx(rec.CostUSD, st.wantCost) {
@@ -118,8 +114,8 @@ func testAddUsage(t *testing.T, add func(*sqlite.DB, store.UsageInput) (*store.U
 	want := []store.ModelUsage{
 		{InputTokens: 200, OutputTokens: 4, CostUSD: 0.001},
 		{InputTokens: 210, OutputTokens: 4, CostUSD: 0.0008},
-		{InputTokens: 100, OutputTokens: 2, CostUSD: 0.0005},
-		{InputTokens: 200, OutputTokens: 4, CostUSD: 0.001},
+		{InputTokens: 500, OutputTokens: 10, CostUSD: 0.002},
+		{InputTokens: 300, OutputTokens: 4, CostUSD: 0.0015},
 	}
 	if len(recs) != len(want) {
 		t.Fatalf("Usage: %d records, want %d", len(recs), len(want))
@@ -133,8 +129,9 @@ func testAddUsage(t *testing.T, add func(*sqlite.DB, store.UsageInput) (*store.U
 		}
 	}
 
-	if _, _, err := db.AddUsage(ctx, store.UsageInput{SessionID: "nope", Result: res(1, 1, 1)}); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("AddUsage to an unknown session: %v", err)
+	if _, _, err := appendResult(db, &store.Event{SessionID: "nope", Direction: store.FromCLI, Type: "result", Raw: []byte(`{}`)},
+		store.UsageInput{SessionID: "nope", Result: res(1, 1, 1)}, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a result of an unknown session: %v", err)
 	}
 	if _, err := db.NewProcess(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("NewProcess of an unknown session: %v", err)
@@ -142,3 +139,79 @@ func testAddUsage(t *testing.T, add func(*sqlite.DB, store.UsageInput) (*store.U
 }
 
 func approx(a, b float64) bool { d := a - b; return d < 1e-12 && d > -1e-12 }
+
+// appendResult is AppendResultAsync, waited for.
+func appendResult(db *sqlite.DB, ev *store.Event, in store.UsageInput, follow *store.ResultFollow) (*store.UsageRecord, *store.Session, error) {
+	type out struct {
+		rec  *store.UsageRecord
+		sess *store.Session
+		err  error
+	}
+	done := make(chan out, 1)
+	if err := db.AppendResultAsync(context.Background(), func(r *store.UsageRecord, s *store.Session, err error) {
+		done <- out{r, s, err}
+	}, ev, in, follow); err != nil {
+		return nil, nil, err
+	}
+	o := <-done
+	return o.rec, o.sess, o.err
+}
+
+// TestLedgerAfterAFailedTurnEnd: a turn's end that fails (its follow-up
+// events cannot be made) leaves nothing in the ledger, and the next turn
+// of the same process counts from the last entry stored, not from the
+// failed one's counters, whether the two share a batch or not.
+func TestLedgerAfterAFailedTurnEnd(t *testing.T) {
+	ctx := context.Background()
+	db, _ := mustOpen(t, nil)
+	s := mustSession(t, db)
+	cum := func(cost float64) store.ResultUsage {
+		return store.ResultUsage{Subtype: "success", Cumulative: store.Cumulative{CostUSD: cost,
+			Models: map[string]store.ModelUsage{"opus": {InputTokens: int64(cost * 1e6), CostUSD: cost}}}}
+	}
+	result := func() *store.Event {
+		return &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "result", Raw: []byte(`{"type":"result"}`)}
+	}
+	if _, _, err := appendResult(db, result(), store.UsageInput{SessionID: s.ID, Process: 1, Result: cum(0.001)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	broken := &store.ResultFollow{Events: func(*store.UsageRecord, *store.Session) ([]*store.Event, error) {
+		return nil, errors.New("no events")
+	}}
+	// Queued together, so that they may share a batch: the failing one
+	// first, then one that must count from 0.001.
+	type out struct {
+		rec *store.UsageRecord
+		err error
+	}
+	outs := make(chan out, 2)
+	for i, f := range []*store.ResultFollow{broken, nil} {
+		c := []float64{0.005, 0.0018}[i]
+		if err := db.AppendResultAsync(ctx, func(r *store.UsageRecord, _ *store.Session, err error) { outs <- out{r, err} },
+			result(), store.UsageInput{SessionID: s.ID, Process: 1, Result: cum(c)}, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := <-outs; o.err == nil {
+		t.Fatal("a turn's end whose events could not be made was stored")
+	}
+	o := <-outs
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if !approx(o.rec.CostUSD, 0.0008) || o.rec.Turn != 2 {
+		t.Errorf("the turn after a failed one: turn %d, cost %v; want turn 2, cost 0.0008 (from the last entry stored)", o.rec.Turn, o.rec.CostUSD)
+	}
+	// And once more, apart.
+	rec, _, err := appendResult(db, result(), store.UsageInput{SessionID: s.ID, Process: 1, Result: cum(0.009)}, broken)
+	if err == nil {
+		t.Fatalf("a turn's end whose events could not be made was stored: %+v", rec)
+	}
+	rec, sess, err := appendResult(db, result(), store.UsageInput{SessionID: s.ID, Process: 1, Result: cum(0.002)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !approx(rec.CostUSD, 0.0002) || rec.Turn != 3 || !approx(sess.Totals.CostUSD, 0.002) {
+		t.Errorf("turn %d, cost %v, totals %v; want turn 3, cost 0.0002, totals 0.002", rec.Turn, rec.CostUSD, sess.Totals.CostUSD)
+	}
+}
