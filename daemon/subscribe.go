@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,16 +213,28 @@ func (h *hub) pump(quit chan struct{}) {
 // wakeAll wakes every subscriber, copying the waiters into buf to wake
 // them outside the lock (each readies a goroutine); it returns buf for
 // the next time, cleared.
+//
+// It wakes them wakeSlice at a time and yields the processor between
+// slices: waking 2,000 at once put 2,000 goroutines in the run queues
+// ahead of whatever another session readied next (its reader, the
+// writer), which then waited for all of them; now it waits for a slice at
+// most.
 func (h *hub) wakeAll(buf []*waiter) []*waiter {
 	h.mu.RLock()
 	buf = append(buf[:0], h.waiters...)
 	h.mu.RUnlock()
-	for _, w := range buf {
+	for i, w := range buf {
+		if i > 0 && i%wakeSlice == 0 {
+			runtime.Gosched()
+		}
 		w.wake()
 	}
 	clear(buf) // pin no subscription that leaves
 	return buf
 }
+
+// wakeSlice is how many subscribers wakeAll wakes before it yields.
+const wakeSlice = 64
 
 // end marks the hub ended: its subscribers return once they have every
 // event published before.
