@@ -540,7 +540,7 @@ func vmRSS() int64 {
 // without and with the subscribers, and slowdown_pct, the mean's increase.
 // Fan-out off the writer's path keeps it under 10 %.
 func BenchmarkDaemonFanout(b *testing.B) {
-	const subs, deltas, rounds, bTurns = 2000, 1000, 10, 20
+	const subs, deltas, rounds, bTurns = 2000, 1000, 10, 40
 	cli := &pacedCLI{inner: &daemontest.InProcessCLI{Script: func(int) [][]byte { return benchTurn(deltas) }},
 		interval: 10 * time.Millisecond}
 	td := daemontest.Start(b, &daemontest.Options{Transport: cli})
