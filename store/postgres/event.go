@@ -91,9 +91,10 @@ func applyUpdate(ctx context.Context, tx pgx.Tx, id string, upd store.SessionUpd
 }
 
 // AppendResultAsync is AppendAsync for a result line that also enters it
-// in the usage ledger and stores what follow says after
-// it (see [store.ResultFollow]; nil for nothing), in the same transaction.
-// done gets the ledger record and the session after the turn (before
+// in the usage ledger (addUsage) and stores what follow says after it
+// (see [store.ResultFollow]; nil for nothing), in the same transaction:
+// follow's events, then follow.Update in a statement of its own. done
+// gets the ledger record and the session after the turn (before
 // follow.Update), or the error.
 func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput, follow *store.ResultFollow) error {
 	if follow != nil && follow.Update != nil {

@@ -60,14 +60,15 @@ type appender struct {
 	insert *sql.Stmt // one chunk
 	lookup *sql.Stmt
 	// stmts are the statements of session updates and the usage ledger
-	// that run in the writer's transactions, prepared on first use
-	// (outside a transaction: the writer has one connection).
+	// that run in the writer's transactions, prepared when the writer
+	// starts (outside a transaction: the writer has one connection).
 	stmts    map[string]*sql.Stmt
 	maxBatch int
-	// sessions caches the committed state of the sessions appended to, so
-	// a batch costs no query per session. Only the run goroutine touches
-	// it; it is right because every event and every session deletion is
-	// written by that goroutine.
+	// sessions caches the committed state of the sessions appended to
+	// (their last seq and ledger snapshot), so a batch costs no query per
+	// session. Only the run goroutine touches it; it is right because
+	// every event, ledger entry and session deletion is written by that
+	// goroutine.
 	sessions map[string]sessionState
 	// changed and chunks are write's scratch space, kept between batches:
 	// the batch's changes to sessions, and the chunk of each session the
