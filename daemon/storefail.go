@@ -35,6 +35,17 @@ type storeFailures struct {
 	probing bool                   // a goroutine writes the gap records
 }
 
+// lostReason says why session id's events could not be stored, for an
+// error message.
+func (d *Daemon) lostReason(id string) string {
+	d.failures.mu.Lock()
+	defer d.failures.mu.Unlock()
+	if l := d.failures.lost[id]; l != nil {
+		return "its events could not be stored: " + l.reason
+	}
+	return "its events could not be stored"
+}
+
 // writeFailed reports whether err is the store failing to write.
 func writeFailed(err error) bool { return errors.Is(err, store.ErrWriteFailed) }
 

@@ -82,12 +82,19 @@ func TestServeFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Msg.Ok || h.Msg.Store.GetOk() || !strings.Contains(h.Msg.Store.GetError(), "disk full") {
-		t.Errorf("health on a full disk: ok %v, store %v", h.Msg.Ok, h.Msg.Store)
+	// A full disk can still take a small commit: SQLite reuses the WAL
+	// file's blocks. So the daemon's retries (the gap record) may have
+	// gone through by now, and then Health is right to say the store
+	// writes. While it says it fails, it says why.
+	if !h.Msg.Store.GetOk() && (h.Msg.Ok || !strings.Contains(h.Msg.Store.GetError(), "disk full")) {
+		t.Errorf("health on a full disk: ok %v, store %v\n%s", h.Msg.Ok, h.Msg.Store, p.log())
 	}
+	// A prompt is refused as the store's failure (Unavailable), or, if it
+	// could be stored, taken: never "the session is not running", which
+	// the session resumed and stopped again by the full disk once said.
 	_, err = p.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "more"}))
-	if connect.CodeOf(err) != connect.CodeUnavailable {
-		t.Errorf("Send on a full disk: %v, want Unavailable", err)
+	if err != nil && (connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "disk full")) {
+		t.Errorf("Send on a full disk: %v, want Unavailable saying the disk is full\n%s", err, p.log())
 	}
 
 	if err := os.Remove(ballast); err != nil {
