@@ -431,7 +431,7 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 			// Resumed while the store wrote a little (a full disk with room
 			// left in the WAL), stopped again by the first events it could
 			// not store: the store is the cause, not the session.
-			err = fmt.Errorf("%w: session %s was stopped again before the prompt could be sent: %s", store.ErrWriteFailed, s.ID, a.d.lostReason(s.ID))
+			err = fmt.Errorf("%w: session %s was stopped again before the prompt could be sent: %s", store.ErrWriteFailed, s.ID, d.lostReason(s.ID))
 		case errors.Is(err, errSuspending):
 			err = fmt.Errorf("%w: session %s's CLI ended before the prompt could be sent", ErrNotRunning, s.ID)
 		}
