@@ -143,16 +143,21 @@ func (c cachedTx) ExecContext(ctx context.Context, q string, args ...any) (sql.R
 	return c.tx.ExecContext(ctx, q, args...)
 }
 
+// current returns session id's state as the batch being written left it,
+// or as the last commit did (zero if the writer does not know it).
+func (a *appender) current(id string) sessionState {
+	if st, ok := a.changed[id]; ok {
+		return st
+	}
+	return a.sessions[id]
+}
+
 // lastCumulative returns the cumulative counters of the last ledger entry
 // of session id's CLI process (zero for its first turn): from the
 // writer's cache when it has them, else from the file. Called after the
 // request's events of that session were added to the batch.
 func (c cachedTx) lastCumulative(ctx context.Context, id string, process int64) (store.Cumulative, error) {
-	st, ok := c.a.changed[id]
-	if !ok {
-		st = c.a.sessions[id]
-	}
-	if l := st.ledger; l != nil && l.process == process {
+	if l := c.a.current(id).ledger; l != nil && l.process == process {
 		return l.cumulative, nil
 	}
 	var prev store.Cumulative
@@ -377,10 +382,7 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 				}
 			}
 			for _, ev := range evs {
-				st := changed[ev.SessionID]
-				if _, ok := changed[ev.SessionID]; !ok {
-					st = a.sessions[ev.SessionID]
-				}
+				st := a.current(ev.SessionID)
 				st.last++
 				c := a.chunks[st.pk]
 				if c == nil {

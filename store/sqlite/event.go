@@ -122,10 +122,12 @@ func applyUpdate(ctx context.Context, tx dbtx, id string, upd store.SessionUpdat
 // gets the ledger record and the session's ID, BudgetUSD and Totals after
 // the turn (its other fields are left zero), or the error.
 func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput, follow *store.ResultFollow) error {
+	var upd *store.SessionUpdate // folded into the ledger's UPDATE
 	if follow != nil && follow.Update != nil {
 		if err := store.ValidateUpdate(*follow.Update); err != nil {
 			return fmt.Errorf("sqlite: append: %w", err)
 		}
+		upd = follow.Update
 	}
 	if err := db.prepareAll([]*store.Event{ev}); err != nil {
 		return err
@@ -137,11 +139,7 @@ func (db *DB) AppendResultAsync(ctx context.Context, done func(*store.UsageRecor
 	r := &appendRequest{evs: []*store.Event{ev},
 		then: func(ctx context.Context, tx cachedTx, seq int64) (_ []*store.Event, err error) {
 			in.EventSeq = seq
-			if follow == nil {
-				rec, s, err = addUsage(ctx, tx, in, nil)
-				return nil, err
-			}
-			if rec, s, err = addUsage(ctx, tx, in, follow.Update); err != nil {
+			if rec, s, err = addUsage(ctx, tx, in, upd); err != nil || follow == nil {
 				return nil, err
 			}
 			return follow.Make(ev, rec, s, db.prepare)
