@@ -215,3 +215,77 @@ func TestHubWaitersComeAndGo(t *testing.T) {
 		t.Errorf("%d waiters left after every subscriber left", len(h.waiters))
 	}
 }
+
+// TestHubPacesACrowd: after waking a crowd the pump rests (crowdRest,
+// made an hour here), and the events published meanwhile wait for one
+// wake instead of a wake each; the rest is cut short once they fill half
+// the ring, in events or in bytes, so that no subscriber falls behind the
+// ring while the pump rests.
+func TestHubPacesACrowd(t *testing.T) {
+	const ring, subs = 64, 2 * directWake // a crowd: woken by the pump
+	old := crowdRest
+	crowdRest.perWake, crowdRest.max = time.Hour, time.Hour
+	h := newHub("s", ring)
+	h.ring = []Event{}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { h.pump(quit); close(done) }()
+	t.Cleanup(func() { close(quit); <-done; crowdRest = old })
+	ws := make([]*waiter, subs)
+	for i := range ws {
+		ws[i] = h.join()
+	}
+	// woken takes every waiter's token, failing the test for one that has
+	// none within 2 s.
+	woken := func(after string) {
+		t.Helper()
+		for i, w := range ws {
+			select {
+			case <-w.c:
+			case <-time.After(2 * time.Second):
+				t.Fatalf("waiter %d not woken %s", i, after)
+			}
+		}
+	}
+	// resting fails the test if a waiter is woken within 50 ms.
+	resting := func(waiting string) {
+		t.Helper()
+		select {
+		case <-ws[0].c:
+			t.Fatalf("the crowd woken while the pump rests, with %s waiting", waiting)
+		case <-time.After(50 * time.Millisecond):
+		}
+		for i, w := range ws[1:] {
+			if len(w.c) > 0 {
+				t.Fatalf("waiter %d woken while the pump rests, with %s waiting", i+1, waiting)
+			}
+		}
+	}
+	seq := int64(1)
+	h.publish(hubEvent(seq, 10))
+	woken("by the first event")
+
+	for range ring/2 - 1 {
+		seq++
+		h.publish(hubEvent(seq, 10))
+	}
+	resting(fmt.Sprintf("%d events", ring/2-1))
+	seq++
+	h.publish(hubEvent(seq, 10))
+	woken(fmt.Sprintf("by %d events, half the ring", ring/2))
+	if evs, behind, _ := h.since(1, nil, ring); behind || len(evs) != int(seq-1) || evs[len(evs)-1].Seq != seq {
+		t.Fatalf("since 1 after the wake: %d events, behind %v; want 2..%d", len(evs), behind, seq)
+	}
+
+	big := ringBytes / 5
+	for range 2 {
+		seq++
+		h.publish(hubEvent(seq, big))
+	}
+	resting("two fifths of the ring's bytes")
+	seq++
+	h.publish(hubEvent(seq, big))
+	woken("by three fifths of the ring's bytes")
+	if evs, behind, _ := h.since(seq-3, nil, ring); behind || len(evs) != 3 {
+		t.Fatalf("since %d after the wake: %d events, behind %v; want the 3 large ones", seq-3, len(evs), behind)
+	}
+}

@@ -38,13 +38,14 @@ const ringOverhead = 160
 // costs it O(1) whatever the number of subscribers: it appends the event
 // to a ring of the session's recent events, bounded in events and bytes,
 // and signals the hub's pump without blocking. The pump, a goroutine that
-// lives only while the hub has subscribers, wakes them: each subscription
-// has a waiter, a channel of capacity 1 the pump puts a token in without
-// blocking, and the subscriber waits on it alone (a receive, not a select
-// that would lock a channel shared by all of them and its context's too).
-// Subscribers pull: each takes the events after the last it saw
-// from the ring, and one that fell behind the ring reads them from the
-// store instead, then goes on from the ring. Nobody is ever dropped, and a
+// lives only while the hub has subscribers, wakes them, a crowd of them at
+// a bounded rate (see pump): each subscription has a waiter, a channel of
+// capacity 1 the pump puts a token in without blocking, and the
+// subscriber waits on it alone (a receive, not a select that would lock a
+// channel shared by all of them and its context's too). Subscribers pull:
+// each takes the events after the last it saw from the ring, and one that
+// fell behind the ring reads them from the store instead, then goes on
+// from the ring. Nobody is ever dropped, and a
 // slow subscriber never blocks its session or the writer. A hub without
 // subscribers keeps nothing but the seq of its last event.
 type hub struct {
@@ -64,6 +65,11 @@ type hub struct {
 	waiters []*waiter // guarded by mu
 	ended   bool      // guarded by mu: the session ended for good (or the daemon closed)
 	err     error     // guarded by mu: why it ended, for its subscribers (the store failed)
+	// unwoken and unwokenBytes count the events published through the
+	// pump since it last woke the subscribers; press is set when they
+	// reach half the ring, for the pump to cut its rest short (see pump).
+	unwoken, unwokenBytes int // guarded by mu
+	press                 atomic.Bool
 
 	// guarded by Daemon.mu
 	subs     int           // subscriptions following the hub
@@ -136,7 +142,7 @@ func (h *hub) publish(evs ...Event) {
 		h.mu.Unlock()
 		return
 	}
-	pushed := false
+	pushed, size := 0, 0
 	for _, ev := range evs {
 		if h.count > 0 && ev.Seq <= h.at(h.count-1).Seq {
 			// Published already: the session's own CLI and the tailer of
@@ -145,9 +151,10 @@ func (h *hub) publish(evs ...Event) {
 			continue
 		}
 		h.push(ev)
-		pushed = true
+		pushed++
+		size += len(ev.Raw) + ringOverhead
 	}
-	if !pushed {
+	if pushed == 0 {
 		h.mu.Unlock()
 		return
 	}
@@ -159,6 +166,11 @@ func (h *hub) publish(evs ...Event) {
 			w.wake()
 		}
 		return
+	}
+	h.unwoken += pushed
+	h.unwokenBytes += size
+	if 2*h.unwoken >= h.maxCount || 2*h.unwokenBytes >= ringBytes {
+		h.press.Store(true)
 	}
 	h.mu.Unlock()
 	select {
@@ -198,39 +210,89 @@ func (h *hub) push(ev Event) {
 
 // pump wakes the subscribers after each publish until quit is closed, off
 // the writer's goroutine.
+//
+// After waking n subscribers it rests for crowdGap(n) before it wakes
+// them again, so that a crowd's wakes cost the CPU a bounded share
+// whatever the session's rate: the events published meanwhile wait in the
+// ring and each subscriber takes them all at its next wake. 2,000
+// subscribers woken for each of a session's lines took about half a CPU
+// (a microsecond a wake), and another session's turns were 15 % slower
+// beside them on two cores. A subscriber or two are woken at once (by
+// publish itself, see directWake); a crowd waits a few tens of ms at most
+// (crowdRest). The rest is cut short when the events waiting reach half
+// the ring (press): a crowd must not fall behind the ring and read the
+// store instead.
 func (h *hub) pump(quit chan struct{}) {
 	var buf []*waiter // the waiters woken, copied out of the lock; reused
+	rest := time.NewTimer(time.Hour)
+	rest.Stop()
+	var due time.Time // no wake before
 	for {
 		select {
 		case <-h.signal:
-			buf = h.wakeAll(buf)
 		case <-quit:
 			return
 		}
+		if d := time.Until(due); d > 0 && !h.press.Load() {
+			rest.Reset(d)
+		resting:
+			for {
+				select {
+				case <-rest.C:
+					break resting
+				case <-h.signal:
+					if h.press.Load() {
+						rest.Stop()
+						break resting
+					}
+				case <-quit:
+					rest.Stop()
+					return
+				}
+			}
+		}
+		start := time.Now()
+		var n int
+		buf, n = h.wakeAll(buf)
+		due = start.Add(crowdGap(n))
 	}
 }
 
+// crowdRest.perWake is the rest a hub's pump takes per subscriber it
+// woke, and crowdRest.max bounds the rest: 20 µs a subscriber keeps a
+// crowd's wakes (a microsecond or two each, the events copied included)
+// near a tenth of a CPU; 2,000 subscribers are woken every 40 ms at most,
+// 50 every 1 ms. A variable for the tests.
+var crowdRest = struct{ perWake, max time.Duration }{20 * time.Microsecond, 50 * time.Millisecond}
+
+// crowdGap is the pump's rest after waking n subscribers.
+func crowdGap(n int) time.Duration { return min(time.Duration(n)*crowdRest.perWake, crowdRest.max) }
+
 // wakeAll wakes every subscriber, copying the waiters into buf to wake
 // them outside the lock (each readies a goroutine); it returns buf for
-// the next time, cleared.
+// the next time, cleared, and how many it woke. It resets the count of
+// events waiting for a wake.
 //
 // It wakes them wakeSlice at a time and yields the processor between
 // slices: waking 2,000 at once put 2,000 goroutines in the run queues
 // ahead of whatever another session readied next (its reader, the
 // writer), which then waited for all of them; now it waits for a slice at
 // most.
-func (h *hub) wakeAll(buf []*waiter) []*waiter {
-	h.mu.RLock()
+func (h *hub) wakeAll(buf []*waiter) ([]*waiter, int) {
+	h.mu.Lock()
 	buf = append(buf[:0], h.waiters...)
-	h.mu.RUnlock()
+	h.unwoken, h.unwokenBytes = 0, 0
+	h.press.Store(false)
+	h.mu.Unlock()
 	for i, w := range buf {
 		if i > 0 && i%wakeSlice == 0 {
 			runtime.Gosched()
 		}
 		w.wake()
 	}
+	n := len(buf)
 	clear(buf) // pin no subscription that leaves
-	return buf
+	return buf, n
 }
 
 // wakeSlice is how many subscribers wakeAll wakes before it yields.
@@ -368,6 +430,7 @@ func (d *Daemon) releaseHubLocked(h *hub, sub bool) {
 		if h.subs == 0 {
 			h.mu.Lock()
 			h.ring, h.head, h.count, h.bytes = nil, 0, 0, 0
+			h.unwoken, h.unwokenBytes = 0, 0
 			h.mu.Unlock()
 			close(h.quit)
 			h.quit = nil
