@@ -91,7 +91,7 @@ func (a *actor) lost(err error) {
 // recovers.
 func (a *actor) stopForStore(err error) {
 	a.d.log.Error("the store cannot write: suspending the session", "session", a.id, "err", err)
-	reason := fmt.Sprintf("the store cannot write (%v): the session was suspended; the next prompt resumes it once the store writes again", err)
+	reason := fmt.Sprintf("suspended: its events could not be stored (%v); the next prompt resumes it once the store writes again", err)
 	a.do(func(st *actorState) {
 		if st.closing {
 			return

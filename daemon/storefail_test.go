@@ -3,7 +3,9 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,5 +155,169 @@ func TestFullStoreStopsSessionLoudly(t *testing.T) {
 	reqs := td.Model.Requests()
 	if conv := reqs[len(reqs)-1].Transcript(); strings.Contains(conv, "cannot be stored") || !strings.Contains(conv, "are you back?") {
 		t.Errorf("the resumed conversation:\n%s", conv)
+	}
+}
+
+// sessionFull is a store on which, while armed, no event of session id
+// can be stored; every other write goes through. With it a test stages
+// the store failing again right after the daemon's retry stored a
+// session's gap record (as a full disk does that has room for a small
+// commit only: SQLite reuses the WAL's blocks). Nothing on SQLite
+// implements the optional store interfaces the wrapper hides.
+type sessionFull struct {
+	store.Store
+	id    string
+	armed atomic.Bool
+}
+
+var errSessionFull = fmt.Errorf("%w: disk full (staged)", store.ErrWriteFailed)
+
+func (f *sessionFull) refuse(evs ...*store.Event) error {
+	if !f.armed.Load() {
+		return nil
+	}
+	for _, ev := range evs {
+		if ev.SessionID == f.id {
+			return errSessionFull
+		}
+	}
+	return nil
+}
+
+func (f *sessionFull) Append(ctx context.Context, ev *store.Event) (int64, error) {
+	if err := f.refuse(ev); err != nil {
+		return 0, err
+	}
+	return f.Store.Append(ctx, ev)
+}
+
+func (f *sessionFull) AppendBatch(ctx context.Context, evs ...*store.Event) error {
+	if err := f.refuse(evs...); err != nil {
+		return err
+	}
+	return f.Store.AppendBatch(ctx, evs...)
+}
+
+func (f *sessionFull) AppendAsync(ctx context.Context, done func(error), evs ...*store.Event) error {
+	if err := f.refuse(evs...); err != nil {
+		return err
+	}
+	return f.Store.AppendAsync(ctx, done, evs...)
+}
+
+func (f *sessionFull) AppendUpdateAsync(ctx context.Context, done func(error), ev *store.Event, upd store.SessionUpdate) error {
+	if err := f.refuse(ev); err != nil {
+		return err
+	}
+	return f.Store.AppendUpdateAsync(ctx, done, ev, upd)
+}
+
+func (f *sessionFull) AppendResultAsync(ctx context.Context, done func(*store.UsageRecord, *store.Session, error), ev *store.Event, in store.UsageInput, follow *store.ResultFollow) error {
+	if err := f.refuse(ev); err != nil {
+		return err
+	}
+	return f.Store.AppendResultAsync(ctx, done, ev, in, follow)
+}
+
+// A session stopped by the store and resumed by a prompt right after the
+// daemon's retry stored its gap record, while the store still cannot take
+// its events, is stopped again by the first of them (the resume's status).
+// The prompt is refused as the store's failure (store.ErrWriteFailed,
+// saying why), never as a session that is not running, and never reaches
+// the model; once the store takes the session's events again the next
+// prompt resumes it, with a gap record for each stop.
+func TestResumeStoppedAgainByTheStore(t *testing.T) {
+	if daemontest.OnPostgres() {
+		t.Skip("staged on SQLite: the wrapper would hide the PostgreSQL store's optional interfaces (leases, tails)")
+	}
+	full := &sessionFull{}
+	td := daemontest.Start(t, &daemontest.Options{WrapStore: func(s store.Store) store.Store { full.Store = s; return full }},
+		claudetest.Reply(claudetest.Text("Hello.")),
+		claudetest.Reply(claudetest.Text("Back again.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	requests := len(td.Model.Requests())
+	// recovered disarms the failure and waits until the daemon's retry
+	// stored the session's gap record and its suspended status.
+	recovered := func() {
+		t.Helper()
+		full.armed.Store(false)
+		for {
+			if _, waiting := d.StoreHealth(); waiting == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("the session's gap record was never stored")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
+		for d.Running() > 0 { // its CLI is closed
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	full.id = s.ID
+	full.armed.Store(true)
+	if err := d.Send(ctx, s.ID, "PROMPT-ONE"); !errors.Is(err, store.ErrWriteFailed) {
+		t.Fatalf("Send to a session whose events cannot be stored: %v", err)
+	}
+	recovered()
+
+	full.armed.Store(true)
+	err = d.Send(ctx, s.ID, "PROMPT-TWO")
+	if !errors.Is(err, store.ErrWriteFailed) || errors.Is(err, daemon.ErrNotRunning) {
+		t.Fatalf("Send resuming a session the store stops again: %v; want the store's failure, not %v", err, daemon.ErrNotRunning)
+	}
+	for _, want := range []string{s.ID, "stopped again", "disk full"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Send's error does not say %q: %v", want, err)
+		}
+	}
+	recovered()
+	if n := len(td.Model.Requests()); n != requests {
+		t.Errorf("the model got %d requests while the store failed: a refused prompt reached it", n-requests)
+	}
+
+	if err := d.Send(ctx, s.ID, "are you back?"); err != nil {
+		t.Fatalf("Send once the store takes the session's events again: %v", err)
+	}
+	after := waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	reqs := td.Model.Requests()
+	if conv := reqs[len(reqs)-1].Transcript(); strings.Contains(conv, "PROMPT-") || !strings.Contains(conv, "are you back?") {
+		t.Errorf("the resumed conversation:\n%s", conv)
+	}
+	// The log: gap-free seqs, neither refused prompt, a gap record for
+	// each stop saying why.
+	var gaps int
+	var last int64
+	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq != last+1 {
+			t.Errorf("seq %d after %d", ev.Seq, last)
+		}
+		last = ev.Seq
+		if strings.Contains(string(ev.Raw), "PROMPT-") {
+			t.Errorf("a refused prompt is in the log: seq %d, %s", ev.Seq, ev.Raw)
+		}
+		if g, ok := ev.Body.(*daemon.Gap); ok {
+			gaps++
+			if g.Lost < 1 || !strings.Contains(g.Reason, "disk full") {
+				t.Errorf("gap record %d: %+v", gaps, g)
+			}
+		}
+		if ev.Seq >= after.LastSeq {
+			break
+		}
+	}
+	if gaps != 2 {
+		t.Errorf("%d gap records, want one for each stop", gaps)
 	}
 }

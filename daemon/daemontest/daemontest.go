@@ -69,6 +69,9 @@ type Options struct {
 	// CLIScheduling is the sessions.cli_scheduling setting ("": its
 	// default).
 	CLIScheduling claude.Scheduling
+	// WrapStore, if set, wraps the store the daemon writes to (DB returns
+	// the store itself), to inject its failures.
+	WrapStore func(store.Store) store.Store
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -127,7 +130,8 @@ func (d *Daemon) open() {
 	t := d.t
 	t.Helper()
 	srv, err := serve.Start(d.Ctx, &d.settings, &serve.Options{Stderr: io.Discard, ReadBufferSize: d.opts.ReadBufferSize,
-		Transport: d.opts.Transport, Getenv: func(string) string { return "" }, StoreRetryInterval: 50 * time.Millisecond})
+		Transport: d.opts.Transport, Getenv: func(string) string { return "" }, StoreRetryInterval: 50 * time.Millisecond,
+		WrapStore: d.opts.WrapStore})
 	if err != nil {
 		t.Fatal(err)
 	}

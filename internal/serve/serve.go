@@ -65,6 +65,9 @@ type Options struct {
 	// StoreRetryInterval is daemon.Options.StoreRetryInterval (0: its
 	// default); tests shorten it.
 	StoreRetryInterval time.Duration
+	// WrapStore, if set, wraps the store the daemon writes to (Server.DB
+	// stays the store itself): tests inject the store's failures.
+	WrapStore func(store.Store) store.Store
 	// NoClientsNotice leaves out the start-up lines telling clients where
 	// the token is: the caller says it its own way (serve --demo).
 	NoClientsNotice bool
@@ -194,7 +197,11 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	srv.broker = permission.NewBroker(&permission.BrokerOptions{
 		WatchedTimeout: s.WatchedTimeout, UnwatchedTimeout: s.UnwatchedTimeout})
-	srv.Daemon, err = daemon.New(ctx, &daemon.Options{DB: srv.db, Engine: permission.NewEngine(nil), Broker: srv.broker,
+	db := srv.db
+	if opts.WrapStore != nil {
+		db = opts.WrapStore(db)
+	}
+	srv.Daemon, err = daemon.New(ctx, &daemon.Options{DB: db, Engine: permission.NewEngine(nil), Broker: srv.broker,
 		CLIPath: path, Env: s.Env, Logger: log, SubscriberBuffer: s.SubscriberBuffer,
 		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize,
 		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
