@@ -45,9 +45,9 @@ const ringOverhead = 160
 // channel shared by all of them and its context's too). Subscribers pull:
 // each takes the events after the last it saw from the ring, and one that
 // fell behind the ring reads them from the store instead, then goes on
-// from the ring. Nobody is ever dropped, and a
-// slow subscriber never blocks its session or the writer. A hub without
-// subscribers keeps nothing but the seq of its last event.
+// from the ring. Nobody is ever dropped, and a slow subscriber never
+// blocks its session or the writer. A hub without subscribers keeps
+// nothing but the seq of its last event.
 type hub struct {
 	id       string
 	maxCount int // ring bound in events
@@ -217,8 +217,8 @@ func (h *hub) push(ev Event) {
 // ring and each subscriber takes them all at its next wake. 2,000
 // subscribers woken for each of a session's lines took about half a CPU
 // (a microsecond a wake), and another session's turns were 15 % slower
-// beside them on two cores. A subscriber or two are woken at once (by
-// publish itself, see directWake); a crowd waits a few tens of ms at most
+// beside them on two cores. Up to directWake subscribers are woken at
+// once, by publish itself; a crowd waits a few tens of ms at most
 // (crowdRest). The rest is cut short when the events waiting reach half
 // the ring (press): a crowd must not fall behind the ring and read the
 // store instead.
@@ -261,8 +261,8 @@ func (h *hub) pump(quit chan struct{}) {
 // crowdRest.perWake is the rest a hub's pump takes per subscriber it
 // woke, and crowdRest.max bounds the rest: 20 µs a subscriber keeps a
 // crowd's wakes (a microsecond or two each, the events copied included)
-// near a tenth of a CPU; 2,000 subscribers are woken every 40 ms at most,
-// 50 every 1 ms. A variable for the tests.
+// near a tenth of a CPU; 2,000 subscribers are woken at most once every
+// 40 ms, 50 once every 1 ms. A variable for the tests.
 var crowdRest = struct{ perWake, max time.Duration }{20 * time.Microsecond, 50 * time.Millisecond}
 
 // crowdGap is the pump's rest after waking n subscribers.
