@@ -123,24 +123,11 @@ func TestFullStoreStopsSessionLoudly(t *testing.T) {
 	}
 	got := waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
 	var gap *daemon.Gap
-	var last int64
-	rctx, cancel := context.WithCancel(ctx)
-	for ev, err := range d.Subscribe(rctx, s.ID, 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.Seq != last+1 {
-			t.Errorf("seq %d after %d", ev.Seq, last)
-		}
-		last = ev.Seq
+	for _, ev := range readLog(t, d, ctx, got) {
 		if g, ok := ev.Body.(*daemon.Gap); ok {
 			gap = g
 		}
-		if ev.Seq >= got.LastSeq {
-			break
-		}
 	}
-	cancel()
 	if gap == nil || gap.Lost < 1 || gap.From.IsZero() || gap.To.Before(gap.From) || !strings.Contains(gap.Reason, "disk full") {
 		t.Fatalf("gap record: %+v", gap)
 	}
@@ -156,6 +143,28 @@ func TestFullStoreStopsSessionLoudly(t *testing.T) {
 	if conv := reqs[len(reqs)-1].Transcript(); strings.Contains(conv, "cannot be stored") || !strings.Contains(conv, "are you back?") {
 		t.Errorf("the resumed conversation:\n%s", conv)
 	}
+}
+
+// readLog returns session s's log up to s.LastSeq, failing the test if
+// its seqs are not 1, 2, 3…
+func readLog(t *testing.T, d *daemon.Daemon, ctx context.Context, s *store.Session) []daemon.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var evs []daemon.Event
+	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(len(evs)) + 1; ev.Seq != want {
+			t.Fatalf("seq %d where %d was due", ev.Seq, want)
+		}
+		evs = append(evs, ev)
+		if ev.Seq >= s.LastSeq {
+			break
+		}
+	}
+	return evs
 }
 
 // sessionFull is a store on which, while armed, no event of session id
@@ -292,18 +301,10 @@ func TestResumeStoppedAgainByTheStore(t *testing.T) {
 	if conv := reqs[len(reqs)-1].Transcript(); strings.Contains(conv, "PROMPT-") || !strings.Contains(conv, "are you back?") {
 		t.Errorf("the resumed conversation:\n%s", conv)
 	}
-	// The log: gap-free seqs, neither refused prompt, a gap record for
-	// each stop saying why.
+	// The log: neither refused prompt, a gap record for each stop saying
+	// why.
 	var gaps int
-	var last int64
-	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.Seq != last+1 {
-			t.Errorf("seq %d after %d", ev.Seq, last)
-		}
-		last = ev.Seq
+	for _, ev := range readLog(t, d, ctx, after) {
 		if strings.Contains(string(ev.Raw), "PROMPT-") {
 			t.Errorf("a refused prompt is in the log: seq %d, %s", ev.Seq, ev.Raw)
 		}
@@ -312,9 +313,6 @@ func TestResumeStoppedAgainByTheStore(t *testing.T) {
 			if g.Lost < 1 || !strings.Contains(g.Reason, "disk full") {
 				t.Errorf("gap record %d: %+v", gaps, g)
 			}
-		}
-		if ev.Seq >= after.LastSeq {
-			break
 		}
 	}
 	if gaps != 2 {
