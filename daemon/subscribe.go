@@ -66,10 +66,9 @@ type hub struct {
 	ended   bool      // guarded by mu: the session ended for good (or the daemon closed)
 	err     error     // guarded by mu: why it ended, for its subscribers (the store failed)
 	// unwoken and unwokenBytes count the events published through the
-	// pump since it last woke the subscribers; press is set when they
-	// reach half the ring, for the pump to cut its rest short (see pump).
+	// pump since it last woke the subscribers: at half the ring the pump
+	// cuts its rest short (see pump and pressing).
 	unwoken, unwokenBytes int // guarded by mu
-	press                 atomic.Bool
 
 	// guarded by Daemon.mu
 	subs     int           // subscriptions following the hub
@@ -169,9 +168,6 @@ func (h *hub) publish(evs ...Event) {
 	}
 	h.unwoken += pushed
 	h.unwokenBytes += size
-	if 2*h.unwoken >= h.maxCount || 2*h.unwokenBytes >= ringBytes {
-		h.press.Store(true)
-	}
 	h.mu.Unlock()
 	select {
 	case h.signal <- struct{}{}:
@@ -220,7 +216,7 @@ func (h *hub) push(ev Event) {
 // beside them on two cores. Up to directWake subscribers are woken at
 // once, by publish itself; a crowd waits a few tens of ms at most
 // (crowdRest). The rest is cut short when the events waiting reach half
-// the ring (press): a crowd must not fall behind the ring and read the
+// the ring (pressing): a crowd must not fall behind the ring and read the
 // store instead.
 func (h *hub) pump(quit chan struct{}) {
 	var buf []*waiter // the waiters woken, copied out of the lock; reused
@@ -233,7 +229,7 @@ func (h *hub) pump(quit chan struct{}) {
 		case <-quit:
 			return
 		}
-		if d := time.Until(due); d > 0 && !h.press.Load() {
+		if d := time.Until(due); d > 0 && !h.pressing() {
 			rest.Reset(d)
 		resting:
 			for {
@@ -241,7 +237,7 @@ func (h *hub) pump(quit chan struct{}) {
 				case <-rest.C:
 					break resting
 				case <-h.signal:
-					if h.press.Load() {
+					if h.pressing() {
 						rest.Stop()
 						break resting
 					}
@@ -256,6 +252,14 @@ func (h *hub) pump(quit chan struct{}) {
 		buf, n = h.wakeAll(buf)
 		due = start.Add(crowdGap(n))
 	}
+}
+
+// pressing reports whether the events waiting for the pump's next wake
+// fill half the ring, in events or in bytes.
+func (h *hub) pressing() bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return 2*h.unwoken >= h.maxCount || 2*h.unwokenBytes >= ringBytes
 }
 
 // crowdRest.perWake is the rest a hub's pump takes per subscriber it
@@ -282,7 +286,6 @@ func (h *hub) wakeAll(buf []*waiter) ([]*waiter, int) {
 	h.mu.Lock()
 	buf = append(buf[:0], h.waiters...)
 	h.unwoken, h.unwokenBytes = 0, 0
-	h.press.Store(false)
 	h.mu.Unlock()
 	for i, w := range buf {
 		if i > 0 && i%wakeSlice == 0 {
