@@ -25,3 +25,7 @@ func WebSocketURL(c Conn) (url, token, postURL string) {
 func SetWorkerPing(l *WorkerListener, interval, timeout time.Duration) {
 	l.pingInterval, l.pingTimeout = interval, timeout
 }
+
+// SetBeforeWelcome has l call f with a registering worker's name right
+// before it writes the worker's welcome frame.
+func SetBeforeWelcome(l *WorkerListener, f func(name string)) { l.beforeWelcome = f }

@@ -85,7 +85,8 @@ type WorkerListener struct {
 	handlers sync.WaitGroup // ServeHTTP calls
 	serve    sync.WaitGroup // Listen's Serve goroutine
 
-	pingInterval, pingTimeout time.Duration // tests
+	pingInterval, pingTimeout time.Duration     // tests
+	beforeWelcome             func(name string) // tests: called before a worker's welcome frame is written
 
 	mu       sync.Mutex
 	closed   bool

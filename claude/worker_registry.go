@@ -155,11 +155,21 @@ func (e *WorkersBusyError) Is(target error) bool { return target == ErrWorkersBu
 
 // registered is one entry of the registry; guarded by the listener's mu.
 type registered struct {
-	reg   relay.Registration
-	ctl   *websocket.Conn // the control connection; nil while it is down
-	addr  string
-	since time.Time // when ctl was set or cleared
+	reg relay.Registration
+	ctl *websocket.Conn // the control connection; nil while it is down
+	// joining is a control connection of this worker being welcomed: it
+	// holds the name against other workers, but nothing is placed on it
+	// (it is not ctl) before its welcome frame is written, which must be
+	// the first frame the worker reads.
+	joining         *websocket.Conn
+	joiningInstance string // its registration's Instance
+	addr            string
+	since           time.Time // when ctl was set or cleared
 }
+
+// welcomed reports whether the worker was ever registered: an entry made
+// for a worker being welcomed for the first time is not, until then.
+func (e *registered) welcomed() bool { return e.ctl != nil || !e.since.IsZero() }
 
 func (e *registered) state(now time.Time) WorkerState {
 	switch {
@@ -201,6 +211,9 @@ func (l *WorkerListener) Workers() []WorkerInfo {
 	out := make([]WorkerInfo, 0, len(l.registry))
 	for _, name := range slices.Sorted(maps.Keys(l.registry)) {
 		e := l.registry[name]
+		if !e.welcomed() {
+			continue
+		}
 		wi := WorkerInfo{Name: name, Labels: maps.Clone(e.reg.Labels), Capacity: e.reg.Capacity,
 			CLIVersion: e.reg.CLIVersion, Host: e.reg.Host, PID: e.reg.PID, State: e.state(now),
 			Since: e.since, LastSeen: e.since, Addr: e.addr, Grace: e.reg.Grace()}
@@ -276,6 +289,9 @@ func (l *WorkerListener) pickLocked(sel WorkerSelector) (*registered, error) {
 	var known []string
 	for _, name := range slices.Sorted(maps.Keys(l.registry)) {
 		e := l.registry[name]
+		if !e.welcomed() {
+			continue
+		}
 		desc := name + " (" + e.state(now).String()
 		if len(e.reg.Labels) > 0 {
 			desc += ", " + formatLabels(e.reg.Labels)
@@ -309,10 +325,15 @@ func (l *WorkerListener) serveControl(c *websocket.Conn, reg *relay.Registration
 			reg.Name, cmp.Or(e.reg.Host, "?"), e.reg.PID, e.addr, e.since.Format(time.RFC3339)))
 		return
 	}
+	if e != nil && e.joining != nil && e.joiningInstance != reg.Instance {
+		l.mu.Unlock()
+		refuse(fmt.Sprintf("worker name %q is being registered by another worker: give this one another --name, or stop that one", reg.Name))
+		return
+	}
 	if e == nil {
 		if len(l.registry) >= maxRegistered {
 			for name, old := range l.registry {
-				if old.state(now) == WorkerLost && len(l.loadLocked()[name]) == 0 {
+				if old.joining == nil && old.state(now) == WorkerLost && len(l.loadLocked()[name]) == 0 {
 					delete(l.registry, name)
 				}
 			}
@@ -322,8 +343,34 @@ func (l *WorkerListener) serveControl(c *websocket.Conn, reg *relay.Registration
 			refuse(fmt.Sprintf("this controller already has %d workers registered", maxRegistered))
 			return
 		}
-		e = &registered{}
+		e = &registered{reg: *reg}
 		l.registry[reg.Name] = e
+	}
+	e.joining, e.joiningInstance = c, reg.Instance
+	l.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(l.ctx)
+	defer cancel(nil)
+	if l.beforeWelcome != nil {
+		l.beforeWelcome(reg.Name)
+	}
+	// The welcome goes out before the worker is placeable: a placement
+	// writes its open frame on ctl, and a worker that read an open frame
+	// first would take the link for broken and dial again, the placement
+	// left waiting for a link that never comes.
+	err := relay.WriteFrame(ctx, c, &relay.Header{Type: relay.TypeWelcome}, nil)
+	l.mu.Lock()
+	if e.joining != c { // the same worker came back on another connection meanwhile
+		l.mu.Unlock()
+		c.CloseNow()
+		return
+	}
+	e.joining = nil
+	if err != nil {
+		if !e.welcomed() && l.registry[reg.Name] == e {
+			delete(l.registry, reg.Name) // never registered
+		}
+		l.mu.Unlock()
+		return
 	}
 	old := e.ctl
 	e.reg, e.ctl, e.addr, e.since = *reg, c, remote, now
@@ -340,11 +387,6 @@ func (l *WorkerListener) serveControl(c *websocket.Conn, reg *relay.Registration
 		}
 		l.mu.Unlock()
 	}()
-	ctx, cancel := context.WithCancelCause(l.ctx)
-	defer cancel(nil)
-	if err := relay.WriteFrame(ctx, c, &relay.Header{Type: relay.TypeWelcome}, nil); err != nil {
-		return
-	}
 	c.SetReadLimit(64 << 10)
 	link := &relay.Link{Conn: c, PingInterval: l.pingInterval, PingTimeout: l.pingTimeout,
 		Handle: func(f *relay.Frame) error {
@@ -365,7 +407,7 @@ func (l *WorkerListener) serveControl(c *websocket.Conn, reg *relay.Registration
 			c.CloseNow()
 		}
 	}()
-	err := link.ReadLoop(ctx)
+	err = link.ReadLoop(ctx)
 	cancel(err)
 	c.CloseNow()
 	<-done

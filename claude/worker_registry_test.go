@@ -331,3 +331,39 @@ func TestWorkerHostStops(t *testing.T) {
 		t.Errorf("Workers after the stop: %+v", ws)
 	}
 }
+
+// TestWorkerPlacedOnlyAfterWelcome: a registering worker is neither listed
+// nor placeable until its welcome frame is written, so a placement's open
+// frame can never reach a worker before its welcome (which made the worker
+// drop the link and dial again, and the placement wait for ever).
+func TestWorkerPlacedOnlyAfterWelcome(t *testing.T) {
+	h := newHostHarness(t)
+	var welcomes sync.WaitGroup
+	welcomes.Add(1)
+	var once sync.Once
+	claude.SetBeforeWelcome(h.l, func(name string) {
+		defer once.Do(welcomes.Done)
+		for _, w := range h.l.Workers() {
+			if w.Name == name {
+				t.Errorf("before its welcome, %s is listed: %+v", name, w)
+			}
+		}
+		var none *claude.NoWorkerError
+		if err := h.l.CheckPlacement(claude.WorkerSelector{Name: name}); !errors.As(err, &none) {
+			t.Errorf("before its welcome, placing a session on %s: %v, want *NoWorkerError", name, err)
+		}
+	})
+	h.run("", relay.Registration{Name: "fresh", Capacity: 1}, 1)
+	welcomes.Wait()
+	h.waitConnected("fresh")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := (&claude.WorkerTransport{Listener: h.l, Name: "fresh"}).Start(ctx, &claude.Command{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ReadLine(); err != nil {
+		t.Fatal(err)
+	}
+}
