@@ -198,11 +198,31 @@ func (a *actor) run() {
 			closeQ = nil
 			a.beginClose(&st)
 		case err := <-readerDone:
-			exit := a.sess.Close() // the CLI's output has ended: this returns once it is gone
+			exit := a.closeServing(&st)
 			a.live.Store(false)
 			a.logExit(err, exit)
 			a.end(&st, err)
 			return
+		}
+	}
+}
+
+// closeServing closes the session once the CLI's output has ended and
+// returns what Close returns (the CLI's exit), serving the actor's ops
+// meanwhile: Close waits for the handlers of the CLI's requests to return,
+// and a handler may be waiting in do (a permission request withdrawn by
+// the end, its "no longer waiting" to record). Were run not serving them,
+// the handler would wait for run and run for the handler, and whoever
+// asks the actor anything next (a list of sessions) would wait for both.
+func (a *actor) closeServing(st *actorState) error {
+	closed := make(chan error, 1)
+	go func() { closed <- a.sess.Close() }() // returns once the CLI is gone
+	for {
+		select {
+		case op := <-a.ops:
+			op(st)
+		case exit := <-closed:
+			return exit
 		}
 	}
 }
