@@ -54,10 +54,15 @@ type actor struct {
 	idleSince atomic.Int64
 	idleTimer *time.Timer // made and reset by the reader only; stopped by end
 
-	hasSlot  bool        // a slot was taken for it (set before start, read after done)
-	evicted  atomic.Bool // suspended to make room for a queued session
-	live     atomic.Bool // its CLI runs
-	released sync.Once
+	hasSlot bool        // a slot was taken for it (set before start, read after done)
+	evicted atomic.Bool // suspended to make room for a queued session
+	// launching is set until its launch is done (its loop runs and the
+	// launch's prompt, if any, is sent): no eviction picks it before, as
+	// a session launched for a prompt must get to send it, and one
+	// suspended before its loop ran would wait for it for ever.
+	launching atomic.Bool
+	live      atomic.Bool // its CLI runs
+	released  sync.Once
 	// storeFailed is set when an event of the session could not be stored:
 	// the session is being stopped (storefail.go).
 	storeFailed atomic.Bool
@@ -90,6 +95,7 @@ func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
 		done:   make(chan struct{}),
 	}
 	a.ctx, a.cancel = context.WithCancel(d.ctx)
+	a.launching.Store(true)
 	return a
 }
 
@@ -264,6 +270,9 @@ func (a *actor) end(st *actorState, err error) {
 	switch {
 	case st.stopMsg != "":
 		detail = st.stopMsg
+	case st.closedBy != "" && !st.shutdown:
+		// A client closed it while it was being suspended: closed is
+		// what the client asked for.
 	case st.suspendMsg != "":
 		final, detail = store.StatusSuspended, st.suspendMsg
 	case st.shutdown && a.inflight.Load() > 0:
@@ -740,6 +749,10 @@ func (a *actor) idleFired() {
 	if since == 0 {
 		return // a turn runs; its end starts the timer again
 	}
+	if a.launching.Load() { // its launch's prompt is on its way
+		a.idleTimer.Reset(a.d.idleTimeout)
+		return
+	}
 	if left := a.d.idleTimeout - time.Since(time.Unix(0, since)); left > 0 {
 		a.idleTimer.Reset(left)
 		return
@@ -792,15 +805,15 @@ func (a *actor) askClose() {
 // is left suspended or interrupted (the daemon stops), not closed; by
 // names who closed it otherwise. An actor still queued for a slot gives
 // up its place.
-func (a *actor) close(shutdown bool, by string) {
+func (a *actor) close(shutdown bool, by string) bool {
 	select {
 	case <-a.ready:
 	default:
 		a.cancel() // queued: its launch ends
 		<-a.done
-		return
+		return true
 	}
-	a.do(func(st *actorState) {
+	recorded := a.do(func(st *actorState) {
 		st.shutdown = shutdown
 		if by != "" {
 			st.closedBy = "closed by " + by
@@ -808,4 +821,5 @@ func (a *actor) close(shutdown bool, by string) {
 	})
 	a.askClose()
 	<-a.done
+	return recorded
 }

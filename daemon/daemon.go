@@ -424,6 +424,10 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	}
 	close(a.ready)
 	go a.run()
+	defer func() {
+		a.launching.Store(false)
+		d.evictIdle() // a launch may wait for this session's room
+	}()
 	if prompt != "" {
 		err := a.send(ctx, prompt)
 		switch {
@@ -496,7 +500,7 @@ func (d *Daemon) suspendOldestIdle() bool {
 		var oldest *actor
 		for _, a := range d.actors {
 			since := a.idleSince.Load()
-			if since == 0 || !a.live.Load() || a.evicted.Load() {
+			if since == 0 || !a.live.Load() || a.evicted.Load() || a.launching.Load() {
 				continue
 			}
 			if oldest == nil || since < oldest.idleSince.Load() {
@@ -771,8 +775,10 @@ func (d *Daemon) CloseSession(ctx context.Context, id, by string) error {
 	d.mu.Unlock()
 	if a != nil {
 		d.log.Info("closing session", "session", id, "by", clientName(by))
-		a.close(false, clientName(by))
-		return nil
+		if a.close(false, clientName(by)) {
+			return nil
+		}
+		// Its CLI ended first (suspended meanwhile): close what is stored.
 	}
 	if err := d.ownedElsewhere(ctx, id); err != nil {
 		_, _, err = d.routed(ctx, err, id, cmdClose, commandArgs{By: by})

@@ -18,3 +18,14 @@ func HubsForTest(d *Daemon) int {
 	defer d.mu.Unlock()
 	return len(d.hubs)
 }
+
+// SuspendForTest starts suspending session id's CLI, as an idle timeout
+// does, without waiting for its end.
+func SuspendForTest(d *Daemon, id, reason string) {
+	d.mu.Lock()
+	a := d.actors[id]
+	d.mu.Unlock()
+	if a != nil {
+		a.suspend(reason)
+	}
+}

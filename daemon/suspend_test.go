@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,81 @@ func TestQueuedLaunchGivesUp(t *testing.T) {
 	}
 	if d.Queued() != 0 || d.Running() != 1 {
 		t.Errorf("queued %d, running %d; want 0, 1", d.Queued(), d.Running())
+	}
+}
+
+// Three sessions started at once with one slot all get their turn, in
+// order: the one granted a slot is not suspended to make room for the
+// third before its own prompt is sent (it suspended itself, its loop not
+// yet running, and every launch behind it hung).
+func TestMaxRunningQueueOfThree(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{MaxRunning: 1},
+		claudetest.Reply(claudetest.Text("One.")), claudetest.Reply(claudetest.Text("Two.")), claudetest.Reply(claudetest.Text("Three.")))
+	d, ctx := td.D, td.Ctx
+	type created struct {
+		s   *store.Session
+		err error
+	}
+	done := make(chan created, 3)
+	for i := range 3 {
+		go func() {
+			s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, fmt.Sprintf("prompt %d", i))
+			done <- created{s, err}
+		}()
+		time.Sleep(100 * time.Millisecond)
+	}
+	var ids []string
+	for range 3 {
+		select {
+		case c := <-done:
+			if c.err != nil {
+				t.Fatal(c.err)
+			}
+			ids = append(ids, c.s.ID)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("launches behind a one-slot queue hung (%d of 3 returned)", len(ids))
+		}
+	}
+	// Each gets its turn: the last one runs, the others were suspended
+	// after theirs.
+	for _, id := range ids {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			s, err := d.Session(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Totals.Turns == 1 && (s.Status == store.StatusIdle || s.Status == store.StatusSuspended) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("session %s: %s with %d turns, want its turn done", id, s.Status, s.Totals.Turns)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if d.Running() > 1 {
+		t.Errorf("%d sessions run, max_running 1", d.Running())
+	}
+}
+
+// A client's close that comes while the session is being suspended (to
+// make room, or idle) closes it: the client asked for closed.
+func TestCloseWinsOverSuspension(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{IdleTimeout: time.Hour},
+		claudetest.Reply(claudetest.Text("Done.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	daemon.SuspendForTest(d, s.ID, "a test suspension")
+	if err := d.CloseSession(ctx, s.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	got := waitStatus(t, d, ctx, s.ID, store.StatusClosed)
+	if st := lastStatus(t, td, got.ID); st == nil || !strings.Contains(st.Detail, "closed by client:test") {
+		t.Errorf("final status: %+v, want closed by the client", st)
 	}
 }
