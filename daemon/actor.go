@@ -608,7 +608,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 			a.lost(err)
 		}
 		done <- usageOutcome{rec, sess, err}
-	}, ev, usageInput(a.id, a.process, m), follow)
+	}, ev, usageInput(a.id, a.process, a.launch.continues, m), follow)
 	if err != nil {
 		if writeFailed(err) || errors.Is(err, store.ErrNotOwner) {
 			a.lost(err)

@@ -313,7 +313,7 @@ func (d *Daemon) resume(ctx context.Context, s *store.Session, prompt string, qu
 	if err := d.checkPolicy(o); err != nil { // the settings may have tightened since
 		return nil, err
 	}
-	return d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID}, prompt)
+	return d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID, continues: s.ID}, prompt)
 }
 
 // Fork starts a new session that begins with a copy of session id's
@@ -342,7 +342,7 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 	}
 	// The conversation's transcript is on the worker that ran it.
 	d.setWorkerOf(s.ID, cmp.Or(d.workerOf(src.ID), src.Relay.Worker))
-	return d.launch(ctx, s, o, launch{resume: src.ClaudeSessionID, fork: true}, prompt)
+	return d.launch(ctx, s, o, launch{resume: src.ClaudeSessionID, fork: true, continues: src.ID}, prompt)
 }
 
 // resumable returns the launch options of a stored session that a new CLI
@@ -374,6 +374,10 @@ func resumable(s *store.Session, op string) (*SessionOptions, error) {
 type launch struct {
 	resume string // the CLI session id to continue, "" for a new conversation
 	fork   bool   // continue a copy of resume under a new id
+	// continues is the session whose conversation resume is: the CLI may
+	// restore the totals its last process saved and count on from them
+	// (store.UsageInput.Continues).
+	continues string
 	// takeover, when set, takes over the CLI another daemon (or this one,
 	// before it restarted) ran on a remote worker instead of starting one
 	// (takeover.go); process is the stored CLI process generation and

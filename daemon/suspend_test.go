@@ -265,3 +265,37 @@ func TestCloseWinsOverSuspension(t *testing.T) {
 		t.Errorf("final status: %+v, want closed by the client", st)
 	}
 }
+
+// A resumed CLI (after an idle suspension) and a fork's CLI go on from the
+// totals their conversation's last process saved: the ledger counts each
+// turn once, not the restored totals again.
+func TestResumedCostCountedOnce(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{IdleTimeout: 300 * time.Millisecond},
+		claudetest.Reply(claudetest.Text("One.")), claudetest.Reply(claudetest.Text("Two.")), claudetest.Reply(claudetest.Text("Three.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := waitStatus(t, d, ctx, s.ID, store.StatusSuspended).Totals
+	if one.Turns != 1 || one.CostUSD <= 0 {
+		t.Fatalf("after the first turn: %+v", one)
+	}
+	// Every request of the scripted model costs about the same.
+	approx := func(got, want float64) bool { return got > want*0.95 && got < want*1.05 }
+	if err := d.Send(ctx, s.ID, "two"); err != nil { // resumes it
+		t.Fatal(err)
+	}
+	two := waitStatus(t, d, ctx, s.ID, store.StatusSuspended).Totals
+	if two.Turns != 2 || !approx(two.CostUSD, 2*one.CostUSD) || !approx(float64(two.InputTokens), float64(2*one.InputTokens)) {
+		t.Errorf("after a resumed turn: %+v, want twice %+v", two, one)
+	}
+	f, err := d.Fork(ctx, s.ID, "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked := waitStatus(t, d, ctx, f.ID, store.StatusSuspended).Totals
+	if forked.Turns != 1 || !approx(forked.CostUSD, one.CostUSD) || !approx(float64(forked.InputTokens), float64(one.InputTokens)) {
+		t.Errorf("the fork after its first turn: %+v, want %+v", forked, one)
+	}
+}

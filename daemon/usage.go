@@ -6,8 +6,9 @@ import (
 )
 
 // usageInput is the usage ledger entry of a result line of process
-// generation process.
-func usageInput(sessionID string, process int64, res *claude.ResultMessage) store.UsageInput {
+// generation process, which may go on from the counters of session
+// continues (a resume or a fork; "" for none).
+func usageInput(sessionID string, process int64, continues string, res *claude.ResultMessage) store.UsageInput {
 	ru := store.ResultUsage{Subtype: res.Subtype, IsError: res.IsError, DurationMS: res.DurationMS,
 		Cumulative: store.Cumulative{CostUSD: res.TotalCostUSD}}
 	if len(res.ModelUsage) > 0 {
@@ -27,5 +28,5 @@ func usageInput(sessionID string, process int64, res *claude.ResultMessage) stor
 		ru.Turn = &store.ModelUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 			CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 	}
-	return store.UsageInput{SessionID: sessionID, Process: process, Result: ru}
+	return store.UsageInput{SessionID: sessionID, Process: process, Continues: continues, Result: ru}
 }

@@ -68,10 +68,10 @@ func TestTurnUsage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var prev store.Cumulative
 			if tt.prev != nil {
-				prev = usageInput("", 0, tt.prev).Result.Cumulative
+				prev = usageInput("", 0, "", tt.prev).Result.Cumulative
 			}
 			var got store.UsageRecord
-			store.TurnUsage(&got, prev, usageInput("", 0, tt.cur).Result)
+			store.TurnUsage(&got, prev, usageInput("", 0, "", tt.cur).Result)
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
 				t.Errorf("TurnUsage (-want +got):\n%s", diff)
 			}

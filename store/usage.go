@@ -115,8 +115,16 @@ type UsageInput struct {
 	// Process is the generation of the CLI process that wrote the result,
 	// as NewProcess returned it. Results of one process are cumulative;
 	// the first result of a new generation is counted from zero.
-	Process  int64
-	EventSeq int64
+	Process int64
+	// Continues, when set, is the session whose last recorded counters
+	// the process may have taken up: a CLI started with --resume (the
+	// session itself) or --resume --fork-session (the session forked)
+	// can restore the totals its conversation's last process saved, and
+	// go on counting from them. The first result of such a process counts
+	// from those counters when it is at least them in every one of them
+	// (see Continued), else from zero.
+	Continues string
+	EventSeq  int64
 	// Time is when the result arrived; zero means now.
 	Time   time.Time
 	Result ResultUsage
@@ -188,6 +196,19 @@ func TurnUsage(rec *UsageRecord, prev Cumulative, res ResultUsage) {
 	if cur.CostUSD == 0 {
 		rec.CostUSD = modelCost
 	}
+}
+
+// Continued reports whether cur, the first result of a process that may
+// have restored base (UsageInput.Continues), goes on from base: base
+// records something and cur is at least base in every counter. A CLI that
+// restored nothing and spent more in its first turn than its conversation
+// had before, in every counter, would be taken for one that did: its
+// first turn is then counted short by base.
+func Continued(base, cur Cumulative) bool {
+	if base.CostUSD == 0 && len(base.Models) == 0 {
+		return false
+	}
+	return !reset(base, cur)
 }
 
 // reset reports whether cur cannot follow prev in one process.

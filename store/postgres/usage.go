@@ -38,17 +38,19 @@ func addUsage(ctx context.Context, tx pgx.Tx, in store.UsageInput) (*store.Usage
 	} else if err != nil {
 		return nil, nil, err
 	}
-	var prev store.Cumulative
-	var prevJSON string
-	err = tx.QueryRow(ctx, `SELECT cumulative FROM usage WHERE session_id = $1 AND process = $2
-		ORDER BY turn DESC LIMIT 1`, in.SessionID, in.Process).Scan(&prevJSON)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows): // the process's first turn
-	case err != nil:
+	prev, found, err := readCumulative(ctx, tx, `SELECT cumulative FROM usage WHERE session_id = $1 AND process = $2
+		ORDER BY turn DESC LIMIT 1`, in.SessionID, in.Process)
+	if err != nil {
 		return nil, nil, err
-	default:
-		if json.Unmarshal([]byte(prevJSON), &prev) != nil {
-			prev = store.Cumulative{}
+	}
+	if !found && in.Continues != "" {
+		base, _, err := readCumulative(ctx, tx, `SELECT cumulative FROM usage WHERE session_id = $1
+			ORDER BY turn DESC LIMIT 1`, in.Continues)
+		if err != nil {
+			return nil, nil, err
+		}
+		if store.Continued(base, res.Cumulative) {
+			prev = base
 		}
 	}
 	store.TurnUsage(rec, prev, res)
@@ -116,4 +118,24 @@ func (db *DB) Usage(ctx context.Context, id string) (_ []*store.UsageRecord, err
 		recs = append(recs, r)
 	}
 	return recs, rows.Err()
+}
+
+// readCumulative reads the cumulative counters q selects; found is false
+// when it selects no row (a process's first turn). Unreadable counters
+// (not written by this store) count as zero rather than fail the
+// transaction they share.
+func readCumulative(ctx context.Context, tx pgx.Tx, q string, args ...any) (_ store.Cumulative, found bool, _ error) {
+	var prev store.Cumulative
+	var prevJSON string
+	err := tx.QueryRow(ctx, q, args...).Scan(&prevJSON)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return prev, false, nil
+	case err != nil:
+		return prev, false, err
+	}
+	if json.Unmarshal([]byte(prevJSON), &prev) != nil {
+		prev = store.Cumulative{}
+	}
+	return prev, true, nil
 }

@@ -156,25 +156,42 @@ func (a *appender) current(id string) sessionState {
 // of session id's CLI process (zero for its first turn): from the
 // writer's cache when it has them, else from the file. Called after the
 // request's events of that session were added to the batch.
-func (c cachedTx) lastCumulative(ctx context.Context, id string, process int64) (store.Cumulative, error) {
+func (c cachedTx) lastCumulative(ctx context.Context, id string, process int64) (_ store.Cumulative, found bool, _ error) {
 	if l := c.a.current(id).ledger; l != nil && l.process == process {
+		return l.cumulative, true, nil
+	}
+	return c.readCumulative(ctx, qUsagePrev, id, process)
+}
+
+// sessionCumulative returns the cumulative counters of the last ledger
+// entry of session id, whatever its process (zero without one): those a
+// CLI resuming its conversation may restore.
+func (c cachedTx) sessionCumulative(ctx context.Context, id string) (store.Cumulative, error) {
+	if l := c.a.current(id).ledger; l != nil {
 		return l.cumulative, nil
 	}
+	cum, _, err := c.readCumulative(ctx, qUsageLast, id)
+	return cum, err
+}
+
+// readCumulative reads the cumulative counters q selects; found is false
+// when it selects no row.
+func (c cachedTx) readCumulative(ctx context.Context, q string, args ...any) (_ store.Cumulative, found bool, _ error) {
 	var prev store.Cumulative
 	var prevJSON string
-	err := c.QueryRowContext(ctx, qUsagePrev, id, process).Scan(&prevJSON)
+	err := c.QueryRowContext(ctx, q, args...).Scan(&prevJSON)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // the process's first turn (or no such session: the caller finds out)
+		return prev, false, nil
 	case err != nil:
-		return prev, err
-	default:
-		if json.Unmarshal([]byte(prevJSON), &prev) != nil {
-			// Unreadable (not written by this store): count the turn from
-			// zero rather than fail the transaction it shares.
-			prev = store.Cumulative{}
-		}
+		return prev, false, err
 	}
-	return prev, nil
+	if json.Unmarshal([]byte(prevJSON), &prev) != nil {
+		// Unreadable (not written by this store): count the turn from
+		// zero rather than fail the transaction it shares.
+		prev = store.Cumulative{}
+	}
+	return prev, true, nil
 }
 
 // noteCumulative records cum as the counters of the last ledger entry of

@@ -17,6 +17,7 @@ import (
 const (
 	qUsagePrev = `SELECT cumulative FROM usage WHERE session_id = ? AND process = ?
 		ORDER BY turn DESC LIMIT 1`
+	qUsageLast   = `SELECT cumulative FROM usage WHERE session_id = ? ORDER BY turn DESC LIMIT 1`
 	qUsageInsert = `INSERT INTO usage (session_id, turn, process, event_seq, time, subtype, is_error,
 		duration_ms, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, models, cumulative)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -83,9 +84,18 @@ func addUsage(ctx context.Context, tx cachedTx, in store.UsageInput, upd *store.
 	if err != nil {
 		return nil, nil, err
 	}
-	prev, err := tx.lastCumulative(ctx, in.SessionID, in.Process)
+	prev, found, err := tx.lastCumulative(ctx, in.SessionID, in.Process)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !found && in.Continues != "" {
+		base, err := tx.sessionCumulative(ctx, in.Continues)
+		if err != nil {
+			return nil, nil, err
+		}
+		if store.Continued(base, res.Cumulative) {
+			prev = base
+		}
 	}
 	store.TurnUsage(rec, prev, res)
 	models := []byte("{}")

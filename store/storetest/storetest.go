@@ -351,6 +351,51 @@ func usageLedger(t *testing.T, s store.Store) {
 	if ledger, err := s.Usage(ctx, a.ID); err != nil || len(ledger) != 2 {
 		t.Errorf("the ledger after the failed turn end: %d records, %v; want 2", len(ledger), err)
 	}
+
+	// A process that may have restored its conversation's totals (a
+	// resume, a fork: UsageInput.Continues) counts its first result from
+	// them when it is at least them, else from zero.
+	result := func(id string, proc int64, continues string, cum float64) *store.UsageRecord {
+		t.Helper()
+		done := make(chan error, 1)
+		var rec *store.UsageRecord
+		ev := &store.Event{SessionID: id, Direction: store.FromCLI, Type: "result", Raw: []byte(`{"type":"result"}`)}
+		if err := s.AppendResultAsync(ctx, func(r *store.UsageRecord, _ *store.Session, err error) { rec = r; done <- err }, ev,
+			store.UsageInput{SessionID: id, Process: proc, Continues: continues, Result: store.ResultUsage{Subtype: "success", Cumulative: store.Cumulative{CostUSD: cum}}},
+			nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	near := func(got, want float64) bool { return got > want-1e-9 && got < want+1e-9 }
+	resumed, err := s.NewProcess(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := result(a.ID, resumed, a.ID, 1.75); !near(rec.CostUSD, 0.5) {
+		t.Errorf("a resumed process's first turn, its totals restored (1.25 → 1.75): cost %v, want 0.5", rec.CostUSD)
+	}
+	if rec := result(a.ID, resumed, a.ID, 2); !near(rec.CostUSD, 0.25) {
+		t.Errorf("its second turn: cost %v, want 0.25", rec.CostUSD)
+	}
+	fork := newSession(t, s)
+	forkProc, err := s.NewProcess(ctx, fork.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := result(fork.ID, forkProc, a.ID, 2.1); !near(rec.CostUSD, 0.1) {
+		t.Errorf("a fork's first turn, the forked session's totals restored (2 → 2.1): cost %v, want 0.1", rec.CostUSD)
+	}
+	fresh, err := s.NewProcess(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := result(a.ID, fresh, a.ID, 0.3); !near(rec.CostUSD, 0.3) {
+		t.Errorf("a resumed process that restored nothing (0.3 after 2): cost %v, want 0.3", rec.CostUSD)
+	}
 }
 
 func rulesAndDecisions(t *testing.T, s store.Store) {
