@@ -707,6 +707,9 @@ func clientName(name string) string {
 
 // SetModel switches the session's model ("" for the default).
 func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
+	if err := checkModel("model", model); err != nil {
+		return err
+	}
 	a, err := d.actor(ctx, id)
 	if _, ok, rerr := d.routed(ctx, err, id, cmdModel, commandArgs{Model: model}); ok {
 		return rerr

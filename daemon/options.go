@@ -141,6 +141,9 @@ func (d *Daemon) validateOptions(o *SessionOptions) error {
 	if err := checkStrings(o); err != nil {
 		return err
 	}
+	if err := checkModel("options.model", o.GetModel()); err != nil {
+		return err
+	}
 	if err := d.checkPolicy(o); err != nil {
 		return err
 	}
@@ -197,6 +200,28 @@ func decodeOptions(sessionID string, raw []byte) (*SessionOptions, error) {
 		return nil, fmt.Errorf("daemon: session %s has unreadable options: %w", sessionID, err)
 	}
 	return o, nil
+}
+
+// maxModelBytes bounds a model name: the longest the CLI knows is a few
+// dozen bytes, and every prompt's launch carries it on the command line.
+const maxModelBytes = 256
+
+// checkModel refuses a model name that no CLI could take: too long, or
+// with control characters (a NUL cannot even be passed to it), so that a
+// bad SetModel is refused up front rather than failing every later
+// launch of the session. field is the request's name for it.
+func checkModel(field, model string) error {
+	if len(model) > maxModelBytes {
+		return &InvalidArgumentError{Field: field, Value: clipValue(model),
+			Reason: fmt.Sprintf("is %d bytes; a model name has at most %d", len(model), maxModelBytes)}
+	}
+	for _, r := range model {
+		if r < 0x20 || r == 0x7f {
+			return &InvalidArgumentError{Field: field, Value: clipValue(model),
+				Reason: "must not contain control characters; give a model name such as \"claude-sonnet-4-5\" or an alias such as \"opus\""}
+		}
+	}
+	return nil
 }
 
 // checkStrings refuses NUL bytes (an argv cannot hold them) and values too

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -297,5 +298,33 @@ func TestResumedCostCountedOnce(t *testing.T) {
 	forked := waitStatus(t, d, ctx, f.ID, store.StatusSuspended).Totals
 	if forked.Turns != 1 || !approx(forked.CostUSD, one.CostUSD) || !approx(float64(forked.InputTokens), float64(one.InputTokens)) {
 		t.Errorf("the fork after its first turn: %+v, want %+v", forked, one)
+	}
+}
+
+// A model name no CLI could take is refused by SetModel (and Create)
+// before anything is stored: it used to be stored, and every later launch
+// of the session failed with the CLI's exec error, for good.
+func TestSetModelRefusesBadNames(t *testing.T) {
+	td := daemontest.Start(t, nil, claudetest.Reply(claudetest.Text("Hi.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	for _, bad := range []string{"a\x00b", "opus\n--settings", strings.Repeat("m", 300)} {
+		var ia *daemon.InvalidArgumentError
+		if err := d.SetModel(ctx, s.ID, bad); !errors.As(err, &ia) || ia.Field != "model" {
+			t.Errorf("SetModel(%.20q): %v, want InvalidArgument on model", bad, err)
+		}
+		if _, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), Model: bad}, ""); !errors.As(err, &ia) || ia.Field != "options.model" {
+			t.Errorf("Create with model %.20q: %v, want InvalidArgument on options.model", bad, err)
+		}
+	}
+	if got, err := d.Session(ctx, s.ID); err != nil || got.Model != "" {
+		t.Errorf("the session after refused SetModels: model %q, %v", got.Model, err)
+	}
+	if err := d.SetModel(ctx, s.ID, "claude-sonnet-4-5"); err != nil {
+		t.Errorf("a good model: %v", err)
 	}
 }
