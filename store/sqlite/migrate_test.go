@@ -171,3 +171,64 @@ func TestMigrationChunksEvents(t *testing.T) {
 		t.Errorf("session b: %+v, %v; want last seq %d", s, err, seqB)
 	}
 }
+
+// Migration 6 rebuilds the rules table so that an id is never given again:
+// a database of version 5 keeps its rules (and their session's cascade),
+// and the next rule's id follows every id the rules and the audit trail
+// used, a removed rule's included.
+func TestMigrationRuleIDsNotReused(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v5.db")
+	if err := sqlite.CreateAtVersion(ctx, path, 5); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO sessions (pk, id, cwd, status, created_at, updated_at) VALUES (1, 's1', '/src', 'idle', 1, 1)`,
+		`INSERT INTO rules (id, spec, behavior, created_at) VALUES (1, 'Read', 'allow', 1)`,
+		`INSERT INTO rules (id, spec, behavior, session_id, created_at) VALUES (2, 'Bash(ls)', 'allow', 's1', 1)`,
+		// Rule 7 allowed something, then was removed: only the trail names it.
+		`INSERT INTO decisions (session_id, request_id, tool_name, behavior, decided_by, rule_id, rule_spec, requested_at, decided_at)
+			VALUES ('s1', 'r1', 'Bash', 'allow', 'rule', 7, 'Bash', 1, 1)`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	raw.Close()
+	db, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rules, err := db.Rules(ctx)
+	if err != nil || len(rules) != 2 {
+		t.Fatalf("rules after the migration: %+v, %v", rules, err)
+	}
+	r := &store.Rule{Spec: "Edit", Behavior: "deny"}
+	if err := db.CreateRule(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if r.ID <= 7 {
+		t.Errorf("the first rule after the migration has id %d; the trail names rule 7", r.ID)
+	}
+	if err := db.DeleteRule(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	again := &store.Rule{Spec: "Write", Behavior: "deny"}
+	if err := db.CreateRule(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if again.ID <= r.ID {
+		t.Errorf("a rule added after removing rule %d got id %d", r.ID, again.ID)
+	}
+	if err := db.DeleteSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if rules, err := db.Rules(ctx); err != nil || len(rules) != 2 {
+		t.Errorf("after deleting the session, its rule should be gone: %+v, %v", rules, err)
+	}
+}
