@@ -62,7 +62,7 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		}
 	})
 	a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
-		"outcome", r.Outcome, "allow", r.Result.Allow, "by", r.By)
+		"outcome", r.Outcome.String(), "allow", r.Result.Allow, "by", r.By)
 	if r.Outcome == permission.Withdrawn {
 		_ = a.audit(bg, req, requested, claude.PermissionResult{}, "withdrawn", r.By, nil)
 		return claude.PermissionResult{}, fmt.Errorf("daemon: permission request withdrawn by %s", r.By)

@@ -148,7 +148,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	rep := claude.CheckCompatibility(v)
 	if s.LogFormat == "json" { // every line a JSON object
-		log.Info("Claude Code detected", "version", rep.Version, "path", path, "compatibility", rep.Level.String(),
+		log.Info("Claude Code detected", "version", rep.Version.String(), "path", path, "compatibility", rep.Level.String(),
 			"message", rep.Message, "tested_min", claude.TestedMinVersion, "tested_max", claude.TestedMaxVersion)
 	} else {
 		fmt.Fprint(stderr, CompatibilityNotice(path, rep))
