@@ -52,7 +52,7 @@ type actor struct {
 	// of idle sessions for a queued one read them.
 	inflight  atomic.Int64
 	idleSince atomic.Int64
-	idleTimer *time.Timer // made and reset by the reader only; stopped by end
+	idleTimer *time.Timer // made and reset by the reader (and by itself when it fires early); stopped by end
 
 	hasSlot bool        // a slot was taken for it (set before start, read after done)
 	evicted atomic.Bool // suspended to make room for a queued session
@@ -804,7 +804,9 @@ func (a *actor) askClose() {
 // close asks the actor to end and waits for it. With shutdown the session
 // is left suspended or interrupted (the daemon stops), not closed; by
 // names who closed it otherwise. An actor still queued for a slot gives
-// up its place.
+// up its place. It reports false when the CLI had ended before the close
+// could be recorded (a suspension under way): the session then ended as
+// that made it, not as the close asked.
 func (a *actor) close(shutdown bool, by string) bool {
 	select {
 	case <-a.ready:
