@@ -81,6 +81,13 @@ func clientName(value string) error {
 	return nil
 }
 
+// notFound is a NotFound error in the client's words alone: the store's
+// error that it replaces names the store's own call ("sqlite: DeleteRule
+// 12: not found"), which helps no client and shows the store's internals.
+func notFound(format string, args ...any) error {
+	return connect.NewError(connect.CodeNotFound, fmt.Errorf(format, args...))
+}
+
 func required(field, value string) error {
 	if value == "" {
 		return invalid(field, value, "required")

@@ -2,6 +2,8 @@ package apiserver
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -87,22 +89,32 @@ func (s *Service) AddRule(ctx context.Context, req *connect.Request[v1.AddRuleRe
 		return nil, err
 	}
 	r := &store.Rule{Spec: pr.Pattern, Behavior: b, CreatedBy: "client"}
-	switch pr.Scope {
+	// Each scope is checked for a value that can match: a rule the client
+	// is told was added must be one that can settle a request.
+	switch v := pr.ScopeValue; pr.Scope {
 	case v1.RuleScope_RULE_SCOPE_UNSPECIFIED, v1.RuleScope_RULE_SCOPE_GLOBAL:
+		if v != "" { // dropping it would make global a rule meant for one place
+			return nil, invalid("rule.scope_value", v, "must be empty for a global rule (set rule.scope to project or session to scope the rule)")
+		}
 	case v1.RuleScope_RULE_SCOPE_PROJECT:
-		if err := required("rule.scope_value", pr.ScopeValue); err != nil {
-			return nil, err
+		// Sessions' directories are absolute (options.cwd must be): a
+		// relative one would match none of them.
+		if v == "" || !filepath.IsAbs(v) {
+			return nil, invalid("rule.scope_value", v, "must be an absolute directory path for a project rule")
 		}
-		r.ProjectDir = pr.ScopeValue
+		r.ProjectDir = filepath.Clean(v)
 	case v1.RuleScope_RULE_SCOPE_SESSION:
-		if err := required("rule.scope_value", pr.ScopeValue); err != nil {
-			return nil, err
+		if v == "" {
+			return nil, invalid("rule.scope_value", v, "must be a session id for a session rule (claudectl sessions lists them)")
 		}
-		r.SessionID = pr.ScopeValue
+		r.SessionID = v
 	default:
 		return nil, invalid("rule.scope", pr.Scope.String(), "unknown scope")
 	}
 	if err := s.D.AddRule(ctx, r); err != nil {
+		if r.SessionID != "" && errors.Is(err, store.ErrNotFound) { // the one thing a rule refers to
+			return nil, notFound("no session %q (claudectl sessions lists them)", r.SessionID)
+		}
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&v1.AddRuleResponse{Rule: ruleToProto(r)}), nil
@@ -115,6 +127,9 @@ func (s *Service) RemoveRule(ctx context.Context, req *connect.Request[v1.Remove
 		return nil, err
 	}
 	if err := s.D.RemoveRule(ctx, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, notFound("no rule with id %d (claudectl rules list shows the rules)", id)
+		}
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&v1.RemoveRuleResponse{}), nil

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/claudectl/claudectl/web"
 )
@@ -24,7 +25,8 @@ var ErrTokenRequired = errors.New("api: listening beyond loopback requires a tok
 // server without a token.
 type ServerOptions struct {
 	// Token, when set, is required of every request ("Authorization:
-	// Bearer TOKEN", compared in constant time). Never logged.
+	// Bearer TOKEN", the scheme in any case, the token compared in
+	// constant time). Never logged.
 	Token string
 	// AllowedHosts are host names (without a port) a request's Host may
 	// name besides loopback names and addresses, IP addresses, and the
@@ -33,7 +35,9 @@ type ServerOptions struct {
 	// AllowedOrigins are the browser origins ("https://ops.example.com")
 	// allowed besides the daemon's own; they alone get CORS headers.
 	AllowedOrigins []string
-	// Logger receives why requests were refused; nil means slog.Default().
+	// Logger receives why requests were refused, and at Debug level the
+	// net/http package's own messages (TLS handshake errors and the like);
+	// nil means slog.Default().
 	Logger *slog.Logger
 	// TLS, when set, makes the server speak HTTPS (HTTP/1.1 and HTTP/2
 	// negotiated by ALPN): serve it with ServeTLS(ln, "", "").
@@ -69,6 +73,9 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 	if opts.TLS == nil && !opts.InsecureCleartext && !IsLoopback(addr) {
 		return nil, fmt.Errorf("%w: %s is not a loopback address", ErrCleartext, addr)
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if opts.Token != "" {
 		h = requireToken(h, opts.Token, opts.WorkerToken)
 	}
@@ -80,8 +87,14 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 	} else {
 		p.SetUnencryptedHTTP2(true)
 	}
+	// ErrorLog: net/http's own messages ("http: TLS handshake error from
+	// …", h2's "timeout waiting for SETTINGS frames") would otherwise go to
+	// the standard logger, in plain text past the configured format and
+	// level, and anyone who can open a socket can cause one per connection:
+	// Debug, where they help whoever looks into a client's failure.
 	return &http.Server{Addr: addr, Handler: h, Protocols: &p, TLSConfig: opts.TLS, ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, ConnContext: withConn}, nil
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, ConnContext: withConn,
+		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}, nil
 }
 
 // IsLoopback reports whether addr (host:port) listens on loopback only.
@@ -98,13 +111,29 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// bearerToken returns the token of r's "Authorization: Bearer TOKEN", or
+// "" when r carries none. The scheme is case-insensitive (RFC 7235 §2.1:
+// "bearer TOKEN" is the same credential) and may be followed by more than
+// one space; the token is taken as it is.
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimLeft(token, " ")
+}
+
+// tokenIs reports whether got is the token want, in constant time; an
+// empty token is never one.
+func tokenIs(got, want string) bool {
+	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
 func requireToken(h http.Handler, token, workerToken string) http.Handler {
-	want := []byte("Bearer " + token)
-	wantWorker := []byte("Bearer " + workerToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
+		got := bearerToken(r)
 		if r.URL.Path == WorkerPath { // the worker listener checks its own token
-			if workerToken != "" && subtle.ConstantTimeCompare(got, wantWorker) == 1 {
+			if tokenIs(got, workerToken) {
 				markAuthenticated(r.Context())
 			}
 			h.ServeHTTP(w, r)
@@ -114,7 +143,7 @@ func requireToken(h http.Handler, token, workerToken string) http.Handler {
 			h.ServeHTTP(w, r) // the page's files: public code; the API calls it makes carry the token
 			return
 		}
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if !tokenIs(got, token) {
 			w.Header().Set("Connection", "close") // HTTP/1: no idle socket left to whoever lacks the token
 			// Say nothing about the token: neither what came nor what was expected.
 			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
@@ -139,10 +168,7 @@ func requireToken(h http.Handler, token, workerToken string) http.Handler {
 // CORS preflights for the origins allowed explicitly.
 func checkOrigin(h http.Handler, addr string, o *ServerOptions) http.Handler {
 	listenHost, _, _ := net.SplitHostPort(addr)
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := o.Logger // set by NewServer
 	hostOK := func(host string) bool {
 		if host == "" || strings.EqualFold(host, "localhost") || strings.EqualFold(host, listenHost) {
 			return true
@@ -152,8 +178,12 @@ func checkOrigin(h http.Handler, addr string, o *ServerOptions) http.Handler {
 		}
 		return slices.ContainsFunc(o.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
 	}
+	// refuse answers 403 and says why in a log line. why quotes what the
+	// client sent through clip, and the path is clipped too: whoever sends
+	// them needs no token, and headers may be 64 KiB.
 	refuse := func(w http.ResponseWriter, r *http.Request, why, fix string) {
-		log.Warn("refused a request", "reason", why, "fix", fix, "remote", r.RemoteAddr, "path", r.URL.Path)
+		log.Warn("refused a request", "reason", why, "fix", fix, "remote", r.RemoteAddr, "path", clip(r.URL.Path))
+		w.Header().Set("Connection", "close") // as for a 401: no socket left open to a refused client
 		http.Error(w, "claudectl: "+why, http.StatusForbidden)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -162,7 +192,7 @@ func checkOrigin(h http.Handler, addr string, o *ServerOptions) http.Handler {
 			host = hh
 		}
 		if !hostOK(host) {
-			refuse(w, r, fmt.Sprintf("Host %q is not one this daemon answers to", r.Host),
+			refuse(w, r, fmt.Sprintf("Host %q is not one this daemon answers to", clip(r.Host)),
 				"add the name to allowed_hosts in settings.json")
 			return
 		}
@@ -173,7 +203,7 @@ func checkOrigin(h http.Handler, addr string, o *ServerOptions) http.Handler {
 		}
 		explicit := slices.Contains(o.AllowedOrigins, origin)
 		if !explicit && !sameOrigin(origin, r.Host) {
-			refuse(w, r, fmt.Sprintf("a page of origin %q may not call this daemon", origin),
+			refuse(w, r, fmt.Sprintf("a page of origin %q may not call this daemon", clip(origin)),
 				"add the origin to allowed_origins in settings.json")
 			return
 		}
@@ -201,4 +231,21 @@ func sameOrigin(origin, host string) bool {
 		return false
 	}
 	return strings.EqualFold(u.Host, host)
+}
+
+// maxLogged bounds what a log line quotes of a value a client sent.
+const maxLogged = 200
+
+// clip returns s whole when it has at most maxLogged bytes, else its first
+// maxLogged bytes (cut at a character boundary), an ellipsis and the
+// length of the whole, so a line says the value was longer and by how much.
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	n := maxLogged
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:n], len(s))
 }

@@ -1,0 +1,97 @@
+package apiserver_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+)
+
+// TestAddRuleScopes: a rule whose scope cannot match (a relative project
+// directory, a session rule without a session) or whose scope value would
+// be dropped (a global rule with one) is refused naming rule.scope_value
+// and the value, and nothing is stored; a project directory is stored
+// cleaned.
+func TestAddRuleScopes(t *testing.T) {
+	c := start(t)
+	for _, tc := range []struct {
+		name  string
+		scope v1.RuleScope
+		value string
+		says  string
+	}{
+		{"relative project", v1.RuleScope_RULE_SCOPE_PROJECT, "tmp/x", `"tmp/x": must be an absolute directory path`},
+		{"dot project", v1.RuleScope_RULE_SCOPE_PROJECT, ".", `".": must be an absolute directory path`},
+		{"empty project", v1.RuleScope_RULE_SCOPE_PROJECT, "", `"": must be an absolute directory path`},
+		{"global with a value", v1.RuleScope_RULE_SCOPE_GLOBAL, "/srv/app", `"/srv/app": must be empty for a global rule`},
+		{"unspecified with a value", v1.RuleScope_RULE_SCOPE_UNSPECIFIED, "/srv/app", `"/srv/app": must be empty for a global rule`},
+		{"empty session", v1.RuleScope_RULE_SCOPE_SESSION, "", `"": must be a session id`},
+	} {
+		_, err := c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
+			Pattern: "Bash(ls:*)", Behavior: v1.Behavior_BEHAVIOR_ALLOW, Scope: tc.scope, ScopeValue: tc.value}}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "rule.scope_value "+tc.says) {
+			t.Errorf("%s: %v; want InvalidArgument saying rule.scope_value %s", tc.name, err, tc.says)
+		}
+	}
+	list, err := c.perms.ListRules(c.ctx, connect.NewRequest(&v1.ListRulesRequest{}))
+	if err != nil || len(list.Msg.Rules) != 0 {
+		t.Fatalf("rules stored for refused requests: %v, %v", list.Msg.GetRules(), err)
+	}
+
+	res, err := c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
+		Pattern: "Bash(ls:*)", Behavior: v1.Behavior_BEHAVIOR_ALLOW, Scope: v1.RuleScope_RULE_SCOPE_PROJECT, ScopeValue: "/srv/./app/../app/"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Msg.Rule.ScopeValue; got != "/srv/app" {
+		t.Errorf("project rule stored for %q, want /srv/app", got)
+	}
+	res, err = c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
+		Pattern: "Bash(ls:*)", Behavior: v1.Behavior_BEHAVIOR_DENY, Scope: v1.RuleScope_RULE_SCOPE_GLOBAL}}))
+	if err != nil || res.Msg.Rule.Scope != v1.RuleScope_RULE_SCOPE_GLOBAL {
+		t.Errorf("global rule: %v, %v", res.Msg.GetRule(), err)
+	}
+}
+
+// TestRuleNotFoundInUsersWords: an unknown rule or session is NotFound,
+// said in the client's words without the store's internals.
+func TestRuleNotFoundInUsersWords(t *testing.T) {
+	c := start(t)
+	_, err := c.perms.RemoveRule(c.ctx, connect.NewRequest(&v1.RemoveRuleRequest{RuleId: "12345"}))
+	if msg := connectMessage(err); connect.CodeOf(err) != connect.CodeNotFound ||
+		msg != "no rule with id 12345 (claudectl rules list shows the rules)" {
+		t.Errorf("RemoveRule(12345): %v; want NotFound in the user's words", err)
+	}
+	_, err = c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
+		Pattern: "Bash(ls:*)", Behavior: v1.Behavior_BEHAVIOR_ALLOW, Scope: v1.RuleScope_RULE_SCOPE_SESSION, ScopeValue: "nope"}}))
+	if msg := connectMessage(err); connect.CodeOf(err) != connect.CodeNotFound ||
+		msg != `no session "nope" (claudectl sessions lists them)` {
+		t.Errorf("AddRule for session nope: %v; want NotFound in the user's words", err)
+	}
+
+	// A rule that exists is removed once; the second time it is not found.
+	res, err := c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
+		Pattern: "Bash(ls:*)", Behavior: v1.Behavior_BEHAVIOR_ALLOW}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.Rule.Id
+	if _, err := c.perms.RemoveRule(c.ctx, connect.NewRequest(&v1.RemoveRuleRequest{RuleId: id})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.perms.RemoveRule(c.ctx, connect.NewRequest(&v1.RemoveRuleRequest{RuleId: id}))
+	if connect.CodeOf(err) != connect.CodeNotFound || !strings.HasPrefix(connectMessage(err), "no rule with id "+id+" ") {
+		t.Errorf("RemoveRule(%s) twice: %v; want NotFound", id, err)
+	}
+}
+
+func connectMessage(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	return ce.Message()
+}
