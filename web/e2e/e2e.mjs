@@ -243,6 +243,22 @@ try {
     await phone.close();
   }
 
+  step("the rule form: a value typed for another scope is not sent with a global rule");
+  {
+    await page.goto(base + "/#/rules");
+    const form = page.getByTestId("rule-form");
+    await form.getByLabel("pattern").fill("WebFetch(domain:e2e.invalid)");
+    await form.getByLabel("behavior").selectOption("deny");
+    await form.getByLabel("scope", { exact: true }).selectOption("project");
+    await form.getByLabel("scope value").fill("/somewhere/else");
+    await form.getByLabel("scope", { exact: true }).selectOption("global"); // the value's field goes away
+    await form.getByRole("button", { name: "Add" }).click();
+    await page.getByTestId("rules").filter({ hasText: "WebFetch(domain:e2e.invalid)" }).waitFor({ timeout: 10000 });
+    if (await page.getByTestId("rule-error").count() !== 0) throw new Error("the rule form showed: " + await page.getByTestId("rule-error").textContent());
+    const added = ((await api("PermissionService", "ListRules")).rules ?? []).find((r) => r.pattern === "WebFetch(domain:e2e.invalid)");
+    assert(added && (added.scope ?? "RULE_SCOPE_GLOBAL") === "RULE_SCOPE_GLOBAL" && !added.scopeValue, "the rule stored: " + JSON.stringify(added));
+  }
+
   step("the daemon restarted under the page: the page recovers");
   await page.goto(base + "/#/sessions");
   await page.getByTestId("conn").filter({ hasText: "live" }).waitFor({ timeout: 10000 });

@@ -536,7 +536,8 @@ function RulesView() {
     try {
       await permissions.addRule({ rule: {
         pattern: f.pattern, behavior: f.behavior === "allow" ? Behavior.ALLOW : f.behavior === "deny" ? Behavior.DENY : Behavior.ASK,
-        scope: f.scope === "project" ? RuleScope.PROJECT : f.scope === "session" ? RuleScope.SESSION : RuleScope.GLOBAL, scopeValue: f.value,
+        scope: f.scope === "project" ? RuleScope.PROJECT : f.scope === "session" ? RuleScope.SESSION : RuleScope.GLOBAL,
+        scopeValue: f.scope === "global" ? "" : f.value.trim(), // a global rule has none (the field is hidden)
       } });
       setF({ ...f, pattern: "" });
       load();
