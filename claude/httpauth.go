@@ -10,26 +10,36 @@ import (
 // WorkerListener and WebSocketTransport.
 
 // bearerOK reports whether r carries "Authorization: Bearer <token>",
-// compared in constant time.
+// the scheme in any case (RFC 7235), the token compared in constant time.
 func bearerOK(r *http.Request, token string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := bearer(r.Header.Get("Authorization"))
 	if !ok || token == "" {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
+// bearer returns the token of an Authorization header's bearer
+// credential; ok is false for any other scheme.
+func bearer(h string) (token string, ok bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
+}
+
 // authProblem describes, for the log, why a request was refused, without
 // the token.
 func authProblem(r *http.Request) string {
-	switch h := r.Header.Get("Authorization"); {
-	case h == "":
+	h := r.Header.Get("Authorization")
+	if h == "" {
 		return "no Authorization header"
-	case !strings.HasPrefix(h, "Bearer "):
-		return "Authorization is not a bearer token"
-	default:
-		return "wrong token"
 	}
+	if _, ok := bearer(h); !ok {
+		return "Authorization is not a bearer token"
+	}
+	return "wrong token"
 }
 
 // refuse answers 401 to a request without the right token.
