@@ -73,11 +73,18 @@ func TestPageInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its output is no terminal: the address it prints must not carry the
+	// token (it would land in a log). The page is logged in as a person
+	// would, with the token file's token in the address's fragment.
+	if strings.Contains(pageURL, "token=") {
+		t.Errorf("serve --demo, its output a pipe, printed the token in the page's address %q", pageURL)
+	}
+	loginURL := pageURL + "#token=" + strings.TrimSpace(string(token))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "e2e/e2e.mjs")
-	cmd.Env = append(os.Environ(), "URL="+pageURL, "TOKEN="+strings.TrimSpace(string(token)), "CWD="+cwd,
+	cmd.Env = append(os.Environ(), "URL="+loginURL, "TOKEN="+strings.TrimSpace(string(token)), "CWD="+cwd,
 		"CHROMIUM="+chromium, "SHOTS="+os.Getenv("CLAUDECTL_WEB_SHOTS"))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -54,8 +54,10 @@ unreachable, 2 bad usage, 130 detached with Ctrl-C.
 
 The daemon's address comes from --server, else CLAUDECTL_SERVER, else
 ` + defaultServer + `. A bearer token comes from --token-file, else
-CLAUDECTL_TOKEN, else (for a daemon on this machine) the token file
-the daemon wrote in its data dir.
+CLAUDECTL_TOKEN, else (for a daemon on this machine) the daemon's token
+file: the token_file of claudectl serve's settings file, else the token
+the daemon wrote in its data dir (the settings file's data_dir, else the
+default).
 `
 
 // Run implements Command.

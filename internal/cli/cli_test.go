@@ -89,6 +89,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"  "}, []string{"PROMPT is empty"}},
 		{[]string{"--resume", "abc", "--continue", "hi"}, []string{"--resume and --continue cannot be used together"}},
 		{[]string{"--fork", "hi"}, []string{"--fork needs --resume ID or --continue"}},
+		{[]string{"--keep", "hi"}, []string{"--keep goes with --server (or CLAUDECTL_SERVER)"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -247,5 +248,28 @@ func TestCommandsAreListed(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"run", "doctor", "worker", "serve", "sessions", "workers", "send", "attach", "resume", "fork", "interrupt", "close", "pending", "approve", "deny", "rules", "version", "completion"}) {
 		t.Errorf("commands %v", names)
+	}
+}
+
+// Every flag's description is on its line of the help: one with a newline
+// would start its next line at column 0, out of the list.
+func TestHelpFlagLines(t *testing.T) {
+	t.Parallel()
+	for _, c := range Commands(&Env{}) {
+		o := claudectl(t, invocation{}, c.Name(), "-h")
+		_, flags, ok := strings.Cut(o.stdout, "\nFlags:\n")
+		if o.code != 0 || !ok {
+			t.Errorf("%s -h: exit %d, no flag list:\n%s", c.Name(), o.code, o.stdout)
+			continue
+		}
+		flags, _, _ = strings.Cut(flags, "\n\n")
+		if flags = strings.TrimSuffix(flags, "\n"); flags == "" {
+			continue // a command without flags
+		}
+		for _, line := range strings.Split(flags, "\n") {
+			if !strings.HasPrefix(line, "  ") {
+				t.Errorf("%s -h: a line of the flag list is not indented: %q", c.Name(), line)
+			}
+		}
 	}
 }

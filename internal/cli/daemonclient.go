@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -30,15 +32,17 @@ const defaultServer = "http://127.0.0.1:7777"
 const clientFlagsHelp = `
 The daemon's address comes from --server, else CLAUDECTL_SERVER, else
 ` + defaultServer + `. A bearer token comes from --token-file, else
-CLAUDECTL_TOKEN, else (for a daemon on this machine) the token file
-the daemon wrote in its data dir.
+CLAUDECTL_TOKEN, else (for a daemon on this machine) the daemon's token
+file: the token_file of claudectl serve's settings file, else the token
+the daemon wrote in its data dir (the settings file's data_dir, else the
+default).
 
 Exit status: 0 done, 1 the daemon failed or is unreachable, 2 bad usage.
 `
 
 // tokenDefaultHelp ends --token-file's help: where the token comes from
 // without it.
-const tokenDefaultHelp = "(default: the CLAUDECTL_TOKEN variable, else the daemon's token file in its data dir)"
+const tokenDefaultHelp = "(default: the CLAUDECTL_TOKEN variable, else the daemon's token file: the token_file of claudectl serve's settings, else the token in its data dir)"
 
 // clientFlags are the flags every daemon client command takes.
 type clientFlags struct {
@@ -53,12 +57,16 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 
 // daemonClient talks to the daemon.
 type daemonClient struct {
-	addr     string
-	httpc    *http.Client
-	sessions claudectlv1connect.SessionServiceClient
-	perms    claudectlv1connect.PermissionServiceClient
-	health   claudectlv1connect.HealthServiceClient
-	workers  claudectlv1connect.WorkerServiceClient
+	addr string
+	// tokenNote says why a token file of a daemon on this machine was not
+	// used ("" when none was found unusable): said when the daemon then
+	// refuses the request for want of a token.
+	tokenNote string
+	httpc     *http.Client
+	sessions  claudectlv1connect.SessionServiceClient
+	perms     claudectlv1connect.PermissionServiceClient
+	health    claudectlv1connect.HealthServiceClient
+	workers   claudectlv1connect.WorkerServiceClient
 }
 
 // dial resolves the address and token and returns the clients. Close it.
@@ -94,12 +102,11 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 	} else {
 		token = strings.TrimSpace(env.Getenv("CLAUDECTL_TOKEN"))
 	}
+	var tokenNote string
 	if token == "" && apiserver.IsLoopback(net.JoinHostPort(u.Hostname(), "0")) {
-		// A daemon of this user on this machine: the token it generated.
-		// Never sent to a daemon elsewhere.
-		if b, err := readPrivateFile(serve.TokenPath(serve.DefaultDataDir(env.Getenv))); err == nil {
-			token = strings.TrimSpace(string(b))
-		}
+		// A daemon of this user on this machine: the token in its token
+		// file. Never sent to a daemon elsewhere.
+		token, tokenNote = localToken(env.Getenv)
 	}
 	var rt http.RoundTripper = &http.Transport{Proxy: http.ProxyFromEnvironment}
 	if token != "" {
@@ -107,16 +114,57 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 	}
 	httpc := &http.Client{Transport: rt}
 	return &daemonClient{
-		addr:     server,
-		httpc:    httpc,
-		sessions: claudectlv1connect.NewSessionServiceClient(httpc, server),
-		perms:    claudectlv1connect.NewPermissionServiceClient(httpc, server),
-		health:   claudectlv1connect.NewHealthServiceClient(httpc, server),
-		workers:  claudectlv1connect.NewWorkerServiceClient(httpc, server),
+		addr:      server,
+		tokenNote: tokenNote,
+		httpc:     httpc,
+		sessions:  claudectlv1connect.NewSessionServiceClient(httpc, server),
+		perms:     claudectlv1connect.NewPermissionServiceClient(httpc, server),
+		health:    claudectlv1connect.NewHealthServiceClient(httpc, server),
+		workers:   claudectlv1connect.NewWorkerServiceClient(httpc, server),
 	}, nil
 }
 
 func (c *daemonClient) Close() { c.httpc.CloseIdleConnections() }
+
+// localToken finds the token of a daemon of this user on this machine
+// where claudectl serve puts it: the token_file of its settings file, else
+// the token it generated in its data_dir (relative paths taken from the
+// settings file's directory, as serve takes them), else in the default
+// data dir, the first that holds a token. note says why a file there
+// could not be used (other users can read it, it is empty, the settings
+// file is broken), "" when each one was fine or simply missing; it is said
+// only if the daemon refuses the request for want of the token.
+func localToken(getenv func(string) string) (token, note string) {
+	var notes, paths []string
+	named := "" // a token_file the settings file names: its absence is worth a word
+	switch s, err := loadSettings("", getenv); {
+	case err != nil:
+		notes = append(notes, "the settings file claudectl serve reads was not used: "+err.Error())
+	case s.TokenFile != "":
+		named = s.TokenFile
+		paths = append(paths, s.TokenFile)
+	case s.DataDir != "":
+		paths = append(paths, serve.TokenPath(s.DataDir))
+	}
+	if p := serve.TokenPath(serve.DefaultDataDir(getenv)); !slices.Contains(paths, p) {
+		paths = append(paths, p)
+	}
+	for _, p := range paths {
+		b, err := readPrivateFile(p)
+		if err == nil {
+			if token = strings.TrimSpace(string(b)); token != "" {
+				// Notes too: the daemon may be the one whose file was not used.
+				return token, strings.Join(notes, "; ")
+			}
+			err = errors.New("the file is empty")
+		}
+		if errors.Is(err, fs.ErrNotExist) && p != named {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("the token file %s was not used: %s", p, describeIOError(err)))
+	}
+	return "", strings.Join(notes, "; ")
+}
 
 // bearer adds "Authorization: Bearer TOKEN" to every request.
 type bearer struct {
@@ -172,6 +220,9 @@ func (c *daemonClient) explain(err error, what string) error {
 	case connect.CodeFailedPrecondition:
 		return exitWith(ExitFailure, "%s: not possible now: %s", what, msg)
 	case connect.CodeUnauthenticated:
+		if c.tokenNote != "" {
+			return exitWith(ExitFailure, "the daemon at %s refused the request: missing or bad bearer token (set --token-file or CLAUDECTL_TOKEN); %s", c.addr, c.tokenNote)
+		}
 		return exitWith(ExitFailure, "the daemon at %s refused the request: missing or bad bearer token (set --token-file or CLAUDECTL_TOKEN)", c.addr)
 	case connect.CodePermissionDenied:
 		return exitWith(ExitFailure, "%s: permission denied: %s", what, msg)

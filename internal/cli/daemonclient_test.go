@@ -122,6 +122,8 @@ func TestClientUsageErrors(t *testing.T) {
 		{[]string{"rules", "add", "Bash", "allow", "--project", ".", "--session", "s"}, "--session"},
 		{[]string{"rules", "list", "--session", "s"}, "--session"},
 		{[]string{"rules", "rm"}, "RULE_ID"},
+		{[]string{"rules", "rm", "abc"}, `invalid RULE_ID "abc"`},
+		{[]string{"rules", "rm", "0"}, `invalid RULE_ID "0"`},
 		{[]string{"sessions", "--server", "ftp://x"}, "--server"},
 		{[]string{"sessions", "--token-file", "/no/such/file"}, "--token-file"},
 	} {

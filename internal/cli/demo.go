@@ -103,8 +103,11 @@ func (d *demo) close() {
 }
 
 // banner is what serve --demo prints once it serves: that it is a demo,
-// where its data is, and the commands to try.
-func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string) {
+// where its data is, and the commands to try. tokenInURL is
+// serve.Options.TokenInPageURL: only on a terminal does the web page's
+// address carry the token (written to a log, the address would put the
+// token there); elsewhere the banner says where the token is instead.
+func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string, tokenInURL bool) {
 	self := selfCommand()
 	url := "http://" + srv.Addr
 	where := dataDir + " (yours: it stays after the demo)"
@@ -115,6 +118,13 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string) {
 	if srv.TokenFile == "" {
 		tokenExport = "CLAUDECTL_TOKEN=...the token of your token_file..."
 	}
+	page, pageHow := srv.PageURL(), "the address logs it in"
+	if !tokenInURL {
+		page, pageHow = url+"/", "log in with the token in "+serve.TokenPath(dataDir)
+		if srv.TokenFile == "" {
+			pageHow = "log in with the token of your token_file"
+		}
+	}
 	bar := strings.Repeat("=", 76)
 	fmt.Fprintf(w, `
 %s
@@ -124,7 +134,7 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string) {
 %s
   Data directory: %s
 
-  Web page (watch, steer and approve from a browser; the address logs it in):
+  Web page (watch, steer and approve from a browser; %s):
     %s
 
   In another terminal, point claudectl at this demo:
@@ -149,7 +159,7 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string) {
   Ctrl-C stops the demo.
 %s
 
-`, bar, d.model.URL, bar, where, srv.PageURL(), url, tokenExport, self, self, self, self, self, self, self, claudetest.DemoFile,
+`, bar, d.model.URL, bar, where, pageHow, page, url, tokenExport, self, self, self, self, self, self, self, claudetest.DemoFile,
 		claudetest.DemoKeywords, bar)
 }
 

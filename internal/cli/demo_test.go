@@ -212,3 +212,41 @@ func TestDemoSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTokenInURLOnlyOnATerminal: the web page's address that logs a
+// browser in (the token in its fragment) is printed only when stderr is a
+// terminal, by serve and serve --demo alike: "serve --demo > log 2>&1"
+// must not leave the token in the log. Elsewhere they say where the token
+// file is.
+func TestServeTokenInURLOnlyOnATerminal(t *testing.T) {
+	cli := claudetest.CLIPath(t)
+	for _, demoMode := range []bool{false, true} {
+		for _, tty := range []bool{false, true} {
+			data := t.TempDir()
+			args := []string{"--listen", freeAddr(t), "--data-dir", data, "--cli", cli}
+			printed := "Web page: "
+			if demoMode {
+				args, printed = append(args, "--demo"), "Ctrl-C stops the demo."
+			}
+			getenv := map[string]string{"HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir(), "PATH": os.Getenv("PATH")}
+			s := startServeTerm(t, getenv, tty, args...)
+			waitFor(t, "the web page's address", func() bool { return strings.Contains(s.stderr.String(), printed) })
+			if code := s.stop(); code != 0 {
+				t.Fatalf("demo %v, terminal %v: serve exited with %d", demoMode, tty, code)
+			}
+			b, err := os.ReadFile(serve.TokenPath(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			token, out := strings.TrimSpace(string(b)), s.stderr.String()
+			switch {
+			case tty && !strings.Contains(out, "http://"+s.addr+"/#token="+token):
+				t.Errorf("demo %v, stderr a terminal: no address that logs the browser in:\n%s", demoMode, out)
+			case !tty && strings.Contains(out, token):
+				t.Errorf("demo %v, stderr no terminal: the token is printed:\n%s", demoMode, out)
+			case !tty && !strings.Contains(out, "log in with the token in "+serve.TokenPath(data)):
+				t.Errorf("demo %v, stderr no terminal: it does not say where the token is:\n%s", demoMode, out)
+			}
+		}
+	}
+}

@@ -52,7 +52,7 @@ func TestTokenFileHelp(t *testing.T) {
 	for _, args := range [][]string{{"sessions", "-h"}, {"pending", "-h"}, {"run", "-h"}} {
 		o := claudectl(t, invocation{}, args...)
 		if o.code != 0 || strings.Contains(o.stdout, "(default $CLAUDECTL_TOKEN)") ||
-			!strings.Contains(o.stdout, "default: the CLAUDECTL_TOKEN variable, else the daemon's token file in its data dir") {
+			!strings.Contains(o.stdout, "default: the CLAUDECTL_TOKEN variable, else the daemon's token file: the token_file of claudectl serve's settings, else the token in its data dir") {
 			t.Errorf("%v: exit %d, --token-file's help:\n%s", args, o.code, o.stdout)
 		}
 	}

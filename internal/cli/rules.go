@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -156,6 +157,11 @@ func rulesRemove(rest []string) (rulesCall, error) {
 		return nil, usagef("unexpected argument %q: rules rm takes one RULE_ID", rest[1])
 	}
 	id := rest[0]
+	// A rule's id is the number rules list shows: anything else is a
+	// mistyped argument, not a rule the daemon may or may not have.
+	if n, err := strconv.ParseInt(id, 10, 64); err != nil || n <= 0 {
+		return nil, usagef("invalid RULE_ID %q: must be the number rules list shows, such as 3", id)
+	}
 	return func(ctx context.Context, env *Env, dc *daemonClient) error {
 		if _, err := dc.perms.RemoveRule(ctx, connect.NewRequest(&v1.RemoveRuleRequest{RuleId: id})); err != nil {
 			if connect.CodeOf(err) == connect.CodeNotFound {

@@ -55,9 +55,12 @@ daemon suspends its CLI and resumes it on the next prompt). Permissions
 the daemon's rules do not settle are asked on the terminal as above (and
 denied without one); another client of the daemon may answer first.
 Ctrl-C interrupts the turn through the daemon; a second Ctrl-C leaves
-the session to the daemon (kept). An interrupt from another client ends
-the run with "interrupted by <client>" and status 130. --resume, --continue,
---fork, --cli and --max-payload-bytes do not go with --server.
+the session to the daemon (kept). A session beyond the daemon's
+sessions.max_running waits, queued, for a free slot: run says so, and
+Ctrl-C then gives it up (the daemon closes it). An interrupt from another
+client ends the run with "interrupted by <client>" and status 130.
+--resume, --continue, --fork, --cli and --max-payload-bytes do not go
+with --server.
 
 Exit status: 0 success, 1 the turn ended in an error or the CLI (or the
 daemon) failed, 2 bad usage, 130 interrupted.
@@ -237,6 +240,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		return usagef("--token-file goes with --server (or CLAUDECTL_SERVER)")
 	} else if cfg.worker != "" || len(cfg.workerLabels) > 0 {
 		return usagef("--worker and --worker-label go with --server (or CLAUDECTL_SERVER): a remote worker serves the daemon")
+	} else if cfg.keep {
+		return usagef("--keep goes with --server (or CLAUDECTL_SERVER): only a daemon keeps a session open after the turn")
 	}
 	if cfg.promptFromStdin {
 		if env.StdinIsTerminal() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,17 +67,20 @@ func (r *serverRunner) run(ctx context.Context) error {
 	fctx, detach := context.WithCancel(ctx)
 	defer detach()
 
-	res, err := dc.sessions.CreateSession(fctx, connect.NewRequest(&v1.CreateSessionRequest{
+	session, gaveUp, err := r.create(fctx, dc, &v1.CreateSessionRequest{
 		Options: cfg.sessionOptions(cwd),
 		Prompt:  cfg.prompt,
-	}))
-	if err != nil {
+	})
+	if err != nil && !gaveUp {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return exitWith(ExitFailure, "timed out after %s (--timeout)", cfg.timeout)
 		}
 		return dc.explain(err, "starting a session in the daemon")
 	}
-	id := res.Msg.Session.Id
+	if session == nil { // given up while queued: the daemon closes it
+		return exitSilently(ExitInterrupted)
+	}
+	id := session.Id
 	if cfg.keep {
 		fmt.Fprintf(stderr, "claudectl: daemon session %s (claudectl attach %s)\n", id, id)
 	} else {
@@ -84,9 +88,9 @@ func (r *serverRunner) run(ctx context.Context) error {
 	}
 	client := clientName("run")
 	// closeSession closes the session once the run is over, unless it is
-	// kept (--keep, or left to the daemon by a second Ctrl-C).
+	// kept (--keep, or left to the daemon by a second Ctrl-C once it runs).
 	closeSession := func() {
-		if cfg.keep || r.interrupts.Load() > 1 {
+		if cfg.keep || (r.interrupts.Load() > 1 && !gaveUp) {
 			return
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -96,6 +100,9 @@ func (r *serverRunner) run(ctx context.Context) error {
 		}
 	}
 	defer closeSession()
+	if gaveUp { // it started as the call was given up: nobody follows it
+		return exitSilently(ExitInterrupted)
+	}
 
 	env, status := withStatusLine(env, cfg.outputFormat == formatText)
 	defer status.close()
@@ -180,10 +187,25 @@ func (r *serverRunner) run(ctx context.Context) error {
 
 // watchInterrupts handles Ctrl-C while the turn runs: the first asks the
 // daemon to stop the turn (its result then ends the run), the second stops
-// following at once. The returned function stops watching and waits.
+// following at once. A Ctrl-C pressed while the session started (create)
+// counts as the first. The returned function stops watching and waits.
 func (r *serverRunner) watchInterrupts(ctx context.Context, dc *daemonClient, id, client string, detach context.CancelFunc) func() {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	interrupt := func() {
+		wg.Go(func() {
+			ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := dc.sessions.Interrupt(ictx, connect.NewRequest(&v1.InterruptRequest{SessionId: id, Client: client}))
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(r.env.Stderr, "claudectl: %v\n", dc.explain(err, "interrupting the turn"))
+				detach()
+			}
+		})
+	}
+	if r.interrupts.Load() > 0 {
+		interrupt()
+	}
 	wg.Go(func() {
 		for {
 			select {
@@ -197,15 +219,7 @@ func (r *serverRunner) watchInterrupts(ctx context.Context, dc *daemonClient, id
 				continue
 			}
 			fmt.Fprintln(r.env.Stderr, "\nclaudectl: interrupting the turn (press Ctrl-C again to quit at once)")
-			wg.Go(func() {
-				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				_, err := dc.sessions.Interrupt(ictx, connect.NewRequest(&v1.InterruptRequest{SessionId: id, Client: client}))
-				if err != nil && ctx.Err() == nil {
-					fmt.Fprintf(r.env.Stderr, "claudectl: %v\n", dc.explain(err, "interrupting the turn"))
-					detach()
-				}
-			})
+			interrupt()
 		}
 	})
 	return func() {
@@ -213,4 +227,131 @@ func (r *serverRunner) watchInterrupts(ctx context.Context, dc *daemonClient, id
 		detach() // ends an Interrupt still waiting for its answer
 		wg.Wait()
 	}
+}
+
+// queuedProbeAfter is how long run --server waits for the daemon to
+// answer CreateSession before it looks whether the session is queued: a
+// session given a slot at once is answered well before.
+const queuedProbeAfter = time.Second
+
+// create asks the daemon for the session. The daemon answers once the
+// session's CLI has started, and before that a session beyond
+// sessions.max_running waits in a queue, for as long as the running ones
+// take: create looks after queuedProbeAfter whether the session is queued
+// and says so. A Ctrl-C while it is queued gives up: the call is
+// cancelled and the daemon closes the session ("closed while queued");
+// gaveUp is then set, with the session nil, or set when it started
+// anyway. A Ctrl-C while its CLI starts is left to the turn, which it
+// interrupts once it runs (a call cancelled then could leave the session
+// half started); a second one gives up at once.
+func (r *serverRunner) create(ctx context.Context, dc *daemonClient, req *v1.CreateSessionRequest) (s *v1.Session, gaveUp bool, err error) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		s   *v1.Session
+		err error
+	}
+	answered := make(chan answer, 1)
+	since := time.Now()
+	go func() {
+		res, err := dc.sessions.CreateSession(cctx, connect.NewRequest(req))
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		answered <- answer{s: res.Msg.Session}
+	}()
+	probe := time.NewTimer(queuedProbeAfter)
+	defer probe.Stop()
+	next := 2 * queuedProbeAfter // then less and less often: a listing of every session each time
+	queued := false
+	giveUp := func(msg string) {
+		fmt.Fprintln(r.env.Stderr, msg)
+		gaveUp = true
+		cancel()
+	}
+	for {
+		select {
+		case a := <-answered:
+			return a.s, gaveUp, a.err
+		case <-probe.C:
+			var detail string
+			if queued, detail = findQueued(cctx, dc, req.GetOptions().GetCwd(), since); queued {
+				fmt.Fprintf(r.env.Stderr, "claudectl: queued: %s; Ctrl-C gives up\n", queueText(detail))
+			} else { // its CLI is slow to start (a remote worker to wait for), or the probe was early
+				probe.Reset(next)
+				next = min(2*next, 30*time.Second)
+			}
+		case <-r.env.Interrupts:
+			switch n := r.interrupts.Add(1); {
+			case gaveUp:
+			case n > 1:
+				giveUp("claudectl: interrupted before the session started")
+			case queued:
+				giveUp("\nclaudectl: interrupted: the daemon closes the session that waited for a slot")
+			default:
+				if queued, _ = findQueued(cctx, dc, req.GetOptions().GetCwd(), since); queued {
+					giveUp("\nclaudectl: interrupted: the daemon closes the session that waited for a slot")
+					break
+				}
+				fmt.Fprintln(r.env.Stderr, "\nclaudectl: interrupting the turn once the session has started (press Ctrl-C again to give up at once)")
+			}
+		}
+	}
+}
+
+// findQueued reports whether a session created since then in cwd waits
+// for a slot, with the daemon's word on its place in the queue (its
+// "queued" status change) when there is one such session (more are
+// sessions of other runs in the same directory, queued as well). The
+// daemon does not say which session a CreateSession still waiting is.
+func findQueued(ctx context.Context, dc *daemonClient, cwd string, since time.Time) (queued bool, detail string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	res, err := dc.sessions.ListSessions(ctx, connect.NewRequest(&v1.ListSessionsRequest{
+		Status: []v1.SessionStatus{v1.SessionStatus_SESSION_STATUS_QUEUED}}))
+	if err != nil {
+		return false, ""
+	}
+	var ids []string
+	for _, s := range res.Msg.Sessions {
+		// A few seconds of leeway: the daemon's clock may not be this one.
+		if s.Cwd == cwd && !s.GetCreatedAt().AsTime().Before(since.Add(-5*time.Second)) {
+			ids = append(ids, s.Id)
+		}
+	}
+	if len(ids) != 1 {
+		return len(ids) > 0, ""
+	}
+	stream, err := dc.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: ids[0]}))
+	if err != nil {
+		return true, ""
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		if sc := stream.Msg().GetEvent().GetStatusChange(); sc.GetStatus() == v1.SessionStatus_SESSION_STATUS_QUEUED {
+			return true, sc.GetDetail()
+		}
+	}
+	return true, ""
+}
+
+// queueDetail matches the daemon's word on a queued session: "waiting for
+// one of 2 running sessions to become idle (sessions.max_running); 1 ahead".
+var queueDetail = regexp.MustCompile(`one of (\d+) running sessions.*; (\d+) ahead`)
+
+// queueText says where a queued session is, from the daemon's detail.
+func queueText(detail string) string {
+	m := queueDetail.FindStringSubmatch(detail)
+	if m == nil {
+		return "waiting for a free session slot (sessions.max_running)"
+	}
+	ahead := m[2] + " sessions ahead"
+	switch m[2] {
+	case "0":
+		ahead = "next in line"
+	case "1":
+		ahead = "1 session ahead"
+	}
+	return fmt.Sprintf("%s, waiting for a free session slot (sessions.max_running is %s)", ahead, m[1])
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,8 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/store"
 )
 
 func TestRunServer(t *testing.T) {
@@ -164,4 +168,187 @@ func TestRunServerInterrupt(t *testing.T) {
 	if st := res.Msg.Sessions[0].Status; st == v1.SessionStatus_SESSION_STATUS_CLOSED || st == v1.SessionStatus_SESSION_STATUS_FAILED {
 		t.Errorf("the session is %s after Ctrl-C", statusName(st))
 	}
+}
+
+// A run whose session waits for a slot (sessions.max_running) says so, and
+// Ctrl-C gives it up at once: the daemon closes the queued session.
+func TestRunServerQueued(t *testing.T) {
+	t.Parallel()
+	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 4000))}, ChunkSize: 5, DeltaDelay: 50 * time.Millisecond}
+	d, _ := startDaemonModel(t, &daemontest.Options{MaxRunning: 1}, slow)
+	d.create(t, t.TempDir(), "go slowly") // holds the only slot for minutes
+	dir := t.TempDir()
+	ints := make(chan os.Signal, 1)
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Interrupts: ints,
+			Getenv: func(k string) string { return d.tokenEnv()[k] }}
+		done <- Main(d.ctx, env, []string{"run", "--server", d.url, "--cwd", dir, "wait your turn"})
+	}()
+	waitFor(t, "run to say it is queued", func() bool { return strings.Contains(stderr.String(), "claudectl: queued: ") })
+	if want := "claudectl: queued: next in line, waiting for a free session slot (sessions.max_running is 1); Ctrl-C gives up\n"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+	ints <- os.Interrupt
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Errorf("exit %d, want %d", code, ExitInterrupted)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Ctrl-C did not end the queued run; stderr %q", stderr.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "interrupted: the daemon closes the session that waited for a slot") {
+		t.Errorf("stderr %q does not say the queued session is given up", stderr.String())
+	}
+	var queued *v1.Session
+	waitFor(t, "the queued session closed", func() bool {
+		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Msg.Sessions {
+			if s.Cwd == dir && s.Status == v1.SessionStatus_SESSION_STATUS_CLOSED {
+				queued = s
+			}
+		}
+		return queued != nil
+	})
+	stream, err := d.sessions.Subscribe(d.ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: queued.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		if sc := stream.Msg().GetEvent().GetStatusChange(); sc.GetStatus() == v1.SessionStatus_SESSION_STATUS_CLOSED {
+			if !strings.Contains(sc.GetDetail(), "closed while queued") {
+				t.Errorf("the queued session closed with %q, want closed while queued", sc.GetDetail())
+			}
+			break
+		}
+	}
+}
+
+func TestQueueText(t *testing.T) {
+	t.Parallel()
+	for detail, want := range map[string]string{
+		"waiting for one of 3 running sessions to become idle (sessions.max_running); 0 ahead": "next in line, waiting for a free session slot (sessions.max_running is 3)",
+		"waiting for one of 3 running sessions to become idle (sessions.max_running); 1 ahead": "1 session ahead, waiting for a free session slot (sessions.max_running is 3)",
+		"waiting for one of 3 running sessions to become idle (sessions.max_running); 4 ahead": "4 sessions ahead, waiting for a free session slot (sessions.max_running is 3)",
+		"": "waiting for a free session slot (sessions.max_running)",
+	} {
+		if got := queueText(detail); got != want {
+			t.Errorf("queueText(%q) = %q, want %q", detail, got, want)
+		}
+	}
+}
+
+// A Ctrl-C while the session's CLI starts (not queued: here its start
+// waits for the store) is left to the turn, saying so, since a call given
+// up then could leave the session half started; a second one gives up at
+// once.
+func TestRunServerCtrlCWhileStarting(t *testing.T) {
+	t.Parallel()
+	fail := make(chan struct{})
+	d, _ := startDaemonModel(t, &daemontest.Options{WrapStore: func(s store.Store) store.Store { return slowStart{s, nil, fail} }})
+	// The daemon may not have seen the call given up yet: its start fails
+	// then, never to race the daemon's close.
+	defer close(fail)
+	dir := t.TempDir()
+	ints := make(chan os.Signal, 1)
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Interrupts: ints,
+			Getenv: func(k string) string { return d.tokenEnv()[k] }}
+		done <- Main(d.ctx, env, []string{"run", "--server", d.url, "--cwd", dir, "hi"})
+	}()
+	waitFor(t, "the session to start", func() bool {
+		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+		return err == nil && len(res.Msg.Sessions) == 1 && res.Msg.Sessions[0].Status == v1.SessionStatus_SESSION_STATUS_STARTING
+	})
+	ints <- os.Interrupt
+	waitFor(t, "run to put the interrupt off", func() bool {
+		return strings.Contains(stderr.String(), "claudectl: interrupting the turn once the session has started (press Ctrl-C again to give up at once)")
+	})
+	ints <- os.Interrupt
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Errorf("exit %d, want %d", code, ExitInterrupted)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a second Ctrl-C did not end the run; stderr %q", stderr.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "claudectl: interrupted before the session started") || strings.Contains(stderr.String(), "queued") {
+		t.Errorf("stderr %q", stderr.String())
+	}
+}
+
+// The Ctrl-C put off while the session started interrupts its turn once
+// it runs; the run then ends as an interrupted one, its session closed.
+func TestRunServerCtrlCWhileStartingInterruptsTheTurn(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 4000))}, ChunkSize: 5, DeltaDelay: 50 * time.Millisecond}
+	fail := make(chan struct{})
+	d, _ := startDaemonModel(t, &daemontest.Options{WrapStore: func(s store.Store) store.Store { return slowStart{s, gate, fail} }}, slow)
+	defer close(fail) // should the test end before it opens the gate
+	ints := make(chan os.Signal, 1)
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Interrupts: ints,
+			Getenv: func(k string) string { return d.tokenEnv()[k] }}
+		done <- Main(d.ctx, env, []string{"run", "--server", d.url, "--cwd", t.TempDir(), "go slowly"})
+	}()
+	waitFor(t, "the session to start", func() bool {
+		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+		return err == nil && len(res.Msg.Sessions) == 1 && res.Msg.Sessions[0].Status == v1.SessionStatus_SESSION_STATUS_STARTING
+	})
+	ints <- os.Interrupt
+	waitFor(t, "run to put the interrupt off", func() bool {
+		return strings.Contains(stderr.String(), "interrupting the turn once the session has started")
+	})
+	close(gate)
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Errorf("exit %d, want %d", code, ExitInterrupted)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the turn was not interrupted; stderr %q", stderr.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "claudectl: interrupted\n") {
+		t.Errorf("stderr %q", stderr.String())
+	}
+	if n := strings.Count(stdout.String(), "slow"); n >= 4000 {
+		t.Errorf("stdout has all %d words: the turn was not interrupted", n)
+	}
+	res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+	if err != nil || len(res.Msg.Sessions) != 1 || res.Msg.Sessions[0].Status != v1.SessionStatus_SESSION_STATUS_CLOSED {
+		t.Errorf("sessions after the run: %v (%v), want one closed", res, err)
+	}
+}
+
+// slowStart is a store where a session's CLI cannot start (NewProcess)
+// until gate is closed, and fails to once fail is.
+type slowStart struct {
+	store.Store
+	gate, fail chan struct{}
+}
+
+func (s slowStart) NewProcess(ctx context.Context, id string) (int64, error) {
+	select {
+	case <-s.gate:
+	case <-s.fail:
+		return 0, errors.New("slowStart: the test is over")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.Store.NewProcess(ctx, id)
 }

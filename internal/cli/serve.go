@@ -63,7 +63,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	var f serve.Settings // the flags' values
 	var demoMode bool
 	fs := serveFlags(&configPath, &f)
-	fs.BoolVar(&demoMode, "demo", false, "try claudectl without an API key: sessions talk to a scripted model on 127.0.0.1\n(listens on "+DemoListen+", data in a temporary directory unless --data-dir)")
+	fs.BoolVar(&demoMode, "demo", false, "try claudectl without an API key: sessions talk to a scripted model on 127.0.0.1 (listens on "+DemoListen+", data in a temporary directory unless --data-dir)")
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(env.Stdout, serveUsage, fs)
@@ -114,8 +114,13 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// The web page's address carries the token only to a terminal: in a
+	// log (a journal, serve > file 2>&1) it would put the token there.
+	// StderrIsTerminal, not isTerminal(env.Stderr): withDefaults wrapped
+	// that stream, which is then never an *os.File.
+	tokenInURL := env.StderrIsTerminal()
 	srv, err := serve.Start(ctx, cfg, &serve.Options{Getenv: env.Getenv, Stderr: env.Stderr, NoClientsNotice: dm != nil,
-		TokenInPageURL: isTerminal(env.Stderr)})
+		TokenInPageURL: tokenInURL})
 	if err != nil {
 		var se *serve.StartError
 		if errors.As(err, &se) {
@@ -128,7 +133,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if dm != nil {
-		dm.banner(env.Stderr, srv, cfg.DataDir)
+		dm.banner(env.Stderr, srv, cfg.DataDir, tokenInURL)
 	}
 	stopping := "SIGTERM"
 	select {

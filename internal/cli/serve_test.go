@@ -41,8 +41,16 @@ type serving struct {
 // getenv until it logs that it serves, or fails the test.
 func startServe(t *testing.T, getenv map[string]string, args ...string) *serving {
 	t.Helper()
+	return startServeTerm(t, getenv, false, args...)
+}
+
+// startServeTerm is startServe with a stderr that claims to be a terminal
+// when tty is set.
+func startServeTerm(t *testing.T, getenv map[string]string, tty bool, args ...string) *serving {
+	t.Helper()
 	var stdout, stderr lockedBuffer
-	env := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string { return getenv[k] }}
+	env := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string { return getenv[k] },
+		StderrIsTerminal: func() bool { return tty }}
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
 	go func() { code <- Main(ctx, env, append([]string{"serve"}, args...)) }()
@@ -218,6 +226,63 @@ func TestServeConfigFlag(t *testing.T) {
 	}
 	if code := s.stop(); code != 0 {
 		t.Errorf("serve exited with %d", code)
+	}
+}
+
+// TestClientsFindTheTokenOfTheSettings: with a data_dir or a token_file in
+// claudectl serve's settings file, the client commands of the same user
+// look for the token where that daemon keeps it (relative paths taken from
+// the settings file's directory, as serve takes them).
+func TestClientsFindTheTokenOfTheSettings(t *testing.T) {
+	cli := claudetest.CLIPath(t)
+	for _, tc := range []struct{ name, settings, tokenFile string }{
+		{"data_dir", `"data_dir": "data"`, ""},
+		{"token_file", `"token_file": "secret/tok"`, "secret/tok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			xdg := t.TempDir()
+			dir := filepath.Join(xdg, "claudectl")
+			if tc.tokenFile != "" {
+				writeFile(t, filepath.Join(dir, tc.tokenFile), "s3cret-of-the-settings\n")
+			}
+			addr := freeAddr(t)
+			writeFile(t, filepath.Join(dir, "settings.json"), `{"listen": "`+addr+`", `+tc.settings+`}`)
+			getenv := map[string]string{"XDG_CONFIG_HOME": xdg, "XDG_DATA_HOME": t.TempDir(), "HOME": t.TempDir()}
+			s := startServe(t, getenv, "--cli", cli)
+			if o := claudectl(t, invocation{getenv: getenv}, "sessions", "--server", "http://"+addr); o.code != 0 || !strings.Contains(o.stdout, "No sessions.") {
+				t.Errorf("sessions with the settings' token: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+			}
+			if code := s.stop(); code != 0 {
+				t.Errorf("serve exited with %d", code)
+			}
+		})
+	}
+}
+
+// TestClientTokenFileUnusable: a token file the client finds but may not
+// use (other users can read it) is left alone, and when the daemon then
+// refuses the request the client says why it did not use the file. Other
+// errors say nothing of token files.
+func TestClientTokenFileUnusable(t *testing.T) {
+	data := t.TempDir()
+	getenv := map[string]string{"XDG_DATA_HOME": data, "XDG_CONFIG_HOME": t.TempDir(), "HOME": t.TempDir()}
+	addr := freeAddr(t)
+	s := startServe(t, getenv, "--listen", addr, "--cli", claudetest.CLIPath(t))
+	tokenFile := filepath.Join(data, "claudectl", "token")
+	if err := os.Chmod(tokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := claudectl(t, invocation{getenv: getenv}, "sessions", "--server", "http://"+addr)
+	want := "the token file " + tokenFile + " was not used: other users can read it (mode 0644): make it private with chmod 600 " + tokenFile
+	if o.code != ExitFailure || !strings.Contains(o.stderr, "bearer token") || !strings.Contains(o.stderr, want) {
+		t.Errorf("sessions with a token file others can read: exit %d, stderr %q; want 1 and %q", o.code, o.stderr, want)
+	}
+	if code := s.stop(); code != 0 {
+		t.Errorf("serve exited with %d", code)
+	}
+	// Nothing listens now: the unusable file is not the cause.
+	if o := claudectl(t, invocation{getenv: getenv}, "sessions", "--server", "http://"+addr); o.code != ExitFailure || strings.Contains(o.stderr, "token file") {
+		t.Errorf("sessions with no daemon: exit %d, stderr %q; want 1, not naming the token file", o.code, o.stderr)
 	}
 }
 
