@@ -428,6 +428,20 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	}
 	close(a.ready)
 	go a.run()
+	if a.ctx.Err() != nil {
+		// Closed while its CLI started (a client's close, the daemon
+		// stopping): close waits for the end, which run brings once
+		// asked; a client's close closes it, a shutdown leaves it
+		// resumable.
+		shutdown := d.isClosed()
+		a.do(func(st *actorState) {
+			st.shutdown = shutdown
+			if !shutdown {
+				st.closedBy = "closed while its CLI started"
+			}
+		})
+		a.askClose()
+	}
 	defer func() {
 		a.launching.Store(false)
 		d.evictIdle() // a launch may wait for this session's room

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/daemontest"
@@ -144,4 +145,71 @@ func childIn(t *testing.T, dir string) int {
 	}
 	t.Fatalf("no child of this process runs in %s", dir)
 	return 0
+}
+
+// gatedCLI holds each CLI's start until gate is closed, telling entered.
+type gatedCLI struct {
+	inner   claude.Transport
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedCLI) Start(ctx context.Context, cmd *claude.Command) (claude.Conn, error) {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.inner.Start(ctx, cmd)
+}
+
+// A session closed while its CLI starts (by a client, or by the daemon
+// stopping) ends once the CLI is up: the close used to wait for an actor
+// nobody would ever ask to end.
+func TestCloseWhileStarting(t *testing.T) {
+	for _, how := range []string{"close", "shutdown"} {
+		t.Run(how, func(t *testing.T) {
+			g := &gatedCLI{inner: &daemontest.InProcessCLI{}, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+			td := daemontest.Start(t, &daemontest.Options{Transport: g})
+			d, ctx := td.D, td.Ctx
+			created := make(chan error, 1)
+			go func() {
+				_, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
+				created <- err
+			}()
+			<-g.entered
+			var id string
+			for id == "" {
+				all, err := d.Sessions(ctx, store.SessionFilter{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(all) == 1 {
+					id = all[0].ID
+				}
+			}
+			ended := make(chan error, 1)
+			go func() {
+				if how == "close" {
+					ended <- d.CloseSession(ctx, id, "test")
+				} else {
+					ended <- d.Close()
+				}
+			}()
+			time.Sleep(100 * time.Millisecond) // the close is waiting for the start
+			close(g.gate)
+			select {
+			case err := <-ended:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s while the CLI started did not return", how)
+			}
+			<-created
+			if how == "close" {
+				waitStatus(t, d, ctx, id, store.StatusClosed)
+				if d.Running() != 0 {
+					t.Errorf("Running = %d after the close", d.Running())
+				}
+			}
+		})
+	}
 }
