@@ -179,27 +179,13 @@ func TestRunServerQueued(t *testing.T) {
 	d.create(t, t.TempDir(), "go slowly") // holds the only slot for minutes
 	dir := t.TempDir()
 	ints := make(chan os.Signal, 1)
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Interrupts: ints,
-			Getenv: func(k string) string { return d.tokenEnv()[k] }}
-		done <- Main(d.ctx, env, []string{"run", "--server", d.url, "--cwd", dir, "wait your turn"})
-	}()
+	done, _, stderr := runInBackground(d, ints, "run", "--server", d.url, "--cwd", dir, "wait your turn")
 	waitFor(t, "run to say it is queued", func() bool { return strings.Contains(stderr.String(), "claudectl: queued: ") })
 	if want := "claudectl: queued: next in line, waiting for a free session slot (sessions.max_running is 1); Ctrl-C gives up\n"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 	ints <- os.Interrupt
-	select {
-	case code := <-done:
-		if code != ExitInterrupted {
-			t.Errorf("exit %d, want %d", code, ExitInterrupted)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("Ctrl-C did not end the queued run; stderr %q", stderr.String())
-	}
-	t.Logf("stderr:\n%s", stderr.String())
+	waitExit(t, done, ExitInterrupted, 30*time.Second, stderr, "Ctrl-C did not end the queued run")
 	if !strings.Contains(stderr.String(), "interrupted: the daemon closes the session that waited for a slot") {
 		t.Errorf("stderr %q does not say the queued session is given up", stderr.String())
 	}
@@ -258,13 +244,7 @@ func TestRunServerCtrlCWhileStarting(t *testing.T) {
 	defer close(fail)
 	dir := t.TempDir()
 	ints := make(chan os.Signal, 1)
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Interrupts: ints,
-			Getenv: func(k string) string { return d.tokenEnv()[k] }}
-		done <- Main(d.ctx, env, []string{"run", "--server", d.url, "--cwd", dir, "hi"})
-	}()
+	done, _, stderr := runInBackground(d, ints, "run", "--server", d.url, "--cwd", dir, "hi")
 	waitFor(t, "the session to start", func() bool {
 		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
 		return err == nil && len(res.Msg.Sessions) == 1 && res.Msg.Sessions[0].Status == v1.SessionStatus_SESSION_STATUS_STARTING
@@ -274,15 +254,7 @@ func TestRunServerCtrlCWhileStarting(t *testing.T) {
 		return strings.Contains(stderr.String(), "claudectl: interrupting the turn once the session has started (press Ctrl-C again to give up at once)")
 	})
 	ints <- os.Interrupt
-	select {
-	case code := <-done:
-		if code != ExitInterrupted {
-			t.Errorf("exit %d, want %d", code, ExitInterrupted)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("a second Ctrl-C did not end the run; stderr %q", stderr.String())
-	}
-	t.Logf("stderr:\n%s", stderr.String())
+	waitExit(t, done, ExitInterrupted, 30*time.Second, stderr, "a second Ctrl-C did not end the run")
 	if !strings.Contains(stderr.String(), "claudectl: interrupted before the session started") || strings.Contains(stderr.String(), "queued") {
 		t.Errorf("stderr %q", stderr.String())
 	}
@@ -298,13 +270,7 @@ func TestRunServerCtrlCWhileStartingInterruptsTheTurn(t *testing.T) {
 	d, _ := startDaemonModel(t, &daemontest.Options{WrapStore: func(s store.Store) store.Store { return slowStart{s, gate, fail} }}, slow)
 	defer close(fail) // should the test end before it opens the gate
 	ints := make(chan os.Signal, 1)
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Interrupts: ints,
-			Getenv: func(k string) string { return d.tokenEnv()[k] }}
-		done <- Main(d.ctx, env, []string{"run", "--server", d.url, "--cwd", t.TempDir(), "go slowly"})
-	}()
+	done, stdout, stderr := runInBackground(d, ints, "run", "--server", d.url, "--cwd", t.TempDir(), "go slowly")
 	waitFor(t, "the session to start", func() bool {
 		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
 		return err == nil && len(res.Msg.Sessions) == 1 && res.Msg.Sessions[0].Status == v1.SessionStatus_SESSION_STATUS_STARTING
@@ -314,15 +280,7 @@ func TestRunServerCtrlCWhileStartingInterruptsTheTurn(t *testing.T) {
 		return strings.Contains(stderr.String(), "interrupting the turn once the session has started")
 	})
 	close(gate)
-	select {
-	case code := <-done:
-		if code != ExitInterrupted {
-			t.Errorf("exit %d, want %d", code, ExitInterrupted)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the turn was not interrupted; stderr %q", stderr.String())
-	}
-	t.Logf("stderr:\n%s", stderr.String())
+	waitExit(t, done, ExitInterrupted, 60*time.Second, stderr, "the turn was not interrupted")
 	if !strings.Contains(stderr.String(), "claudectl: interrupted\n") {
 		t.Errorf("stderr %q", stderr.String())
 	}
@@ -351,4 +309,32 @@ func (s slowStart) NewProcess(ctx context.Context, id string) (int64, error) {
 		return 0, ctx.Err()
 	}
 	return s.Store.NewProcess(ctx, id)
+}
+
+// waitExit waits up to within for the run's exit status and checks it is
+// want; a run that does not end fails the test with what (and what the
+// run said). It logs the run's stderr.
+func waitExit(t *testing.T, done <-chan int, want int, within time.Duration, stderr *lockedBuffer, what string) {
+	t.Helper()
+	select {
+	case code := <-done:
+		if code != want {
+			t.Errorf("exit %d, want %d", code, want)
+		}
+	case <-time.After(within):
+		t.Fatalf("%s; stderr %q", what, stderr.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+}
+
+// runInBackground runs claudectl with args against d, its Ctrl-Cs coming
+// from ints; its exit status comes on done.
+func runInBackground(d *testDaemon, ints chan os.Signal, args ...string) (done chan int, stdout, stderr *lockedBuffer) {
+	done, stdout, stderr = make(chan int, 1), new(lockedBuffer), new(lockedBuffer)
+	go func() {
+		env := &Env{Stdin: strings.NewReader(""), Stdout: stdout, Stderr: stderr, Interrupts: ints,
+			Getenv: func(k string) string { return d.tokenEnv()[k] }}
+		done <- Main(d.ctx, env, args)
+	}()
+	return done, stdout, stderr
 }
