@@ -815,13 +815,26 @@ func (a *actor) close(shutdown bool, by string) bool {
 		<-a.done
 		return true
 	}
+	closedBy := ""
+	if by != "" {
+		closedBy = "closed by " + by
+	}
+	recorded := a.askCloseAs(shutdown, closedBy)
+	<-a.done
+	return recorded
+}
+
+// askCloseAs records how the session is to end (shutdown: resumable;
+// else closedBy says who closed it, "" for nobody in particular) and asks
+// run to close the CLI, without waiting. It reports false when the actor
+// had ended first.
+func (a *actor) askCloseAs(shutdown bool, closedBy string) bool {
 	recorded := a.do(func(st *actorState) {
 		st.shutdown = shutdown
-		if by != "" {
-			st.closedBy = "closed by " + by
+		if closedBy != "" {
+			st.closedBy = closedBy
 		}
 	})
 	a.askClose()
-	<-a.done
 	return recorded
 }

@@ -433,14 +433,11 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 		// stopping): close waits for the end, which run brings once
 		// asked; a client's close closes it, a shutdown leaves it
 		// resumable.
-		shutdown := d.isClosed()
-		a.do(func(st *actorState) {
-			st.shutdown = shutdown
-			if !shutdown {
-				st.closedBy = "closed while its CLI started"
-			}
-		})
-		a.askClose()
+		if d.isClosed() {
+			a.askCloseAs(true, "")
+		} else {
+			a.askCloseAs(false, "closed while its CLI started")
+		}
 	}
 	defer func() {
 		a.launching.Store(false)

@@ -139,15 +139,3 @@ func TestCLIScheduling(t *testing.T) {
 		})
 	}
 }
-
-// parentOf returns a process's parent pid (0 when it is gone).
-func parentOf(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
-}

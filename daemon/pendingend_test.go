@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,7 +81,7 @@ func TestSessionEndsWithPendingRequest(t *testing.T) {
 						return
 					}
 					if time.Now().After(deadline) {
-						answered <- &statusError{got.Status}
+						answered <- fmt.Errorf("session still %s", got.Status)
 						return
 					}
 					time.Sleep(50 * time.Millisecond)
@@ -104,10 +105,6 @@ func TestSessionEndsWithPendingRequest(t *testing.T) {
 	}
 }
 
-type statusError struct{ st store.SessionStatus }
-
-func (e *statusError) Error() string { return "session still " + string(e.st) }
-
 // waitPending waits until session id has a permission request pending.
 func waitPending(t *testing.T, d *daemon.Daemon, ctx context.Context, id string) {
 	t.Helper()
@@ -124,22 +121,14 @@ func waitPending(t *testing.T, d *daemon.Daemon, ctx context.Context, id string)
 // is dir: the session's CLI.
 func childIn(t *testing.T, dir string) int {
 	t.Helper()
-	me := strconv.Itoa(os.Getpid())
+	me := os.Getpid()
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err != nil || cwd != dir {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 1 && f[1] == me {
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir && parentOf(t, pid) == me {
 			return pid
 		}
 	}
@@ -212,4 +201,16 @@ func TestCloseWhileStarting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parentOf returns a process's parent pid (0 when it is gone).
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }

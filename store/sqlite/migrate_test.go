@@ -21,15 +21,7 @@ import (
 // chunks).
 func TestMigrationRebuildsSessions(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v2.db")
-	if err := sqlite.CreateAtVersion(ctx, path, 2); err != nil {
-		t.Fatal(err)
-	}
-	// What an older claudectl wrote.
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, raw := atVersion(t, 2) // then what an older claudectl wrote
 	for _, q := range []string{
 		`INSERT INTO sessions (pk, id, cwd, status, created_at, updated_at) VALUES (1, 's1', '/src', 'idle', 1, 1)`,
 		`INSERT INTO events (session, seq, time, direction, type, raw, original_size) VALUES (1, 1, 5, 1, 'user', CAST('{"type":"user"}' AS BLOB), 15)`,
@@ -84,14 +76,7 @@ func TestMigrationRebuildsSessions(t *testing.T) {
 // then go on from their last seq.
 func TestMigrationChunksEvents(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v3.db")
-	if err := sqlite.CreateAtVersion(ctx, path, 3); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, raw := atVersion(t, 3)
 	for i, id := range []string{"a", "b", "holey"} {
 		if _, err := raw.Exec(`INSERT INTO sessions (pk, id, cwd, status, created_at, updated_at) VALUES (?, ?, '/src', 'idle', 1, 1)`, i+1, id); err != nil {
 			t.Fatal(err)
@@ -178,14 +163,7 @@ func TestMigrationChunksEvents(t *testing.T) {
 // used, a removed rule's included.
 func TestMigrationRuleIDsNotReused(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v5.db")
-	if err := sqlite.CreateAtVersion(ctx, path, 5); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, raw := atVersion(t, 5)
 	for _, q := range []string{
 		`INSERT INTO sessions (pk, id, cwd, status, created_at, updated_at) VALUES (1, 's1', '/src', 'idle', 1, 1)`,
 		`INSERT INTO rules (id, spec, behavior, created_at) VALUES (1, 'Read', 'allow', 1)`,
@@ -231,4 +209,20 @@ func TestMigrationRuleIDsNotReused(t *testing.T) {
 	if rules, err := db.Rules(ctx); err != nil || len(rules) != 2 {
 		t.Errorf("after deleting the session, its rule should be gone: %+v, %v", rules, err)
 	}
+}
+
+// atVersion creates a database of schema version version in a temporary
+// directory and opens it raw, for the test to write what an older
+// claudectl wrote; the test closes raw before opening path with the store.
+func atVersion(t *testing.T, version int) (path string, raw *sql.DB) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", version))
+	if err := sqlite.CreateAtVersion(context.Background(), path, version); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, raw
 }
