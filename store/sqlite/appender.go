@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -247,9 +248,27 @@ func (a *appender) close() {
 	}
 }
 
+// run is the writer's goroutine. After each commit it yields its
+// processor (runtime.Gosched), so that what the commit woke runs before
+// the next batch is written.
+//
+// The writer never parks while it has batches to write: SQLite here is Go
+// code and short system calls. Busy batch after batch, as when a hundred
+// sessions end their turns at once, it kept its processor for up to the
+// runtime's 10 ms time slice. What its commits woke (the subscribers the
+// events were published to, the callers waiting for an outcome) waited in
+// that processor's run queue behind it, and so did the readers whose
+// pipes had become readable, as the runtime polls for those only when a
+// processor runs out of work. A yield costs well under a microsecond when
+// nothing else is runnable. With 100 sessions streaming in lockstep on 2
+// cores, the p99 from a CLI's line to its subscriber fell from 7.4-10.0 ms
+// to 6.9-7.5 ms (three paired runs of 40 turns), and the burst throughput
+// rose from 216-260k to 251-305k events/s: readers that run sooner fill
+// the next batch.
 func (a *appender) run() {
 	a.q.Run(func(batch []*appendRequest) {
 		a.cp.commit(func() { a.commit(batch) })
+		runtime.Gosched()
 	}, a.cp.idle)
 }
 
