@@ -479,8 +479,11 @@ func TestWriterYieldsAfterCommit(t *testing.T) {
 	woken := make(chan struct{})
 	seen := make(chan int64, 1)
 	go func() {
-		<-woken
-		seen <- stored.Load()
+		select {
+		case <-woken:
+			seen <- stored.Load()
+		case <-t.Context().Done(): // the test failed before the first commit
+		}
 	}()
 	done := make(chan error, n)
 	// With one processor, this goroutine queues every event before the
