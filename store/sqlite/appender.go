@@ -263,8 +263,8 @@ func (a *appender) close() {
 // nothing else is runnable. With 100 sessions streaming in lockstep on 2
 // cores, the p99 from a CLI's line to its subscriber was lower in 9 of 11
 // paired runs of 40 turns: 7.4-17.3 ms (mean 11.5) before, 6.9-14.9 ms
-// (mean 10.1) after; mid-turn, where the writer is not the limit, the
-// gain was larger in every pair. The burst throughput did not fall (181-260k events/s
+// (mean 10.1) after; the mid-turn p99 was lower in each of the 8 pairs
+// that recorded it. The burst throughput did not fall (181-260k events/s
 // before, 200-305k after, five pairs): readers that run sooner fill the
 // next batch.
 func (a *appender) run() {
