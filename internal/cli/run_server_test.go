@@ -245,10 +245,7 @@ func TestRunServerCtrlCWhileStarting(t *testing.T) {
 	dir := t.TempDir()
 	ints := make(chan os.Signal, 1)
 	done, _, stderr := runInBackground(d, ints, "run", "--server", d.url, "--cwd", dir, "hi")
-	waitFor(t, "the session to start", func() bool {
-		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
-		return err == nil && len(res.Msg.Sessions) == 1 && res.Msg.Sessions[0].Status == v1.SessionStatus_SESSION_STATUS_STARTING
-	})
+	waitStarting(t, d)
 	ints <- os.Interrupt
 	waitFor(t, "run to put the interrupt off", func() bool {
 		return strings.Contains(stderr.String(), "claudectl: interrupting the turn once the session has started (press Ctrl-C again to give up at once)")
@@ -271,10 +268,7 @@ func TestRunServerCtrlCWhileStartingInterruptsTheTurn(t *testing.T) {
 	defer close(fail) // should the test end before it opens the gate
 	ints := make(chan os.Signal, 1)
 	done, stdout, stderr := runInBackground(d, ints, "run", "--server", d.url, "--cwd", t.TempDir(), "go slowly")
-	waitFor(t, "the session to start", func() bool {
-		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
-		return err == nil && len(res.Msg.Sessions) == 1 && res.Msg.Sessions[0].Status == v1.SessionStatus_SESSION_STATUS_STARTING
-	})
+	waitStarting(t, d)
 	ints <- os.Interrupt
 	waitFor(t, "run to put the interrupt off", func() bool {
 		return strings.Contains(stderr.String(), "interrupting the turn once the session has started")
@@ -309,6 +303,15 @@ func (s slowStart) NewProcess(ctx context.Context, id string) (int64, error) {
 		return 0, ctx.Err()
 	}
 	return s.Store.NewProcess(ctx, id)
+}
+
+// waitStarting waits until d has one session, and it is starting.
+func waitStarting(t *testing.T, d *testDaemon) {
+	t.Helper()
+	waitFor(t, "the session to start", func() bool {
+		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+		return err == nil && len(res.Msg.Sessions) == 1 && res.Msg.Sessions[0].Status == v1.SessionStatus_SESSION_STATUS_STARTING
+	})
 }
 
 // waitExit waits up to within for the run's exit status and checks it is
