@@ -47,11 +47,11 @@ const MaxRequestBytes = 4 << 20
 // NewHandler returns the handler of every service and of server reflection.
 func NewHandler(s *Service) http.Handler {
 	mux := http.NewServeMux()
-	limit := connect.WithReadMaxBytes(MaxRequestBytes)
-	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, limit))
-	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s, limit))
-	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, limit))
-	mux.Handle(claudectlv1connect.NewWorkerServiceHandler(s, limit))
+	opts := connect.WithHandlerOptions(connect.WithReadMaxBytes(MaxRequestBytes), jsonCodecs())
+	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, opts))
+	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s, opts))
+	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, opts))
+	mux.Handle(claudectlv1connect.NewWorkerServiceHandler(s, opts))
 	r := grpcreflect.NewStaticReflector(
 		claudectlv1connect.SessionServiceName,
 		claudectlv1connect.PermissionServiceName,

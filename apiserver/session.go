@@ -21,6 +21,13 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[v1.Cre
 
 // ListSessions implements SessionService.
 func (s *Service) ListSessions(ctx context.Context, req *connect.Request[v1.ListSessionsRequest]) (*connect.Response[v1.ListSessionsResponse], error) {
+	for _, st := range req.Msg.Status {
+		// A status no session can have (a number this daemon does not
+		// know, or UNSPECIFIED) filters by nothing the client meant.
+		if _, ok := v1.SessionStatus_name[int32(st)]; !ok || st == v1.SessionStatus_SESSION_STATUS_UNSPECIFIED {
+			return nil, invalid("status", st.String(), "not a session status (SESSION_STATUS_RUNNING, SESSION_STATUS_IDLE, …)")
+		}
+	}
 	all, err := s.D.Sessions(ctx, store.SessionFilter{})
 	if err != nil {
 		return nil, toConnect(err)
