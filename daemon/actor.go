@@ -52,7 +52,13 @@ type actor struct {
 	// of idle sessions for a queued one read them.
 	inflight  atomic.Int64
 	idleSince atomic.Int64
-	idleTimer *time.Timer // made and reset by the reader (and by itself when it fires early); stopped by end
+	// interrupted is set when a client interrupts a running turn (the
+	// interrupted event, naming it, is logged then) and cleared by the
+	// main thread's next result: the CLI ends an interrupted turn with an
+	// error_during_execution result holding its own diagnostic, which is
+	// then not reported as the turn's failure.
+	interrupted atomic.Bool
+	idleTimer   *time.Timer // made and reset by the reader (and by itself when it fires early); stopped by end
 
 	hasSlot bool        // a slot was taken for it (set before start, read after done)
 	evicted atomic.Bool // suspended to make room for a queued session
@@ -573,10 +579,11 @@ type usageOutcome struct {
 // update.
 func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.ResultMessage) usageOutcome {
 	main := claude.ThreadOf(m).IsMain()
+	interrupted := main && a.interrupted.Swap(false)
 	var made []Event // of the last call of Events: the ones stored
 	follow := &store.ResultFollow{Events: func(rec *store.UsageRecord, sess *store.Session) ([]*store.Event, error) {
 		var bodies []Body
-		if m.IsError {
+		if m.IsError && !(main && interrupted && m.Subtype == "error_during_execution") {
 			bodies = append(bodies, &ErrorReport{Message: resultError(m)})
 		}
 		bodies = append(bodies, &UsageReport{Turn: *rec, Totals: sess.Totals})

@@ -703,6 +703,9 @@ func (d *Daemon) Interrupt(ctx context.Context, id, by string) error {
 		return err
 	}
 	by = clientName(by)
+	if a.inflight.Load() > 0 {
+		a.interrupted.Store(true)
+	}
 	a.log(context.WithoutCancel(ctx), &Interrupted{By: by})
 	d.log.Info("interrupting session", "session", id, "by", by)
 	return a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.Interrupt(ctx) })

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -595,5 +596,74 @@ func TestInterruptWithdrawsPendingRequest(t *testing.T) {
 	}
 	if p := d.Pending(s.ID); len(p) != 0 {
 		t.Errorf("still pending after the interrupt: %+v", p)
+	}
+}
+
+// An interrupt from a client ends the turn as interrupted by that client,
+// not as a failure: the watchers get the interrupted event naming it, and
+// no error report of the result the CLI ends the turn with (its internal
+// diagnostic); the next turn runs, and a failure after it is still
+// reported.
+func TestInterruptIsNoError(t *testing.T) {
+	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 2000))}, ChunkSize: 5, DeltaDelay: 20 * time.Millisecond}
+	td := daemontest.Start(t, nil, slow, claudetest.Reply(claudetest.Text("Again.")), claudetest.Error(400, "invalid_request_error", "bad"))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), IncludePartialMessages: true}, "go slowly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	// turn collects the types of the events up to the turn's idle status,
+	// interrupting the turn at its first text delta when asked.
+	turn := func(interrupt bool) (types []string, by, errMsg string) {
+		t.Helper()
+		sawResult := false
+		for ev, err := range d.Subscribe(ctx, s.ID, last) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = ev.Seq
+			types = append(types, ev.Type)
+			switch ev.Type {
+			case "text_delta":
+				if interrupt {
+					interrupt = false
+					if err := d.Interrupt(ctx, s.ID, "alice"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case "interrupted":
+				var i daemon.Interrupted
+				json.Unmarshal(ev.Raw, &i)
+				by = i.By
+			case "error":
+				var e daemon.ErrorReport
+				json.Unmarshal(ev.Raw, &e)
+				errMsg = e.Message
+			case "result":
+				sawResult = true
+			case "status":
+				if sawResult && strings.Contains(string(ev.Raw), `"idle"`) {
+					return types, by, errMsg
+				}
+			}
+		}
+		t.Fatal("the subscription ended")
+		return
+	}
+	if _, by, errMsg := turn(true); by != "client:alice" || errMsg != "" {
+		t.Errorf("interrupted turn: interrupted by %q, error report %q; want client:alice and none", by, errMsg)
+	}
+	if err := d.Send(ctx, s.ID, "again"); err != nil {
+		t.Fatal(err)
+	}
+	if types, by, errMsg := turn(false); by != "" || errMsg != "" || !slices.Contains(types, "result") {
+		t.Errorf("the turn after: %v, interrupted by %q, error %q", types, by, errMsg)
+	}
+	if err := d.Send(ctx, s.ID, "fail"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, errMsg := turn(false); errMsg == "" {
+		t.Error("a failed turn after an interrupted one has no error report")
 	}
 }
