@@ -37,6 +37,12 @@ type actor struct {
 
 	ctx    context.Context // done once the session begins to close
 	cancel context.CancelFunc
+	// cancelCLI ends the context the CLI was started with (set by start):
+	// the daemon's, or the start's abort when a.ctx ends while it runs.
+	cancelCLI context.CancelFunc
+	// closedBy is who closed the session while its launch was under way
+	// (queued, or its CLI starting): "client:alice".
+	closedBy atomic.Pointer[string]
 
 	compat sessionCompat // its CLI's version and what its init lacked (health.go)
 
@@ -146,7 +152,18 @@ func (a *actor) start(ctx context.Context) error {
 	co.MaxPayloadBytes = a.d.maxPayload
 	co.CanUseTool = a.canUseTool
 	co.Logger = a.d.log
-	s, err := claude.Start(a.d.ctx, &co)
+	// The CLI lives as long as the daemon, or until the session closes it
+	// (gracefully: Close); but a close while it starts (a client's, the
+	// daemon stopping) ends the start at once, which may otherwise wait
+	// minutes for a remote worker to connect.
+	cliCtx, cancelCLI := context.WithCancel(a.d.ctx)
+	a.cancelCLI = cancelCLI
+	stopAbort := context.AfterFunc(a.ctx, cancelCLI)
+	s, err := claude.Start(cliCtx, &co)
+	aborted := !stopAbort()
+	if err != nil && aborted {
+		return a.closedWhileStarting(ctx)
+	}
 	if err != nil {
 		return a.fail(ctx, fmt.Errorf("daemon: starting the CLI: %w", err))
 	}
@@ -171,6 +188,24 @@ func (a *actor) start(ctx context.Context) error {
 	return nil
 }
 
+// closedWhileStarting ends an actor whose start was given up because the
+// session was closed meanwhile: closed, as the client asked, or suspended
+// when the daemon stops (the next prompt starts it again).
+func (a *actor) closedWhileStarting(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	final, detail := store.StatusClosed, "closed while its CLI started"
+	if by := a.closedBy.Load(); by != nil {
+		detail = "closed by " + *by + " while its CLI started"
+	}
+	if a.d.isClosed() {
+		final, detail = store.StatusSuspended, "the daemon stopped while the session's CLI started; the next prompt starts it again"
+	}
+	a.d.log.Info("session's CLI start given up", "session", a.id, "status", final, "detail", detail)
+	a.status(ctx, final, detail)
+	a.abandon(final == store.StatusClosed)
+	return fmt.Errorf("%w: session %s: %s", ErrNotRunning, a.id, detail)
+}
+
 func (a *actor) fail(ctx context.Context, err error) error {
 	a.d.log.Error("session failed to start", "session", a.id, "err", err)
 	a.logError(ctx, err.Error(), "")
@@ -186,6 +221,9 @@ func (a *actor) abandon(ended bool) {
 		a.d.endHub(a.hub)
 	}
 	a.cancel()
+	if a.cancelCLI != nil {
+		a.cancelCLI()
+	}
 	a.d.release(a)
 	close(a.ready)
 	close(a.done)
@@ -198,6 +236,7 @@ func (a *actor) run() {
 	defer close(a.done)
 	defer a.d.release(a)
 	defer a.cancel()
+	defer a.cancelCLI() // the CLI is gone: this frees its context
 	var st actorState
 	readerDone := make(chan error, 1)
 	go func() { readerDone <- a.read() }()
@@ -818,7 +857,10 @@ func (a *actor) close(shutdown bool, by string) bool {
 	select {
 	case <-a.ready:
 	default:
-		a.cancel() // queued: its launch ends
+		if by != "" {
+			a.closedBy.Store(&by)
+		}
+		a.cancel() // queued or starting: its launch ends
 		<-a.done
 		return true
 	}

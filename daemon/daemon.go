@@ -481,7 +481,11 @@ func (d *Daemon) takeSlot(ctx context.Context, a *actor, s *store.Session) error
 		return nil
 	}
 	back := s.Status
+	by := a.closedBy.Load()
 	switch {
+	case by != nil && !d.isClosed(): // a client closed it: closed, whatever it was
+		back = store.StatusClosed
+		a.status(bg, back, "closed by "+*by+" while queued")
 	case s.Status == store.StatusStarting: // a new session: it never ran
 		back = store.StatusClosed
 		a.status(bg, back, "closed while queued: "+err.Error())

@@ -328,3 +328,99 @@ func TestSetModelRefusesBadNames(t *testing.T) {
 		t.Errorf("a good model: %v", err)
 	}
 }
+
+// A session waiting for a remote worker to connect (the daemon waits a
+// minute here, two by default) is closed at once when a client closes it,
+// saying who; one that waits when the daemon stops does not hold the stop
+// up, and is left for the next prompt. A suspended session being resumed
+// from the queue is closed too when a client closes it, not left
+// suspended.
+func TestCloseWhileLaunching(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{WorkerToken: "worker-token", MaxRunning: 1},
+		claudetest.Reply(claudetest.Text("Hi.")), claudetest.Reply(claudetest.Text("Again.")))
+	d, ctx := td.D, td.Ctx
+	// launch starts a session on a remote worker that never comes, and
+	// returns its id once it waits for one.
+	launch := func() (string, <-chan error) {
+		t.Helper()
+		created := make(chan error, 1)
+		go func() {
+			_, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), Worker: daemon.WorkerRemote}, "")
+			created <- err
+		}()
+		for {
+			all, err := d.Sessions(ctx, store.SessionFilter{Status: store.StatusStarting})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(all) == 1 {
+				return all[0].ID, created
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	id, created := launch()
+	time.Sleep(200 * time.Millisecond) // waiting for the worker
+	start := time.Now()
+	if err := d.CloseSession(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("closing the session waiting for a worker took %v", took)
+	}
+	if err := <-created; !errors.Is(err, daemon.ErrNotRunning) {
+		t.Errorf("Create of the session closed while it started: %v, want ErrNotRunning", err)
+	}
+	if s := waitStatus(t, d, ctx, id, store.StatusClosed); s == nil {
+		t.Fatal("not closed")
+	}
+	if st := lastStatus(t, td, id); st == nil || st.Detail != "closed by client:alice while its CLI started" {
+		t.Errorf("the closed session's last status: %+v", st)
+	}
+
+	// A local session takes the one slot; a suspended one resumed behind
+	// it queues, and a client closes it there.
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	td.Restart() // every session suspended
+	d, ctx = td.D, td.Ctx
+	waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
+	other, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan error, 1)
+	go func() { _, err := d.Resume(ctx, s.ID, "again"); resumed <- err }()
+	waitStatus(t, d, ctx, s.ID, store.StatusQueued)
+	if err := d.CloseSession(ctx, s.ID, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-resumed; err == nil {
+		t.Error("Resume of the session closed while queued succeeded")
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusClosed)
+	if st := lastStatus(t, td, s.ID); st == nil || st.Detail != "closed by client:bob while queued" {
+		t.Errorf("the session closed while queued: last status %+v", st)
+	}
+	if err := d.CloseSession(ctx, other.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// The daemon stops while a session waits for a worker.
+	id, created = launch()
+	time.Sleep(200 * time.Millisecond)
+	start = time.Now()
+	td.Restart()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("stopping the daemon with a session waiting for a worker took %v", took)
+	}
+	if err := <-created; err == nil {
+		t.Error("Create of the session the daemon stopped under succeeded")
+	}
+	if s := waitStatus(t, td.D, td.Ctx, id, store.StatusSuspended); s == nil {
+		t.Fatal("not suspended")
+	}
+}
