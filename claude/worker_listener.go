@@ -392,7 +392,11 @@ func (l *WorkerListener) start(ctx context.Context, c *Command, t *WorkerTranspo
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				err = fmt.Errorf("no worker connected within %v", l.WaitTimeout)
 			}
-			return nil, &StartError{Path: "remote worker at " + l.URL(), Err: err}
+			where := "the CLI on a remote worker"
+			if u := l.URL(); u != "" { // "": served by another's server (the daemon's)
+				where = "remote worker at " + u
+			}
+			return nil, &StartError{Path: where, Err: err}
 		}
 		err = l.handOver(wl, rc)
 		if err == nil {
