@@ -365,7 +365,9 @@ func resumable(s *store.Session, op string) (*SessionOptions, error) {
 			Msg: fmt.Sprintf("cannot %s it: its budget of $%.4f is spent ($%.4f used)", op, s.BudgetUSD, s.Totals.CostUSD)}
 	}
 	if s.BudgetUSD > 0 {
-		o.MaxBudgetUsd = s.BudgetUSD - s.Totals.CostUSD // the CLI counts from zero
+		// What is left: a resumed CLI restores its totals, but counts its
+		// budget from what it spends itself (TestBudgetAcrossResumes).
+		o.MaxBudgetUsd = s.BudgetUSD - s.Totals.CostUSD
 	}
 	return o, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -422,5 +423,58 @@ func TestCloseWhileLaunching(t *testing.T) {
 	}
 	if s := waitStatus(t, td.D, td.Ctx, id, store.StatusSuspended); s == nil {
 		t.Fatal("not suspended")
+	}
+}
+
+// A session's budget holds across resumes: the CLI resumed after a
+// suspension reports totals that go on from its conversation's (restored),
+// but counts its --max-budget-usd from what it spends itself, so the daemon
+// hands it what is left of the budget. With room for two and a half
+// turns, the resumed second turn ends normally and the third, over the
+// budget, stops the session.
+func TestBudgetAcrossResumes(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{IdleTimeout: 300 * time.Millisecond},
+		claudetest.Reply(claudetest.Text("Zero.")), claudetest.Reply(claudetest.Text("One.")),
+		claudetest.Reply(claudetest.Text("Two.")), claudetest.Reply(claudetest.Text("Three.")))
+	d, ctx := td.D, td.Ctx
+	probe, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	turnCost := waitStatus(t, d, ctx, probe.ID, store.StatusSuspended).Totals.CostUSD // each costs about the same
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir(), MaxBudgetUsd: 2.5 * turnCost}, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
+	if err := d.Send(ctx, s.ID, "two"); err != nil { // resumes it
+		t.Fatal(err)
+	}
+	if got := waitStatus(t, d, ctx, s.ID, store.StatusSuspended); got.Totals.Turns != 2 || got.Error != "" {
+		t.Fatalf("after the resumed second turn: %d turns, error %q", got.Totals.Turns, got.Error)
+	}
+	if err := d.Send(ctx, s.ID, "three"); err != nil {
+		t.Fatal(err)
+	}
+	got := waitStatus(t, d, ctx, s.ID, store.StatusClosed)
+	if got.Totals.Turns != 3 || !strings.Contains(got.Error, "budget") {
+		t.Errorf("after the third turn: %d turns, error %q; want 3 and the budget", got.Totals.Turns, got.Error)
+	}
+	// The CLI itself stopped at what was left (it would go on, in a turn
+	// of many requests, had it been handed the whole budget).
+	var subtypes []string
+	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "result" {
+			subtypes = append(subtypes, ev.Subtype)
+		}
+		if ev.Seq >= got.LastSeq {
+			break
+		}
+	}
+	if want := []string{"success", "success", "error_max_budget_usd"}; !slices.Equal(subtypes, want) {
+		t.Errorf("the turns' results: %v, want %v", subtypes, want)
 	}
 }
