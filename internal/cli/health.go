@@ -207,7 +207,9 @@ func (r *daemonDoctorReport) print(w io.Writer) {
 	if r.MaxRunning > 0 {
 		limit = fmt.Sprintf("at most %d", r.MaxRunning)
 	}
-	row("Sessions", fmt.Sprintf("%d running (%s), %d queued, %d suspended", r.Running, limit, r.Queued, r.Suspended))
+	// Running counts live CLIs, idle ones too (a session idle in
+	// claudectl sessions): "running" here read as "in a turn".
+	row("Sessions", fmt.Sprintf("%d with a live CLI (%s), %d queued, %d suspended", r.Running, limit, r.Queued, r.Suspended))
 	now := time.Now()
 	for i, w := range r.Workers {
 		k := ""

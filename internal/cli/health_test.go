@@ -36,7 +36,8 @@ func TestDoctorServerShowsDegradation(t *testing.T) {
 	}
 	for _, want := range []string{"Daemon:", d.url, "Version:        " + claudetest.CLIVersion(t), "Compatibility:  degraded",
 		"Reasons:", "[degraded]", "missing_feature Bash tool", "session " + id, "CLI versions:",
-		claude.TestedMaxVersion + ": degraded (local, 1 live)", "Degraded:", id + " lacks Bash tool"} {
+		claude.TestedMaxVersion + ": degraded (local, 1 live)", "Degraded:", id + " lacks Bash tool",
+		"Sessions:       1 with a live CLI (no limit), 0 queued, 0 suspended"} {
 		if !strings.Contains(o.stdout, want) {
 			t.Errorf("doctor --server output lacks %q:\n%s", want, o.stdout)
 		}

@@ -4605,7 +4605,7 @@ type HealthDetailsResponse struct {
 	Version            string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"` // claudectl's
 	StartedAt          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	Sessions           int32                  `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
-	RunningSessions    int32                  `protobuf:"varint,5,opt,name=running_sessions,json=runningSessions,proto3" json:"running_sessions,omitempty"`
+	RunningSessions    int32                  `protobuf:"varint,5,opt,name=running_sessions,json=runningSessions,proto3" json:"running_sessions,omitempty"` // sessions with a live CLI, idle or in a turn
 	PendingPermissions int32                  `protobuf:"varint,6,opt,name=pending_permissions,json=pendingPermissions,proto3" json:"pending_permissions,omitempty"`
 	ClaudeCode         *ClaudeCodeStatus      `protobuf:"bytes,10,opt,name=claude_code,json=claudeCode,proto3" json:"claude_code,omitempty"`
 	Store              *StoreStatus           `protobuf:"bytes,11,opt,name=store,proto3" json:"store,omitempty"`

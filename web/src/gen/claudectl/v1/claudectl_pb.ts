@@ -2105,6 +2105,8 @@ export type HealthDetailsResponse = Message$1<"claudectl.v1.HealthDetailsRespons
   sessions: number;
 
   /**
+   * sessions with a live CLI, idle or in a turn
+   *
    * @generated from field: int32 running_sessions = 5;
    */
   runningSessions: number;
