@@ -193,10 +193,7 @@ func (a *actor) start(ctx context.Context) error {
 // when the daemon stops (the next prompt starts it again).
 func (a *actor) closedWhileStarting(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	final, detail := store.StatusClosed, "closed while its CLI started"
-	if by := a.closedBy.Load(); by != nil {
-		detail = "closed by " + *by + " while its CLI started"
-	}
+	final, detail := store.StatusClosed, a.closedWhileStartingDetail()
 	if a.d.isClosed() {
 		final, detail = store.StatusSuspended, "the daemon stopped while the session's CLI started; the next prompt starts it again"
 	}
@@ -204,6 +201,15 @@ func (a *actor) closedWhileStarting(ctx context.Context) error {
 	a.status(ctx, final, detail)
 	a.abandon(final == store.StatusClosed)
 	return fmt.Errorf("%w: session %s: %s", ErrNotRunning, a.id, detail)
+}
+
+// closedWhileStartingDetail says who closed the session while its CLI
+// started, for its closed status.
+func (a *actor) closedWhileStartingDetail() string {
+	if by := a.closedBy.Load(); by != nil {
+		return "closed by " + *by + " while its CLI started"
+	}
+	return "closed while its CLI started"
 }
 
 func (a *actor) fail(ctx context.Context, err error) error {
@@ -622,7 +628,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 	var made []Event // of the last call of Events: the ones stored
 	follow := &store.ResultFollow{Events: func(rec *store.UsageRecord, sess *store.Session) ([]*store.Event, error) {
 		var bodies []Body
-		if m.IsError && !(main && interrupted && m.Subtype == "error_during_execution") {
+		if m.IsError && !(interrupted && m.Subtype == "error_during_execution") {
 			bodies = append(bodies, &ErrorReport{Message: resultError(m)})
 		}
 		bodies = append(bodies, &UsageReport{Turn: *rec, Totals: sess.Totals})

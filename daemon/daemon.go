@@ -438,7 +438,7 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 		if d.isClosed() {
 			a.askCloseAs(true, "")
 		} else {
-			a.askCloseAs(false, "closed while its CLI started")
+			a.askCloseAs(false, a.closedWhileStartingDetail())
 		}
 	}
 	defer func() {
