@@ -163,7 +163,7 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	}
 	row(head...)
 	for _, s := range list {
-		cells := []string{s.ID, s.Status, orDash(s.Model), s.Cwd, fmt.Sprintf("$%.4f", s.CostUSD)}
+		cells := []string{s.ID, s.Status, cmp.Or(s.Model, "default"), s.Cwd, fmt.Sprintf("$%.4f", s.CostUSD)} // as the page says
 		if remote {
 			cells = append(cells, cmp.Or(s.WorkerName, s.Worker))
 		}

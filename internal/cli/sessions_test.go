@@ -76,4 +76,8 @@ func TestSessionsShowsError(t *testing.T) {
 		!strings.Contains(lines[1], "failed") || !strings.Contains(lines[1], strings.TrimSpace(first)[:min(len(first), 40)]) {
 		t.Errorf("sessions does not show the error %q:\n%s", first, o.stdout)
 	}
+	// The MODEL column of a session that set none says so, as the page does.
+	if f := strings.Fields(lines[1]); len(f) < 3 || f[2] != "default" {
+		t.Errorf("sessions: the MODEL column of a session with the default model is not \"default\":\n%s", o.stdout)
+	}
 }
