@@ -26,7 +26,6 @@ var demoPace time.Duration
 // temporary directories it made. close undoes it all.
 type demo struct {
 	model   *claudetest.Server
-	home    string // the CLIs' HOME
 	dataDir string // made here, removed by close; "" when --data-dir was given
 }
 
@@ -66,7 +65,12 @@ func startDemo(cfg *serve.Settings, listenGiven bool) (*demo, error) {
 		}
 		cfg.DataDir = d.dataDir
 	}
-	if d.home, err = os.MkdirTemp("", "claudectl-demo-home-"); err != nil {
+	// The CLIs' HOME holds the conversations' transcripts: it lives in the
+	// data directory, with the sessions, so that a data directory given
+	// outlives the demo with sessions that can be resumed when it
+	// restarts (a temporary one is removed whole).
+	home := filepath.Join(cfg.DataDir, "demo-home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("demo home directory: %w", err)
 	}
 	d.model = claudetest.NewServer(claudetest.Demo(&claudetest.DemoOptions{Pace: demoPace}))
@@ -77,7 +81,7 @@ func startDemo(cfg *serve.Settings, listenGiven bool) (*demo, error) {
 	for _, k := range demoEnvRemoved {
 		env[k] = "" // removed
 	}
-	for k, v := range d.model.EnvMap(d.home) {
+	for k, v := range d.model.EnvMap(home) {
 		env[k] = v
 	}
 	env["ANTHROPIC_API_KEY"] = "sk-ant-demo-not-a-key"
@@ -94,11 +98,9 @@ func (d *demo) close() {
 		d.model.Close()
 		d.model = nil
 	}
-	for _, dir := range []*string{&d.home, &d.dataDir} {
-		if *dir != "" {
-			os.RemoveAll(*dir)
-			*dir = ""
-		}
+	if d.dataDir != "" {
+		os.RemoveAll(d.dataDir)
+		d.dataDir = ""
 	}
 }
 

@@ -190,7 +190,7 @@ func TestDemoSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dataDir, home := cfg.DataDir, d.home
+	dataDir, home := cfg.DataDir, filepath.Join(cfg.DataDir, "demo-home")
 	if cfg.Listen != DemoListen || dataDir == "" || !strings.Contains(dataDir, "claudectl-demo-") {
 		t.Errorf("listen %q, data dir %q: want %s and a temporary directory", cfg.Listen, dataDir, DemoListen)
 	}
@@ -210,6 +210,21 @@ func TestDemoSettings(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s is still there after close (%v)", p, err)
 		}
+	}
+
+	// With a data directory of the user's, the CLIs' HOME (their
+	// transcripts) is in it and stays with it, so that its sessions can be
+	// resumed when the demo restarts.
+	given := t.TempDir()
+	cfg = &serve.Settings{DataDir: given}
+	if d, err = startDemo(cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	d.close()
+	if home := filepath.Join(given, "demo-home"); cfg.Env["HOME"] != home {
+		t.Errorf("with --data-dir the CLIs' HOME is %q, want %q", cfg.Env["HOME"], home)
+	} else if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
+		t.Errorf("the CLIs' HOME in the data directory given is gone after the demo: %v", err)
 	}
 }
 
