@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"slices"
 
 	"connectrpc.com/connect"
 
@@ -21,12 +20,16 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[v1.Cre
 
 // ListSessions implements SessionService.
 func (s *Service) ListSessions(ctx context.Context, req *connect.Request[v1.ListSessionsRequest]) (*connect.Response[v1.ListSessionsResponse], error) {
+	// A set: the request may repeat a status a million times, and each
+	// session is checked against it.
+	want := map[v1.SessionStatus]bool{}
 	for _, st := range req.Msg.Status {
 		// A status no session can have (a number this daemon does not
 		// know, or UNSPECIFIED) filters by nothing the client meant.
 		if _, ok := v1.SessionStatus_name[int32(st)]; !ok || st == v1.SessionStatus_SESSION_STATUS_UNSPECIFIED {
 			return nil, invalid("status", st.String(), "not a session status (SESSION_STATUS_RUNNING, SESSION_STATUS_IDLE, …)")
 		}
+		want[st] = true
 	}
 	all, err := s.D.Sessions(ctx, store.SessionFilter{})
 	if err != nil {
@@ -35,7 +38,7 @@ func (s *Service) ListSessions(ctx context.Context, req *connect.Request[v1.List
 	out := &v1.ListSessionsResponse{}
 	for _, ss := range all {
 		p := s.sessionToProto(ss)
-		if len(req.Msg.Status) > 0 && !slices.Contains(req.Msg.Status, p.Status) {
+		if len(want) > 0 && !want[p.Status] {
 			continue
 		}
 		out.Sessions = append(out.Sessions, p)
