@@ -401,11 +401,13 @@ func expectedTools(o *SessionOptions) []string {
 		disallowed[strings.TrimSpace(t)] = true // "Bash(rm:*)" limits Bash, it does not remove it
 	}
 	var want []string
+	seen := map[string]bool{} // a set: allowed_tools is the client's, of any length
 	add := func(t string) {
 		t = strings.TrimSpace(t)
-		if t == "" || strings.ContainsAny(t, "( ") || disallowed[t] || slices.Contains(want, t) {
+		if t == "" || strings.ContainsAny(t, "( ") || disallowed[t] || seen[t] {
 			return
 		}
+		seen[t] = true
 		want = append(want, t)
 	}
 	explicit := toolsFlag(o.GetExtraArgs())
@@ -420,8 +422,15 @@ func expectedTools(o *SessionOptions) []string {
 			add(t)
 		}
 	}
+	var inExplicit map[string]bool
+	if explicit != nil {
+		inExplicit = make(map[string]bool, len(explicit))
+		for _, t := range explicit {
+			inExplicit[t] = true
+		}
+	}
 	for _, t := range o.GetAllowedTools() {
-		if !strings.HasPrefix(t, "mcp__") && (explicit == nil || slices.Contains(explicit, t)) {
+		if !strings.HasPrefix(t, "mcp__") && (explicit == nil || inExplicit[t]) {
 			add(t)
 		}
 	}

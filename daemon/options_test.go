@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -174,5 +177,29 @@ func TestEncodeBody(t *testing.T) {
 		if back := EventFromStore(store.Event{Direction: store.FromDaemon, Type: b.EventType(), Raw: raw}); !reflect.DeepEqual(back.Body, b) {
 			t.Errorf("%T read back as %+v", b, back.Body)
 		}
+	}
+}
+
+// expectedTools keeps one of each tool, in order, and costs one pass
+// over a client's allowed_tools however long. It was a list each name was
+// looked up in, on the session's reader at every turn's start: 200,000
+// names took 49 s; the 64,000 one-letter names the CLI's 128 KiB
+// --allowedTools argument can hold, seconds.
+func TestExpectedToolsLongList(t *testing.T) {
+	o := &SessionOptions{AllowedTools: []string{"Glob", "Write", "Glob", "Bash(rm:*)", "mcp__x__y", "Grep", " Ls "}, DisallowedTools: []string{"Grep"}}
+	if got, want := expectedTools(o), append(slices.Clone(criticalTools), "Glob", "Ls"); !slices.Equal(got, want) {
+		t.Errorf("expectedTools = %v, want %v", got, want)
+	}
+	long := &SessionOptions{}
+	for i := range 200000 {
+		long.AllowedTools = append(long.AllowedTools, fmt.Sprintf("Tool%d", i))
+	}
+	start := time.Now()
+	got := expectedTools(long)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("expectedTools of %d names took %v", len(long.AllowedTools), took)
+	}
+	if len(got) != len(criticalTools)+200000 {
+		t.Errorf("expectedTools of %d distinct names: %d", len(long.AllowedTools), len(got))
 	}
 }
