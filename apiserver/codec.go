@@ -17,10 +17,10 @@ import (
 // daemon as no filter and listed every session, and a misspelt field
 // name was dropped without a word. Here either is refused with
 // InvalidArgument (Connect's code for a request it cannot unmarshal),
-// naming the field or value. The API's clients ship
-// with the daemon (its page, claudectl), so there is no older or newer
-// schema for the leniency to serve; binary requests keep protobuf's
-// rules, and their enum numbers are checked by each method.
+// naming the field or value. The API's clients ship with the daemon (its
+// page, claudectl), so there is no older or newer schema for the leniency
+// to serve; binary requests keep protobuf's rules, and their enum numbers
+// are checked by each method.
 type strictJSON struct{ name string }
 
 func (c strictJSON) Name() string { return c.name }
