@@ -193,7 +193,7 @@ func (a *actor) start(ctx context.Context) error {
 // when the daemon stops (the next prompt starts it again).
 func (a *actor) closedWhileStarting(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	final, detail := store.StatusClosed, a.closedWhileStartingDetail()
+	final, detail := store.StatusClosed, a.closedWhile("its CLI started")
 	if a.d.isClosed() {
 		final, detail = store.StatusSuspended, "the daemon stopped while the session's CLI started; the next prompt starts it again"
 	}
@@ -203,13 +203,14 @@ func (a *actor) closedWhileStarting(ctx context.Context) error {
 	return fmt.Errorf("%w: session %s: %s", ErrNotRunning, a.id, detail)
 }
 
-// closedWhileStartingDetail says who closed the session while its CLI
-// started, for its closed status.
-func (a *actor) closedWhileStartingDetail() string {
+// closedWhile is the closed status's detail of a session closed while its
+// launch was at stage ("queued", "its CLI started"), naming who closed it
+// when a client did.
+func (a *actor) closedWhile(stage string) string {
 	if by := a.closedBy.Load(); by != nil {
-		return "closed by " + *by + " while its CLI started"
+		return "closed by " + *by + " while " + stage
 	}
-	return "closed while its CLI started"
+	return "closed while " + stage
 }
 
 func (a *actor) fail(ctx context.Context, err error) error {

@@ -438,7 +438,7 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 		if d.isClosed() {
 			a.askCloseAs(true, "")
 		} else {
-			a.askCloseAs(false, a.closedWhileStartingDetail())
+			a.askCloseAs(false, a.closedWhile("its CLI started"))
 		}
 	}
 	defer func() {
@@ -483,11 +483,10 @@ func (d *Daemon) takeSlot(ctx context.Context, a *actor, s *store.Session) error
 		return nil
 	}
 	back := s.Status
-	by := a.closedBy.Load()
 	switch {
-	case by != nil && !d.isClosed(): // a client closed it: closed, whatever it was
+	case a.closedBy.Load() != nil && !d.isClosed(): // a client closed it: closed, whatever it was
 		back = store.StatusClosed
-		a.status(bg, back, "closed by "+*by+" while queued")
+		a.status(bg, back, a.closedWhile("queued"))
 	case s.Status == store.StatusStarting: // a new session: it never ran
 		back = store.StatusClosed
 		a.status(bg, back, "closed while queued: "+err.Error())
