@@ -35,7 +35,13 @@ type client struct {
 // real CLI against a scripted fake API, and returns Connect clients.
 func start(t *testing.T, turns ...claudetest.Turn) *client {
 	t.Helper()
-	d := daemontest.Start(t, nil, turns...)
+	return startWith(t, nil, turns...)
+}
+
+// startWith is start with the test daemon's options.
+func startWith(t *testing.T, opts *daemontest.Options, turns ...claudetest.Turn) *client {
+	t.Helper()
+	d := daemontest.Start(t, opts, turns...)
 	url, httpc := d.Serve()
 	return &client{
 		sessions: claudectlv1connect.NewSessionServiceClient(httpc, url),

@@ -22,6 +22,7 @@ func toConnect(err error) error {
 	}
 	var ia *daemon.InvalidArgumentError
 	var re *permission.ResolvedError
+	var le *store.LimitError
 	switch {
 	case errors.Is(err, store.ErrWriteFailed): // whatever it stopped: the store is the cause
 		return connect.NewError(connect.CodeUnavailable, err)
@@ -29,6 +30,8 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.As(err, &re):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.As(err, &le):
+		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, permission.ErrNotPending):
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, permission.ErrInvalidDecision), errors.Is(err, permission.ErrSyntax):

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -114,6 +115,10 @@ func (s *Service) AddRule(ctx context.Context, req *connect.Request[v1.AddRuleRe
 	if err := s.D.AddRule(ctx, r); err != nil {
 		if r.SessionID != "" && errors.Is(err, store.ErrNotFound) { // the one thing a rule refers to
 			return nil, notFound("no session %q (claudectl sessions lists them)", r.SessionID)
+		}
+		if le := (*store.LimitError)(nil); errors.As(err, &le) {
+			return nil, connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("%v (claudectl rules list shows them, claudectl rules rm ID removes one)", le))
 		}
 		return nil, toConnect(err)
 	}

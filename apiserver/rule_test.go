@@ -1,13 +1,19 @@
 package apiserver_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/store"
 )
 
 // TestAddRuleScopes: a rule whose scope cannot match (a relative project
@@ -94,4 +100,88 @@ func connectMessage(err error) string {
 		return ""
 	}
 	return ce.Message()
+}
+
+// rulesCapped is a store that holds max rules at most, refusing one more
+// as a store at its MaxRules does, error and all (the stores' own limit is
+// tested by their conformance suite, storetest's RuleLimit).
+type rulesCapped struct {
+	store.Store
+	max int
+}
+
+func (s rulesCapped) CreateRule(ctx context.Context, r *store.Rule) error {
+	rules, err := s.Store.Rules(ctx)
+	if err != nil {
+		return err
+	}
+	if len(rules) >= s.max {
+		return fmt.Errorf("sqlite: CreateRule %q: %w", r.Spec, &store.LimitError{What: "rules", Max: s.max})
+	}
+	return s.Store.CreateRule(ctx, r)
+}
+
+// TestRuleLimitInUsersWords: when the store holds all the rules it takes,
+// AddRule is ResourceExhausted and says what to do, in the client's words;
+// an "always" decision that would store a rule is refused the same way and
+// leaves the request pending, so that it can be allowed once.
+func TestRuleLimitInUsersWords(t *testing.T) {
+	c := startWith(t, &daemontest.Options{WrapStore: func(s store.Store) store.Store { return rulesCapped{s, 2} }}, touchScript...)
+	add := func(pattern string) error {
+		_, err := c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
+			Pattern: pattern, Behavior: v1.Behavior_BEHAVIOR_ALLOW}}))
+		return err
+	}
+	for _, p := range []string{"Bash(ls:*)", "Bash(pwd)"} {
+		if err := add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const full = "there are 2 rules already, the most the store keeps: remove some first"
+	err := add("Bash(date)")
+	if msg := connectMessage(err); connect.CodeOf(err) != connect.CodeResourceExhausted ||
+		msg != full+" (claudectl rules list shows them, claudectl rules rm ID removes one)" {
+		t.Errorf("AddRule past the limit: %v; want ResourceExhausted saying what to do", err)
+	}
+
+	dir := t.TempDir()
+	res, err := c.sessions.CreateSession(c.ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: dir}, Prompt: "Create x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	c.untilIdle(t, res.Msg.Session.Id, 0, func(ev *v1.Event) {
+		pr := ev.GetPermissionRequest()
+		if pr == nil {
+			return
+		}
+		asked++
+		_, err := c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: pr.RequestId,
+			Behavior: v1.Behavior_BEHAVIOR_ALLOW, Always: true, Client: "alice"}))
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), full) {
+			t.Errorf("Decide always past the rule limit: %v; want ResourceExhausted saying %q", err, full)
+		}
+		pend, err := c.perms.ListPending(c.ctx, connect.NewRequest(&v1.ListPendingRequest{}))
+		if err != nil || len(pend.Msg.Requests) != 1 {
+			t.Errorf("after the refused always: pending %v, %v; want the request still pending", pend, err)
+		}
+		if _, err := c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: pr.RequestId,
+			Behavior: v1.Behavior_BEHAVIOR_ALLOW, Client: "alice"})); err != nil {
+			t.Errorf("Decide once after the refused always: %v", err)
+		}
+	})
+	if asked != 1 {
+		t.Fatalf("saw %d permission requests, want 1", asked)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err != nil {
+		t.Errorf("x was not created after the allow: %v", err)
+	}
+	list, err := c.perms.ListRules(c.ctx, connect.NewRequest(&v1.ListRulesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Msg.Rules) != 2 {
+		t.Errorf("rules after the refusals: %v; want the 2 added first", list.Msg.Rules)
+	}
 }

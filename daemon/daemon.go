@@ -881,24 +881,28 @@ func (d *Daemon) Close() error {
 }
 
 // loadRules enables the stored rules that keep selects (replacing any copy
-// the engine has); a rule that does not compile is skipped with a warning.
+// the engine has), in one change of the engine's set: one at a time, each
+// would copy the set, and a daemon with 20,000 rules took a minute to
+// start. A rule that does not compile is skipped with a warning.
 func (d *Daemon) loadRules(ctx context.Context, keep func(*store.Rule) bool) error {
 	rules, err := d.db.Rules(ctx)
 	if err != nil {
 		return fmt.Errorf("daemon: loading rules: %w", err)
 	}
+	var prs []permission.Rule
 	for _, r := range rules {
 		if !keep(r) {
 			continue
 		}
 		pr, err := RuleFromStore(r)
-		if err == nil {
-			d.engine.Remove(r.ID)
-			err = d.engine.Add(pr)
-		}
 		if err != nil {
 			d.log.Warn("skipping stored rule", "id", r.ID, "spec", r.Spec, "err", err)
+			continue
 		}
+		prs = append(prs, pr)
+	}
+	if err := d.engine.Put(prs...); err != nil { // RuleFromStore checked each
+		return fmt.Errorf("daemon: loading rules: %w", err)
 	}
 	return nil
 }

@@ -184,6 +184,9 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*permission.Pending,
 		for _, sr := range always.Rules {
 			sr.CreatedBy = "always:" + by
 			if err := d.AddRule(ctx, sr); err != nil {
+				if le := (*store.LimitError)(nil); errors.As(err, &le) {
+					return nil, nil, fmt.Errorf("nothing was decided: always would store the rule %s, and %w; allow once instead, or remove rules first (claudectl rules rm ID)", sr.Spec, le)
+				}
 				return nil, nil, fmt.Errorf("daemon: storing rule %s: %w", sr.Spec, err)
 			}
 			d.log.Info("rule stored for always", "request", dec.RequestID, "rule", sr.Spec, "rule_id", sr.ID, "by", by)
@@ -274,8 +277,7 @@ func (d *Daemon) AddRule(ctx context.Context, r *store.Rule) error {
 		return err
 	}
 	pr.ID = r.ID
-	d.engine.Remove(r.ID)
-	return d.engine.Add(pr)
+	return d.engine.Put(pr) // the store returns the ID of an equal rule it has
 }
 
 // RemoveRule deletes a rule and disables it.

@@ -63,20 +63,52 @@ func NewEngine(opts *EngineOptions) *Engine {
 // in the order they were added, which only decides which of several
 // matching rules a Decision reports.
 func (e *Engine) Add(rules ...Rule) error {
+	compiled, err := compileAll(rules)
+	if err != nil {
+		return err
+	}
+	e.update(func(rs []Rule) []Rule { return append(rs, compiled...) })
+	return nil
+}
+
+// Put is Add for rules that may be in the set already (stored rules loaded
+// again): a rule with the ID of one of them (other than 0) is replaced. The set is
+// changed once for all of them, so loading n rules copies it once, not n
+// times.
+func (e *Engine) Put(rules ...Rule) error {
+	compiled, err := compileAll(rules)
+	if err != nil {
+		return err
+	}
+	ids := make(map[int64]bool, len(compiled))
+	for _, r := range compiled {
+		if r.ID != 0 {
+			ids[r.ID] = true
+		}
+	}
+	e.update(func(rs []Rule) []Rule {
+		rs = slices.DeleteFunc(rs, func(r Rule) bool { return r.ID != 0 && ids[r.ID] })
+		return append(rs, compiled...)
+	})
+	return nil
+}
+
+// compileAll returns rules compiled and checked, or an error naming the
+// first bad one.
+func compileAll(rules []Rule) ([]Rule, error) {
 	compiled := make([]Rule, len(rules))
 	for i, r := range rules {
 		if r.m == nil {
 			if err := r.compile(); err != nil {
-				return &SyntaxError{Spec: r.String(), Msg: err.Error()}
+				return nil, &SyntaxError{Spec: r.String(), Msg: err.Error()}
 			}
 		}
 		if r.Behavior != Allow && r.Behavior != Deny && r.Behavior != Ask {
-			return &SyntaxError{Spec: r.String(), Msg: fmt.Sprintf("behavior %q is not allow, deny or ask", r.Behavior)}
+			return nil, &SyntaxError{Spec: r.String(), Msg: fmt.Sprintf("behavior %q is not allow, deny or ask", r.Behavior)}
 		}
 		compiled[i] = r
 	}
-	e.update(func(rs []Rule) []Rule { return append(rs, compiled...) })
-	return nil
+	return compiled, nil
 }
 
 // Replace sets the whole rule set, as Add would build it.

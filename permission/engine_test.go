@@ -3,6 +3,8 @@ package permission_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -301,5 +303,39 @@ func TestEngineChanges(t *testing.T) {
 	}
 	if err := e.Replace([]permission.Rule{r}); err != nil || len(e.Rules()) != 1 {
 		t.Errorf("Replace: %v, %d rules", err, len(e.Rules()))
+	}
+}
+
+// TestEnginePut: Put replaces the rules with the IDs it is given, adds the
+// others, and leaves rules without an ID (0) alone.
+func TestEnginePut(t *testing.T) {
+	mk := func(spec string, b permission.Behavior, id int64) permission.Rule {
+		r, err := permission.NewRule(spec, b, permission.Scope{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ID = id
+		return r
+	}
+	e := permission.NewEngine(nil)
+	if err := e.Add(mk("Bash(ls:*)", permission.Allow, 0), mk("Bash(rm:*)", permission.Deny, 1), mk("Edit", permission.Ask, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Put(mk("Bash(rm -rf:*)", permission.Deny, 1), mk("Read", permission.Allow, 3), mk("Bash(pwd)", permission.Allow, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range e.Rules() {
+		got = append(got, fmt.Sprintf("%d %s %s", r.ID, r.Behavior, r.String()))
+	}
+	want := []string{"0 allow Bash(ls:*)", "2 ask Edit", "1 deny Bash(rm -rf:*)", "3 allow Read", "0 allow Bash(pwd)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rules after Put = %q, want %q", got, want)
+	}
+	if err := e.Put(mk("Write", permission.Allow, 4), permission.Rule{Tool: "Bash", Content: "x", Behavior: "maybe", ID: 5}); err == nil {
+		t.Error("Put of a rule with a bad behavior: no error")
+	}
+	if n := len(e.Rules()); n != len(want) {
+		t.Errorf("a failed Put changed the set: %d rules, want %d", n, len(want))
 	}
 }

@@ -65,7 +65,9 @@ type Store interface {
 	// Usage returns the ledger of a session, oldest turn first.
 	Usage(ctx context.Context, id string) ([]*UsageRecord, error)
 
-	// CreateRule stores a permission rule, setting its ID.
+	// CreateRule stores a permission rule, setting its ID (that of an
+	// equal rule if one is stored). It fails with a *LimitError when the
+	// store holds MaxRules rules already.
 	CreateRule(ctx context.Context, r *Rule) error
 	// Rules returns every stored rule.
 	Rules(ctx context.Context) ([]*Rule, error)

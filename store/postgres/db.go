@@ -90,6 +90,9 @@ type Options struct {
 	// [DB.Acquire]); it must differ between the daemons sharing a
 	// database. Empty means a random name per Open.
 	Owner string
+	// MaxRules is how many permission rules the store holds at most
+	// (CreateRule refuses one more). Zero means store.MaxRules.
+	MaxRules int
 }
 
 // A DB is an open claudectl database on a PostgreSQL server. It is safe
@@ -98,6 +101,7 @@ type DB struct {
 	pool       *pgxpool.Pool
 	app        *appender
 	maxPayload int
+	maxRules   int
 	timeout    time.Duration
 	retryFor   time.Duration // see Options.RetryFor
 	health     *store.HealthTracker
@@ -230,7 +234,7 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		pool.Close()
 		return nil, err
 	}
-	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, timeout: o.WriteTimeout, retryFor: o.RetryFor, health: h, server: server, owner: o.Owner,
+	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules), timeout: o.WriteTimeout, retryFor: o.RetryFor, health: h, server: server, owner: o.Owner,
 		fences: make(map[string]int64), ttls: make(map[string]int64), logger: cmp.Or(o.Logger, slog.Default())}
 	db.app = newAppender(db, o.MaxBatch)
 	return db, nil

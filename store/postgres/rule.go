@@ -53,6 +53,15 @@ func (db *DB) CreateRule(ctx context.Context, r *store.Rule) (err error) {
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
+	// Two daemons adding rules at once may each find room for one more:
+	// the limit is a bound against a runaway client, not an exact count.
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM rules`).Scan(&n); err != nil {
+		return err
+	}
+	if n >= db.maxRules {
+		return &store.LimitError{What: "rules", Max: db.maxRules}
+	}
 	created = time.Now().UnixNano()
 	// ON CONFLICT: another daemon stored the same rule meanwhile.
 	err = tx.QueryRow(ctx, `INSERT INTO rules (spec, behavior, project_dir, session_id, created_by, created_at)

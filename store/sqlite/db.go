@@ -75,6 +75,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -114,6 +115,9 @@ type Options struct {
 	// BusyTimeout is how long a statement waits for a lock held by another
 	// process (a backup, the sqlite3 shell) before failing. Zero means 5s.
 	BusyTimeout time.Duration
+	// MaxRules is how many permission rules the store holds at most
+	// (CreateRule refuses one more). Zero means store.MaxRules.
+	MaxRules int
 }
 
 // A DB is an open claudectl database. See the package doc for its
@@ -125,6 +129,7 @@ type DB struct {
 	app        *appender
 	cp         *checkpointer
 	maxPayload int
+	maxRules   int
 	health     *store.HealthTracker
 
 	closed    atomic.Bool
@@ -347,7 +352,7 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, health: h}, nil
+	return &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules), health: h}, nil
 }
 
 // migrate applies the migrations the database lacks, in one transaction,

@@ -52,6 +52,13 @@ func (db *DB) CreateRule(ctx context.Context, r *store.Rule) (err error) {
 			return err
 		}
 	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM rules`).Scan(&n); err != nil {
+		return err
+	}
+	if n >= db.maxRules {
+		return &store.LimitError{What: "rules", Max: db.maxRules}
+	}
 	created = time.Now().UnixNano()
 	err = tx.QueryRowContext(ctx, `INSERT INTO rules (spec, behavior, project_dir, session_id, created_by, created_at)
 		VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, r.Spec, r.Behavior, r.ProjectDir, sessionID, r.CreatedBy, created).

@@ -3,7 +3,7 @@
 // against itself:
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) store.Store { return openMyStore(t) })
+//		storetest.Run(t, func(t *testing.T, o storetest.Options) store.Store { return openMyStore(t, o) })
 //	}
 //
 // Engine-specific behaviour (a full disk, the file layout) stays in the
@@ -22,27 +22,40 @@ import (
 	"github.com/claudectl/claudectl/store"
 )
 
-// Run runs the suite; open returns a new, empty store, which Run closes.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+// Options are what a test asks of the store that Run's open makes; a
+// zero field means the store's default.
+type Options struct {
+	MaxRules int // the rules it holds at most (store.MaxRules)
+}
+
+// ruleLimitRules is the MaxRules of the store RuleLimit fills: store.MaxRules
+// one at a time takes 40 s under the race detector.
+const ruleLimitRules = 40
+
+// Run runs the suite; open returns a new, empty store with the options
+// given, which Run closes.
+func Run(t *testing.T, open func(t *testing.T, o Options) store.Store) {
 	for _, tc := range []struct {
 		name string
 		f    func(*testing.T, store.Store)
+		o    Options
 	}{
-		{"Sessions", sessions},
-		{"AppendAndReplay", appendAndReplay},
-		{"AsyncOrderAndUpdates", asyncOrderAndUpdates},
-		{"RelayState", relayState},
-		{"UsageLedger", usageLedger},
-		{"RulesAndDecisions", rulesAndDecisions},
-		{"ConcurrentAppendsGapFree", concurrentAppends},
-		{"FailingRequestFailsAlone", failingRequestAlone},
-		{"DeleteAfterQueuedAppends", deleteAfterQueued},
-		{"LongReplay", longReplay},
-		{"HostileText", hostileText},
-		{"Close", closeStore},
+		{"Sessions", sessions, Options{}},
+		{"AppendAndReplay", appendAndReplay, Options{}},
+		{"AsyncOrderAndUpdates", asyncOrderAndUpdates, Options{}},
+		{"RelayState", relayState, Options{}},
+		{"UsageLedger", usageLedger, Options{}},
+		{"RulesAndDecisions", rulesAndDecisions, Options{}},
+		{"RuleLimit", ruleLimit, Options{MaxRules: ruleLimitRules}},
+		{"ConcurrentAppendsGapFree", concurrentAppends, Options{}},
+		{"FailingRequestFailsAlone", failingRequestAlone, Options{}},
+		{"DeleteAfterQueuedAppends", deleteAfterQueued, Options{}},
+		{"LongReplay", longReplay, Options{}},
+		{"HostileText", hostileText, Options{}},
+		{"Close", closeStore, Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := open(t)
+			s := open(t, tc.o)
 			defer s.Close()
 			tc.f(t, s)
 		})
@@ -685,5 +698,52 @@ func hostileText(t *testing.T, s store.Store) {
 	}
 	if h := s.WriteHealth(); h.Err != nil {
 		t.Errorf("hostile text made the store unhealthy: %v", h.Err)
+	}
+}
+
+// ruleLimit fills a store that holds ruleLimitRules rules: one more is
+// refused with a *store.LimitError, an equal one is still found, and a
+// deletion makes room.
+func ruleLimit(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const workers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < ruleLimitRules; i += workers {
+				if err := s.CreateRule(ctx, &store.Rule{Spec: fmt.Sprintf("Bash(make target%d:*)", i), Behavior: "allow"}); err != nil {
+					errs <- fmt.Errorf("rule %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	over := &store.Rule{Spec: "Bash(make one-more:*)", Behavior: "allow"}
+	err := s.CreateRule(ctx, over)
+	var le *store.LimitError
+	if !errors.As(err, &le) || le.Max != ruleLimitRules || le.What != "rules" {
+		t.Fatalf("CreateRule past the limit: %v (%T), want a *store.LimitError for %d rules", err, err, ruleLimitRules)
+	}
+	if over.ID != 0 {
+		t.Errorf("the refused rule got id %d", over.ID)
+	}
+	if rules, err := s.Rules(ctx); err != nil || len(rules) != ruleLimitRules {
+		t.Fatalf("Rules: %d rules, %v; want %d", len(rules), err, ruleLimitRules)
+	}
+	same := &store.Rule{Spec: "Bash(make target7:*)", Behavior: "allow"}
+	if err := s.CreateRule(ctx, same); err != nil || same.ID == 0 {
+		t.Fatalf("CreateRule of a rule stored already, at the limit: id %d, %v; want its id", same.ID, err)
+	}
+	if err := s.DeleteRule(ctx, same.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateRule(ctx, over); err != nil || over.ID == 0 {
+		t.Fatalf("CreateRule after a deletion made room: id %d, %v", over.ID, err)
 	}
 }
