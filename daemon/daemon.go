@@ -152,6 +152,7 @@ type Daemon struct {
 	commandsDone  chan struct{}  // serveCommands ended (nil: not started)
 	rulesDone     chan struct{}  // syncRules ended (nil: not started)
 	pendingDone   chan struct{}  // publishPending ended (nil: not started)
+	feedDone      chan struct{}  // pumpSessions ended
 	tail          *tailer        // follows other daemons' sessions (nil: not shared)
 	commands      sync.WaitGroup // commands of other daemons being carried out
 
@@ -201,6 +202,9 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.feed.init()
+	d.feedDone = make(chan struct{})
+	go d.pumpSessions()
 	if l, ok := d.db.(store.Leaser); ok && opts.LeaseTTL >= 0 {
 		d.lease, d.leaseTTL, d.heartbeatDone = l, cmp.Or(opts.LeaseTTL, DefaultLeaseTTL), make(chan struct{})
 		go d.heartbeat()
@@ -861,6 +865,7 @@ func (d *Daemon) Close() error {
 	wg.Wait()
 	d.endHubs()
 	d.cancel()
+	<-d.feedDone
 	if d.heartbeatDone != nil {
 		<-d.heartbeatDone
 	}

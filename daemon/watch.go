@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"sync"
 	"sync/atomic"
@@ -20,30 +21,68 @@ import (
 // line.
 const WatchSessionsInterval = 250 * time.Millisecond
 
-// maxDirty bounds the sessions a watcher remembers as changed; past it, it
-// is sent a new snapshot instead.
+// maxDirty bounds the sessions the feed remembers as changed between two
+// frames; past it, the next frame is a new snapshot instead.
 const maxDirty = 4096
 
+// feedFrames is how many frames the feed keeps: a watcher further behind
+// (its client reads slowly) starts again from a snapshot.
+const feedFrames = 16
+
 // A SessionsChange is what WatchSessions yields: every session when
-// Snapshot (replacing what the watcher has), else those that changed.
+// Snapshot (replacing what the watcher has), else those that changed. The
+// sessions are shared with the other watchers: read only.
 type SessionsChange struct {
 	Snapshot bool
 	Sessions []*store.Session
 }
 
-// sessionFeed tells session watchers which sessions changed. changed is
-// called on the store's writer path: it never blocks beyond a map insert
-// per watcher, and costs an atomic load when nobody watches.
+// sessionFeed tells session watchers what changed. changed is called on
+// the store's writer path, for every event published: it costs an atomic
+// load when nobody watches, else a map insert, whatever the number of
+// watchers. One goroutine (Daemon.pumpSessions) reads the changed sessions
+// once per WatchSessionsInterval and publishes them as a frame that every
+// watcher reads, and watchers that start together share one snapshot: the
+// store is read once per change, not once per watcher (3,000 watchers each
+// reading every change made a turn cost the daemon 35 times its CPU).
 type sessionFeed struct {
-	n        atomic.Int32 // watchers
+	n    atomic.Int32  // watchers
+	kick chan struct{} // cap 1: something changed since the last frame
+
+	// reading is held while the sessions of a frame or of a snapshot are
+	// read (and the frame published): so a snapshot holds every change of
+	// the frames published before its read, and the frames after it were
+	// read after it (a frame read before a snapshot but published after
+	// would show a watcher an older state over the snapshot's).
+	reading sync.Mutex
+
 	mu       sync.Mutex
-	watchers map[*sessionWatch]struct{}
+	dirty    map[string]struct{} // changed since the last frame
+	overflow bool                // more than maxDirty changed: the next frame is a snapshot
+	frames   []sessionFrame      // the last feedFrames frames, oldest first
+	seq      uint64              // the last frame's
+	next     chan struct{}       // closed when the next frame is published
+	snap     *feedSnapshot       // the last snapshot taken or being taken
 }
 
-type sessionWatch struct {
-	dirty    map[string]struct{} // guarded by the feed's mu
-	overflow bool                // guarded by the feed's mu: send a snapshot
-	wake     chan struct{}       // cap 1
+// A sessionFrame is what changed in one interval, as read after it.
+type sessionFrame struct {
+	seq      uint64
+	snapshot bool             // every session, replacing what came before
+	sessions []*store.Session // read only
+}
+
+// A feedSnapshot is every session, as read after frame seq was published
+// and before the next one was read.
+type feedSnapshot struct {
+	done chan struct{} // closed when seq, all and err are set
+	seq  uint64
+	all  []*store.Session
+	err  error
+}
+
+func (f *sessionFeed) init() {
+	f.kick, f.dirty, f.next = make(chan struct{}, 1), map[string]struct{}{}, make(chan struct{})
 }
 
 func (f *sessionFeed) changed(id string) {
@@ -51,53 +90,199 @@ func (f *sessionFeed) changed(id string) {
 		return
 	}
 	f.mu.Lock()
-	for w := range f.watchers {
-		if len(w.dirty) >= maxDirty {
-			w.overflow = true
-		} else {
-			w.dirty[id] = struct{}{}
-		}
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+	if len(f.dirty) >= maxDirty {
+		f.overflow = true
+	} else {
+		f.dirty[id] = struct{}{}
 	}
 	f.mu.Unlock()
-}
-
-func (f *sessionFeed) add() *sessionWatch {
-	w := &sessionWatch{dirty: map[string]struct{}{}, wake: make(chan struct{}, 1)}
-	f.mu.Lock()
-	if f.watchers == nil {
-		f.watchers = map[*sessionWatch]struct{}{}
+	select {
+	case f.kick <- struct{}{}:
+	default:
 	}
-	f.watchers[w] = struct{}{}
-	f.n.Add(1)
-	f.mu.Unlock()
-	return w
 }
 
-func (f *sessionFeed) remove(w *sessionWatch) {
-	f.mu.Lock()
-	delete(f.watchers, w)
-	f.n.Add(-1)
-	f.mu.Unlock()
-}
-
-// take returns the sessions changed since the last take, or snapshot.
-func (f *sessionFeed) take(w *sessionWatch) (ids []string, snapshot bool) {
+// takeDirty returns what changed since the last call, and clears it.
+func (f *sessionFeed) takeDirty() (ids []string, overflow bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if w.overflow {
-		w.overflow = false
-		clear(w.dirty)
-		return nil, true
+	overflow, f.overflow = f.overflow, false
+	if !overflow {
+		for id := range f.dirty {
+			ids = append(ids, id)
+		}
 	}
-	for id := range w.dirty {
-		ids = append(ids, id)
+	clear(f.dirty)
+	return ids, overflow
+}
+
+// publish adds a frame and wakes the watchers.
+func (f *sessionFeed) publish(fr sessionFrame) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	fr.seq = f.seq
+	if len(f.frames) == feedFrames {
+		clear(f.frames[:1])
+		f.frames = append(f.frames[:0], f.frames[1:]...)
 	}
-	clear(w.dirty)
-	return ids, false
+	f.frames = append(f.frames, fr)
+	close(f.next)
+	f.next = make(chan struct{})
+}
+
+// after returns the change of the frames after seq merged, and the last
+// frame's seq; behind when some of them are gone. wait is closed when a
+// frame after last is published.
+func (f *sessionFeed) after(seq uint64) (ch SessionsChange, last uint64, behind bool, wait <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last, wait = f.seq, f.next
+	if seq == last {
+		return ch, last, false, wait
+	}
+	if len(f.frames) == 0 || f.frames[0].seq > seq+1 {
+		return ch, last, true, wait
+	}
+	at := map[string]int{} // where each session is in ch.Sessions
+	for _, fr := range f.frames {
+		if fr.seq <= seq {
+			continue
+		}
+		if fr.snapshot {
+			ch = SessionsChange{Snapshot: true}
+			clear(at)
+		}
+		for _, s := range fr.sessions {
+			if i, ok := at[s.ID]; ok {
+				ch.Sessions[i] = s
+				continue
+			}
+			at[s.ID] = len(ch.Sessions)
+			ch.Sessions = append(ch.Sessions, s)
+		}
+	}
+	return ch, last, false, wait
+}
+
+// pumpSessions publishes the sessions that change as frames, at most one
+// per WatchSessionsInterval, until the daemon closes. Idle, it waits.
+func (d *Daemon) pumpSessions() {
+	defer close(d.feedDone)
+	f := &d.feed
+	for {
+		select {
+		case <-f.kick:
+		case <-d.ctx.Done():
+			return
+		}
+		f.reading.Lock()
+		ids, overflow := f.takeDirty()
+		var fr sessionFrame
+		if overflow {
+			all, err := d.Sessions(d.ctx, store.SessionFilter{})
+			if err != nil {
+				if d.ctx.Err() != nil {
+					f.reading.Unlock()
+					return
+				}
+				d.log.Warn("reading the sessions for their watchers", "err", err)
+				f.retry(nil, true)
+			} else {
+				fr = sessionFrame{snapshot: true, sessions: all}
+			}
+		} else {
+			var failed []string
+			for _, id := range ids {
+				s, err := d.Session(d.ctx, id)
+				switch {
+				case err == nil:
+					fr.sessions = append(fr.sessions, s)
+				case d.ctx.Err() != nil:
+					f.reading.Unlock()
+					return
+				case !errors.Is(err, store.ErrNotFound): // a deleted session is left out
+					failed = append(failed, id)
+				}
+			}
+			if len(failed) > 0 {
+				d.log.Warn("reading changed sessions for their watchers; trying again", "sessions", len(failed))
+				f.retry(failed, false)
+			}
+		}
+		if fr.snapshot || len(fr.sessions) > 0 {
+			f.publish(fr)
+		}
+		f.reading.Unlock()
+		select { // merge what changes in the next moment
+		case <-time.After(WatchSessionsInterval):
+		case <-d.ctx.Done():
+			return
+		}
+	}
+}
+
+// retry marks sessions (or, with overflow, all of them) changed again, for
+// the next frame, when they could not be read for this one.
+func (f *sessionFeed) retry(ids []string, overflow bool) {
+	f.mu.Lock()
+	f.overflow = f.overflow || overflow
+	for _, id := range ids {
+		f.dirty[id] = struct{}{}
+	}
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sessionsSnapshot returns every session and the last frame whose changes
+// they hold. Watchers that start while one is read, or while the frames
+// after the last one are all kept, share it.
+func (d *Daemon) sessionsSnapshot(ctx context.Context) ([]*store.Session, uint64, error) {
+	f := &d.feed
+	f.mu.Lock()
+	s := f.snap
+	if s != nil {
+		select {
+		case <-s.done: // kept while the frames after it are
+			if len(f.frames) > 0 && f.frames[0].seq > s.seq+1 {
+				s = nil
+			}
+		default: // being read: as fresh as can be
+		}
+	}
+	if s == nil {
+		s = &feedSnapshot{done: make(chan struct{})}
+		f.snap = s
+		go d.readSnapshot(s) // for every watcher that waits for it: bound to none's ctx
+	}
+	f.mu.Unlock()
+	select {
+	case <-s.done:
+		return s.all, s.seq, s.err
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+}
+
+func (d *Daemon) readSnapshot(s *feedSnapshot) {
+	f := &d.feed
+	f.reading.Lock()
+	f.mu.Lock()
+	s.seq = f.seq
+	f.mu.Unlock()
+	s.all, s.err = d.Sessions(d.ctx, store.SessionFilter{})
+	f.reading.Unlock()
+	if s.err != nil {
+		f.mu.Lock()
+		if f.snap == s {
+			f.snap = nil // not kept: the next watcher tries again
+		}
+		f.mu.Unlock()
+	}
+	close(s.done)
 }
 
 // WatchSessions yields every session, then the sessions that change, as
@@ -105,52 +290,46 @@ func (f *sessionFeed) take(w *sessionWatch) (ids []string, snapshot bool) {
 // is waiting), at most every WatchSessionsInterval, until ctx ends (the
 // last pair then carries ctx's error) or the daemon closes. A session that
 // cannot be read any more (deleted) is left out. A watcher costs the
-// sessions nothing: it reads them from the store when it has time.
+// sessions nothing: the changes are read once for every watcher, off the
+// writer's path, and a watcher that falls behind gets a new snapshot.
 func (d *Daemon) WatchSessions(ctx context.Context) iter.Seq2[SessionsChange, error] {
 	return func(yield func(SessionsChange, error) bool) {
-		w := d.feed.add()
-		defer d.feed.remove(w)
+		f := &d.feed
+		f.n.Add(1)
+		defer f.n.Add(-1)
+		var seq uint64
 		snapshot := true
-		var ids []string
 		for {
 			var ch SessionsChange
 			if snapshot {
-				all, err := d.Sessions(ctx, store.SessionFilter{})
+				all, at, err := d.sessionsSnapshot(ctx)
 				if err != nil {
 					yield(SessionsChange{}, err)
 					return
 				}
-				ch = SessionsChange{Snapshot: true, Sessions: all}
+				ch, seq = SessionsChange{Snapshot: true, Sessions: all}, at
 			} else {
-				for _, id := range ids {
-					if s, err := d.Session(ctx, id); err == nil {
-						ch.Sessions = append(ch.Sessions, s)
-					} else if ctx.Err() != nil {
+				var wait <-chan struct{}
+				ch, seq, snapshot, wait = f.after(seq)
+				if snapshot {
+					continue
+				}
+				if !ch.Snapshot && len(ch.Sessions) == 0 {
+					select {
+					case <-wait:
+						continue
+					case <-ctx.Done():
 						yield(SessionsChange{}, ctx.Err())
+						return
+					case <-d.ctx.Done():
 						return
 					}
 				}
 			}
-			if (ch.Snapshot || len(ch.Sessions) > 0) && !yield(ch, nil) {
+			snapshot = false
+			if !yield(ch, nil) {
 				return
 			}
-			select { // merge what changes in the next moment
-			case <-time.After(WatchSessionsInterval):
-			case <-ctx.Done():
-				yield(SessionsChange{}, ctx.Err())
-				return
-			case <-d.ctx.Done():
-				return
-			}
-			select {
-			case <-w.wake:
-			case <-ctx.Done():
-				yield(SessionsChange{}, ctx.Err())
-				return
-			case <-d.ctx.Done():
-				return
-			}
-			ids, snapshot = d.feed.take(w)
 		}
 	}
 }

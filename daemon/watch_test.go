@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,5 +114,97 @@ func TestWatchSessionsAndPending(t *testing.T) {
 	for range sessions {
 	}
 	for range pending {
+	}
+}
+
+// readCounter is a store that counts the session reads made of it.
+type readCounter struct {
+	store.Store
+	one, all atomic.Int64 // Session, Sessions
+}
+
+func (c *readCounter) Session(ctx context.Context, id string) (*store.Session, error) {
+	c.one.Add(1)
+	return c.Store.Session(ctx, id)
+}
+
+func (c *readCounter) Sessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	c.all.Add(1)
+	return c.Store.Sessions(ctx, f)
+}
+
+// TestWatchSessionsShareReads: session watchers share the store's reads
+// (one snapshot for watchers that start together, one read per change for
+// all of them), and each still sees every change: 200 watchers cost a
+// turn a few reads, not 200 per change.
+func TestWatchSessionsShareReads(t *testing.T) {
+	const watchers = 200
+	counter := &readCounter{}
+	td := daemontest.Start(t, &daemontest.Options{WrapStore: func(s store.Store) store.Store { counter.Store = s; return counter }},
+		claudetest.Reply(claudetest.Text("Hello.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var started, idle sync.WaitGroup
+	started.Add(watchers)
+	idle.Add(watchers)
+	var wg sync.WaitGroup
+	for range watchers {
+		wg.Go(func() {
+			first, sawIdle := true, false
+			for ch, err := range d.WatchSessions(wctx) {
+				if err != nil {
+					break
+				}
+				if first {
+					first = false
+					if !ch.Snapshot || len(ch.Sessions) != 1 || ch.Sessions[0].ID != s.ID {
+						t.Errorf("first change %+v, want a snapshot of the session", ch)
+					}
+					started.Done()
+					continue
+				}
+				for _, ss := range ch.Sessions {
+					if ss.ID == s.ID && ss.Status == store.StatusIdle && ss.Totals.Turns == 1 && !sawIdle {
+						sawIdle = true
+						idle.Done()
+					}
+				}
+			}
+			if first {
+				started.Done()
+			}
+			if !sawIdle {
+				idle.Done()
+				t.Error("a watcher never saw the session idle after its turn")
+			}
+		})
+	}
+	started.Wait()
+	all := counter.all.Load()
+	one0 := counter.one.Load()
+	if err := d.Send(ctx, s.ID, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { idle.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the watchers did not all see the turn end")
+	}
+	one := counter.one.Load() - one0
+	cancel()
+	wg.Wait()
+	t.Logf("%d watchers: %d snapshot reads, %d session reads over the turn", watchers, all, one)
+	if all > 5 {
+		t.Errorf("%d snapshot reads for %d watchers that started together, want them shared", all, watchers)
+	}
+	if one > 40 {
+		t.Errorf("%d session reads over one turn for %d watchers, want one per change for all of them", one, watchers)
 	}
 }
