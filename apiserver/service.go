@@ -5,7 +5,9 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -30,6 +32,10 @@ type Service struct {
 	// StoreLocation says where the daemon's store is, for HealthDetails
 	// ("sqlite PATH", "postgres HOST:PORT/DATABASE"; never credentials).
 	StoreLocation string
+	// MaxStreams bounds the streams (subscriptions, watches) served at
+	// once; one more is refused with ResourceExhausted. Zero means
+	// DefaultMaxStreams.
+	MaxStreams int
 }
 
 var (
@@ -44,10 +50,46 @@ var (
 // before it is read whole.
 const MaxRequestBytes = 4 << 20
 
+// DefaultMaxStreams is how many streams the API serves at once unless
+// Service.MaxStreams says otherwise. An open stream costs the daemon about
+// 50 KB (its goroutine, its buffers, HTTP/2's), and every event of a
+// session is sent to each of its subscribers: a client that opens streams
+// in a loop meets this bound instead of the machine's memory.
+const DefaultMaxStreams = 4096
+
+// streamLimit refuses a stream past max open ones.
+type streamLimit struct {
+	open atomic.Int64
+	max  int64
+}
+
+func (l *streamLimit) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+
+func (l *streamLimit) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (l *streamLimit) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
+				"the daemon serves at most %d streams at once (subscriptions and watches) and that many are open: "+
+					"close some (pages left open, attached clients) or raise daemon.max_streams in its settings", l.max))
+		}
+		defer l.open.Add(-1)
+		return next(ctx, conn)
+	}
+}
+
 // NewHandler returns the handler of every service and of server reflection.
 func NewHandler(s *Service) http.Handler {
 	mux := http.NewServeMux()
-	opts := connect.WithHandlerOptions(connect.WithReadMaxBytes(MaxRequestBytes), jsonCodecs())
+	limit := &streamLimit{max: int64(s.MaxStreams)}
+	if limit.max <= 0 {
+		limit.max = DefaultMaxStreams
+	}
+	opts := connect.WithHandlerOptions(connect.WithReadMaxBytes(MaxRequestBytes), jsonCodecs(), connect.WithInterceptors(limit))
 	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, opts))

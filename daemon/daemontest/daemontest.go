@@ -49,6 +49,8 @@ type Options struct {
 	// MaxPayloadBytes is the daemon.max_payload_bytes setting (0: 10 MiB,
 	// -1: no limit).
 	MaxPayloadBytes int
+	// MaxStreams is the daemon.max_streams setting (0: its default).
+	MaxStreams int
 	// Broker configures the permission broker's timeouts (nil: its
 	// defaults).
 	Broker *permission.BrokerOptions
@@ -109,7 +111,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 	}
 	d := &Daemon{Ctx: ctx, Model: srv, t: t, opts: o, settings: serve.Settings{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), CLI: bin, Token: o.Token, Env: srv.EnvMap(t.TempDir()),
-		SubscriberBuffer: o.SubscriberBuffer, MaxPayloadBytes: o.MaxPayloadBytes,
+		SubscriberBuffer: o.SubscriberBuffer, MaxPayloadBytes: o.MaxPayloadBytes, MaxStreams: o.MaxStreams,
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
 		WorkerToken: o.WorkerToken, WorkerWait: 60 * time.Second,
 		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,

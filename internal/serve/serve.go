@@ -212,7 +212,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
-	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler(),
+	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler(), MaxStreams: s.MaxStreams,
 		StoreLocation: srv.StoreLocation}), serverOpts)
 	if err != nil {
 		return nil, err
@@ -250,7 +250,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile, page)
 	}
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
-		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
+		"subscriber_buffer", s.SubscriberBuffer, "max_streams", s.MaxStreams, "watched_timeout", s.WatchedTimeout,
 		"unwatched_timeout", s.UnwatchedTimeout, "token", s.Token != "",
 		"idle_timeout", s.IdleTimeout, "max_running", s.MaxRunning, "cli_scheduling", cmp.Or(s.CLIScheduling, DefaultCLIScheduling))
 	return srv, nil

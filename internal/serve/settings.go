@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claude"
 )
 
@@ -52,6 +53,7 @@ type Settings struct {
 	MaxPayloadBytes  int // 0: default (10 MiB); -1: no limit
 	FullSync         bool
 	SubscriberBuffer int // 0: default (8192)
+	MaxStreams       int // 0: default (apiserver.DefaultMaxStreams)
 
 	WatchedTimeout   time.Duration
 	UnwatchedTimeout time.Duration
@@ -274,6 +276,14 @@ var configKeys = []configKey{
 		c.SubscriberBuffer = n
 		return nil
 	}},
+	{"daemon.max_streams", fmt.Sprintf("a whole number of streams from 1 to %d (default %d)", MaxStreams, apiserver.DefaultMaxStreams), func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || n < 1 || n > MaxStreams {
+			return errBadValue
+		}
+		c.MaxStreams = n
+		return nil
+	}},
 	{"permissions.watched_timeout", `a duration > 0 such as "90s", "5m" or "1h30m" (default "5m")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
 		c.WatchedTimeout, err = jsonDuration(raw)
 		return err
@@ -406,6 +416,9 @@ const (
 // their tools never preempt the daemon as they wake, so that it stays
 // responsive to its clients however many sessions stream or build.
 const DefaultCLIScheduling = claude.SchedulingBatch
+
+// MaxStreams bounds daemon.max_streams: an open stream costs about 50 KB.
+const MaxStreams = 1 << 20
 
 // MaxSubscriberBuffer bounds daemon.subscriber_buffer: every subscriber
 // gets a channel of that many events.
@@ -798,6 +811,8 @@ const Usage = `Settings file:
   daemon.subscriber_buffer       recent events of a session kept in memory for its
                                  subscribers; one further behind reads the store
                                  (default 8192)
+  daemon.max_streams             subscriptions and watches served at once; one more
+                                 is refused (default 4096)
   permissions.watched_timeout    how long a permission request waits while someone
                                  watches its session (default "5m")
   permissions.unwatched_timeout  how long it waits while nobody does (default "24h")
