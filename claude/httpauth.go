@@ -42,8 +42,13 @@ func authProblem(r *http.Request) string {
 	return "wrong token"
 }
 
-// refuse answers 401 to a request without the right token.
+// refuse answers 401 to a request without the right token, and closes its
+// connection after the answer (HTTP/1; a GOAWAY on HTTP/2): a client
+// without the token cannot go on sending requests on it, each refused and
+// logged, so what a stranger can make us log is about a line per
+// connection it opens.
 func refuse(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
 	w.Header().Set("WWW-Authenticate", `Bearer realm="claudectl"`)
 	http.Error(w, "unauthorized", http.StatusUnauthorized)
 }

@@ -1,14 +1,18 @@
 package claude_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -266,6 +270,49 @@ func TestWorkerListenerRefusesBadToken(t *testing.T) {
 	}}
 	if err := w.Run(ctx); !errors.Is(err, relay.ErrRejected) {
 		t.Errorf("Run with a wrong token: %v, want ErrRejected", err)
+	}
+}
+
+// A request refused for its token closes its connection: requests
+// pipelined after it on the same connection are never read, so a stranger
+// gets one 401 and one log line per connection it opens, not per request
+// (20,000 requests on one connection made 20,000 of each in 0.75 s).
+func TestWorkerListenerRefusalClosesConnection(t *testing.T) {
+	logs := &logBuffer{}
+	l := &claude.WorkerListener{Token: "right", Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	if err := l.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	u, _ := url.Parse(l.URL())
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 100
+	req := "GET " + u.Path + " HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer wrong\r\n\r\n"
+	go io.WriteString(c, strings.Repeat(req, n)) // may fail once the server closes
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	answers := 0
+	for {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			break
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		answers++
+		if res.StatusCode != http.StatusUnauthorized || !res.Close {
+			t.Errorf("answer %d: %s, Connection %q; want 401 and close", answers, res.Status, res.Header.Get("Connection"))
+		}
+	}
+	if answers != 1 {
+		t.Errorf("%d answers to %d pipelined requests with a wrong token, want 1 (then the connection closed)", answers, n)
+	}
+	if got := strings.Count(logs.String(), "worker connection refused"); got != 1 {
+		t.Errorf("%d refusals logged, want 1", got)
 	}
 }
 
