@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,9 @@ func TestSessionOptionsLeastPrivilege(t *testing.T) {
 		{"NaN budget", &v1.SessionOptions{Cwd: root, MaxBudgetUsd: math.NaN()}, "options.max_budget_usd", "number of dollars"},
 		{"NUL byte", &v1.SessionOptions{Cwd: root, Model: "son\x00net"}, "options.model", "NUL"},
 		{"argv too long", &v1.SessionOptions{Cwd: root, AppendSystemPrompt: strings.Repeat("x", 200<<10)}, "options.append_system_prompt", "command-line argument"},
+		// Each name is short, but the list is one argument: --allowedTools=a,b,…
+		{"allowed_tools joined too long", &v1.SessionOptions{Cwd: root, AllowedTools: slices.Repeat([]string{"Bash(x)"}, 20_000)}, "options.allowed_tools", "command-line argument"},
+		{"disallowed_tools joined too long", &v1.SessionOptions{Cwd: root, DisallowedTools: slices.Repeat([]string{"Bash(x)"}, 20_000)}, "options.disallowed_tools", "command-line argument"},
 	} {
 		_, err := sessions.CreateSession(d.Ctx, connect.NewRequest(&v1.CreateSessionRequest{Options: tc.o, Prompt: "hello"}))
 		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.says) {
@@ -72,5 +76,25 @@ func TestSessionOptionsLeastPrivilege(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // a hook, had one run, would have had time
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the injected hook ran")
+	}
+}
+
+// TestSessionOptionsArgvInAll: 120,000 add_dirs of "/" are 120 KB of
+// options, under the 1 MiB they may hold in all, but 2.4 MB of command line
+// (each "--add-dir=/", its NUL and its pointer): over what exec takes
+// (ARG_MAX), the session was stored and failed with "argument list too
+// long". It is refused up front, naming the option.
+func TestSessionOptionsArgvInAll(t *testing.T) {
+	d := daemontest.Start(t, nil, claudetest.Reply(claudetest.Text("hi")))
+	url, httpc := d.Serve()
+	sessions := claudectlv1connect.NewSessionServiceClient(httpc, url)
+	o := &v1.SessionOptions{Cwd: t.TempDir(), AddDirs: slices.Repeat([]string{"/"}, 120_000)}
+	_, err := sessions.CreateSession(d.Ctx, connect.NewRequest(&v1.CreateSessionRequest{Options: o, Prompt: "hello"}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "options.add_dirs") || !strings.Contains(err.Error(), "command line would be") {
+		t.Errorf("%.300v; want InvalidArgument naming options.add_dirs", err)
+	}
+	list, err := sessions.ListSessions(d.Ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+	if err != nil || len(list.Msg.Sessions) != 0 {
+		t.Errorf("sessions stored for a refused request: %v, %v", list.Msg.GetSessions(), err)
 	}
 }

@@ -356,7 +356,10 @@ func (o *Options) validate() error {
 	if err := o.validateMore(); err != nil { // options_more.go
 		return err
 	}
-	return o.validateHooks() // hooks.go
+	if err := o.validateHooks(); err != nil { // hooks.go
+		return err
+	}
+	return o.checkArgs() // argv.go
 }
 
 var effortLevels = []string{"low", "medium", "high", "xhigh", "max"}

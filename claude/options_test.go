@@ -82,6 +82,45 @@ func TestOptionErrors(t *testing.T) {
 	}
 }
 
+// An argument exec could not pass is refused by Validate, naming its
+// option: a list joined into one argument over MAX_ARG_STRLEN (131072
+// bytes with its NUL) although each element is short, or a command line
+// over 1 MiB in all.
+func TestOptionArgvLimits(t *testing.T) {
+	names := func(joined int) []string { // names of 7 bytes and one shorter, joined in that many bytes
+		n := (joined + 1) / 8
+		l := slices.Repeat([]string{"Bash(x)"}, n)
+		if rest := joined - (8*n - 1); rest > 0 {
+			l = append(l, strings.Repeat("y", rest-1))
+		}
+		return l
+	}
+	const arg = 131071 // MAX_ARG_STRLEN less the NUL
+	for i, tc := range []struct {
+		o     claude.Options
+		field string // "": valid
+	}{
+		{claude.Options{AllowedTools: names(arg - len("--allowedTools="))}, ""},
+		{claude.Options{AllowedTools: names(arg + 1 - len("--allowedTools="))}, "AllowedTools"},
+		{claude.Options{DisallowedTools: names(arg + 1 - len("--disallowedTools="))}, "DisallowedTools"},
+		{claude.Options{Tools: names(arg + 1 - len("--tools="))}, "Tools"},
+		{claude.Options{Betas: names(arg + 1 - len("--betas="))}, "Betas"},
+		{claude.Options{ExtraArgs: []string{"--x=" + strings.Repeat("y", arg+1-len("--x="))}}, "ExtraArgs"},
+		{claude.Options{AddDirs: slices.Repeat([]string{"/"}, 60_000)}, "AddDirs"}, // 20 bytes each with NUL and pointer
+	} {
+		err := tc.o.Validate()
+		var oe *claude.OptionError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("case %d: %v, want valid", i, err)
+		case tc.field != "" && (!errors.As(err, &oe) || oe.Field != tc.field):
+			t.Errorf("case %d: err = %.300v, want an OptionError for %s", i, err, tc.field)
+		case tc.field != "" && len(err.Error()) > 500:
+			t.Errorf("%s: the error is %d bytes long: %.300s…", tc.field, len(err.Error()), err)
+		}
+	}
+}
+
 func TestEnviron(t *testing.T) {
 	t.Setenv("CLAUDECODE", "1")
 	t.Setenv("KEEP_ME", "yes")
