@@ -89,7 +89,8 @@ func NewHandler(s *Service) http.Handler {
 	if limit.max <= 0 {
 		limit.max = DefaultMaxStreams
 	}
-	opts := connect.WithHandlerOptions(connect.WithReadMaxBytes(MaxRequestBytes), jsonCodecs(), connect.WithInterceptors(limit))
+	opts := connect.WithHandlerOptions(connect.WithReadMaxBytes(MaxRequestBytes), limitedGzip(MaxRequestBytes), jsonCodecs(),
+		connect.WithInterceptors(limit))
 	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, opts))
@@ -108,7 +109,7 @@ func NewHandler(s *Service) http.Handler {
 	if s.Page != nil {
 		mux.Handle("/", s.Page)
 	}
-	return mux
+	return limitBodies(mux) // limits.go
 }
 
 // WorkerPath is where remote workers connect ("claudectl worker --connect
