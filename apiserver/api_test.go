@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
@@ -221,6 +223,7 @@ func TestPermissionDecidedByClient(t *testing.T) {
 	}
 	id := res.Msg.Session.Id
 	decided := 0
+	var answered *v1.Decision
 	evs := c.untilIdle(t, id, 0, func(ev *v1.Event) {
 		pr := ev.GetPermissionRequest()
 		if pr == nil {
@@ -236,10 +239,24 @@ func TestPermissionDecidedByClient(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
 			t.Errorf("x exists before the decision")
 		}
-		_, err = c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: pr.RequestId,
+		// What an allow of a Bash request cannot carry is refused, not
+		// dropped: a message (only a denial tells Claude why), answers.
+		for field, bad := range map[string]*v1.DecideRequest{
+			"message": {Message: "go ahead"},
+			"answers": {Answers: map[string]string{"Which?": "this"}},
+		} {
+			bad.RequestId, bad.Behavior = pr.RequestId, v1.Behavior_BEHAVIOR_ALLOW
+			_, err := c.perms.Decide(c.ctx, connect.NewRequest(bad))
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "invalid "+field) {
+				t.Errorf("Decide allow with %s: %v; want InvalidArgument naming it", field, err)
+			}
+		}
+		got, err := c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: pr.RequestId,
 			Behavior: v1.Behavior_BEHAVIOR_ALLOW, Client: "alice"}))
 		if err != nil {
 			t.Errorf("Decide: %v", err)
+		} else {
+			answered = got.Msg.Decision
 		}
 		decided++
 		// A second decision loses and says who won.
@@ -261,7 +278,11 @@ func TestPermissionDecidedByClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(ds.Msg.Decisions) != 1 || ds.Msg.Decisions[0].DecidedBy != "client:alice" {
-		t.Errorf("audit = %v", ds.Msg.Decisions)
+		t.Fatalf("audit = %v", ds.Msg.Decisions)
+	}
+	// Decide answered with the decision as stored, its time included.
+	if diff := cmp.Diff(ds.Msg.Decisions[0], answered, protocmp.Transform()); diff != "" {
+		t.Errorf("Decide's answer is not the stored decision (-stored +answered):\n%s", diff)
 	}
 	_, err = c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: "req_unknown", Behavior: v1.Behavior_BEHAVIOR_ALLOW}))
 	if connect.CodeOf(err) != connect.CodeNotFound {

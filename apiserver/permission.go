@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -45,22 +44,12 @@ func (s *Service) Decide(ctx context.Context, req *connect.Request[v1.DecideRequ
 	if m.Always && !allow {
 		return nil, invalid("always", "true", "only an allow can be always")
 	}
-	p, _, err := s.D.Decide(ctx, daemon.Decision{RequestID: m.RequestId, Allow: allow, Message: m.Message,
+	d, _, err := s.D.Decide(ctx, daemon.Decision{RequestID: m.RequestId, Allow: allow, Message: m.Message,
 		Always: m.Always, Answers: m.Answers, Client: m.Client})
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	b := "deny"
-	if allow {
-		b = "allow"
-	}
-	by := "client:" + m.Client
-	if m.Client == "" {
-		by = "client:anonymous"
-	}
-	return connect.NewResponse(&v1.DecideResponse{Decision: decisionToProto(&store.Decision{
-		RequestID: m.RequestId, Behavior: b, By: by, Message: m.Message, DecidedAt: time.Now(),
-		ToolName: p.Request.ToolName, SessionID: p.SessionID})}), nil
+	return connect.NewResponse(&v1.DecideResponse{Decision: decisionToProto(d)}), nil
 }
 
 // ListRules implements PermissionService.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 )
@@ -55,9 +54,11 @@ type commandArgs struct {
 type commandResult struct {
 	Error string `json:"error,omitempty"`
 	Code  string `json:"code,omitempty"`
-	// Session and Tool describe the request a decide settled.
-	Session string `json:"session,omitempty"`
-	Tool    string `json:"tool,omitempty"`
+	// Session and Tool describe the request a decide settled; Decision is
+	// the decision as the owner stores it (absent from older daemons).
+	Session  string          `json:"session,omitempty"`
+	Tool     string          `json:"tool,omitempty"`
+	Decision *store.Decision `json:"decision,omitempty"`
 }
 
 // A RemoteError is the failure of a command another daemon carried out:
@@ -287,10 +288,9 @@ func (d *Daemon) carryOut(c store.Commander, cmd *store.Command) {
 				err = &InvalidArgumentError{Field: "decision", Reason: "required"}
 				break
 			}
-			var p *permission.Pending
-			p, _, err = d.Decide(ctx, *args.Decision)
-			if p != nil {
-				res.Session, res.Tool = p.SessionID, p.Request.ToolName
+			res.Decision, _, err = d.Decide(ctx, *args.Decision)
+			if res.Decision != nil {
+				res.Session, res.Tool = res.Decision.SessionID, res.Decision.ToolName
 			}
 		default:
 			err = fmt.Errorf("%w: unknown command %q", store.ErrInvalid, cmd.Kind)
@@ -307,7 +307,7 @@ func (d *Daemon) carryOut(c store.Commander, cmd *store.Command) {
 
 // remoteDecide asks the daemon holding a request this one does not hold
 // to settle it.
-func (d *Daemon) remoteDecide(ctx context.Context, dec Decision) (*permission.Pending, error) {
+func (d *Daemon) remoteDecide(ctx context.Context, dec Decision) (*store.Decision, error) {
 	res, err := d.route(ctx, "", "", cmdDecide, commandArgs{Decision: &dec}, decideTimeout)
 	if errors.Is(err, errUnclaimed) {
 		return nil, fmt.Errorf("%w: no daemon holds request %s", permission.ErrNotPending, dec.RequestID)
@@ -315,6 +315,13 @@ func (d *Daemon) remoteDecide(ctx context.Context, dec Decision) (*permission.Pe
 	if err != nil {
 		return nil, err
 	}
-	return &permission.Pending{SessionID: res.Session,
-		Request: &claude.PermissionRequest{RequestID: dec.RequestID, ToolName: res.Tool}}, nil
+	if res.Decision == nil { // an older daemon: what it said
+		b, by := "deny", "client:"+cmp.Or(dec.Client, "anonymous")
+		if dec.Allow {
+			b = "allow"
+		}
+		return &store.Decision{SessionID: res.Session, RequestID: dec.RequestID, ToolName: res.Tool,
+			Behavior: b, By: by, Message: dec.Message, DecidedAt: time.Now()}, nil
+	}
+	return res.Decision, nil
 }

@@ -78,7 +78,7 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 						g.err = err
 						return
 					}
-					if p.SessionID != s.ID || p.Request.ToolName != "Bash" {
+					if p.SessionID != s.ID || p.ToolName != "Bash" || p.Behavior != "allow" || p.By != "client:bob" {
 						t.Errorf("the decision through B settled %+v", p)
 					}
 				}

@@ -26,7 +26,7 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		case permission.Allow:
 			a.d.log.Debug("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 				"allow", true, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)
-			if err := a.audit(bg, req, requested, claude.Allow(), "allow", "rule", dec.Rule); err != nil {
+			if err := a.audit(bg, req, requested, time.Time{}, claude.Allow(), "allow", "rule", dec.Rule); err != nil {
 				return unaudited(err), nil
 			}
 			return claude.Allow(), nil
@@ -34,7 +34,7 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 			a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 				"allow", false, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)
 			res := claude.Deny("Denied by rule " + dec.Rule.String())
-			_ = a.audit(bg, req, requested, res, "deny", "rule", dec.Rule) // denied either way
+			_ = a.audit(bg, req, requested, time.Time{}, res, "deny", "rule", dec.Rule) // denied either way
 			return res, nil
 		}
 	}
@@ -64,14 +64,14 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 		"outcome", r.Outcome.String(), "allow", r.Result.Allow, "by", r.By)
 	if r.Outcome == permission.Withdrawn {
-		_ = a.audit(bg, req, requested, claude.PermissionResult{}, "withdrawn", r.By, nil)
+		_ = a.audit(bg, req, requested, r.At, claude.PermissionResult{}, "withdrawn", r.By, nil)
 		return claude.PermissionResult{}, fmt.Errorf("daemon: permission request withdrawn by %s", r.By)
 	}
 	behavior := "deny"
 	if r.Result.Allow {
 		behavior = "allow"
 	}
-	if err := a.audit(bg, req, requested, r.Result, behavior, r.By, nil); err != nil && r.Result.Allow {
+	if err := a.audit(bg, req, requested, r.At, r.Result, behavior, r.By, nil); err != nil && r.Result.Allow {
 		return unaudited(err), nil
 	}
 	return r.Result, nil
@@ -79,12 +79,13 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 
 // audit writes the decision to the audit trail and logs it as an event.
 // It returns an error when the trail cannot hold it: the decision must not
-// take effect.
-func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, requested time.Time,
+// take effect. decided is when the broker settled it (zero: now), the time
+// Decide answered its client with.
+func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, requested, decided time.Time,
 	res claude.PermissionResult, behavior, by string, rule *permission.Rule) error {
 	d := &store.Decision{SessionID: a.id, RequestID: req.RequestID, ToolName: req.ToolName,
 		Input: req.Input, Behavior: behavior, By: by, Message: res.Message,
-		UpdatedInput: res.UpdatedInput, RequestedAt: requested}
+		UpdatedInput: res.UpdatedInput, RequestedAt: requested, DecidedAt: decided}
 	if rule != nil {
 		d.RuleID = rule.ID
 		d.RuleSpec = rule.String()
@@ -120,12 +121,19 @@ type Decision struct {
 	Client string
 }
 
-// Decide settles a pending request. Errors: permission.ErrNotPending,
-// a *permission.ResolvedError (errors.Is permission.ErrAlreadyResolved),
-// permission.ErrInvalidDecision, *InvalidArgumentError.
-func (d *Daemon) Decide(ctx context.Context, dec Decision) (*permission.Pending, []*store.Rule, error) {
+// Decide settles a pending request. It returns the decision as the audit
+// trail stores it (without the input), and the rules an "always" stored.
+// Errors: permission.ErrNotPending, a *permission.ResolvedError
+// (errors.Is permission.ErrAlreadyResolved), permission.ErrInvalidDecision,
+// *InvalidArgumentError: a message with an allow (only a denial tells the
+// model why), answers to a request that is not an AskUserQuestion.
+func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*store.Rule, error) {
 	if dec.RequestID == "" {
 		return nil, nil, &InvalidArgumentError{Field: "request_id", Value: "", Reason: "required"}
+	}
+	if dec.Allow && dec.Message != "" {
+		return nil, nil, &InvalidArgumentError{Field: "message", Value: clipValue(dec.Message),
+			Reason: "only a deny carries a message (it tells Claude why); an allow has none"}
 	}
 	var p *permission.Pending
 	for _, q := range d.broker.Pending("") {
@@ -146,10 +154,14 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*permission.Pending,
 		}
 		if errors.Is(err, permission.ErrNotPending) && d.commander() != nil {
 			// Another daemon sharing the store may hold it.
-			p, err := d.remoteDecide(ctx, dec)
-			return p, nil, err
+			got, err := d.remoteDecide(ctx, dec)
+			return got, nil, err
 		}
 		return nil, nil, err
+	}
+	if len(dec.Answers) > 0 && p.Request.ToolName != "AskUserQuestion" {
+		return nil, nil, &InvalidArgumentError{Field: "answers", Value: clipValue(fmt.Sprint(dec.Answers)),
+			Reason: fmt.Sprintf("only an AskUserQuestion request takes answers; this one is for %s", p.Request.ToolName)}
 	}
 	// A decision the audit trail cannot hold does not reach the CLI.
 	if err := d.storeWrites(ctx, p.SessionID); err != nil {
@@ -170,7 +182,7 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*permission.Pending,
 		}
 		res, err = permission.Answer(p.Request, dec.Answers)
 		if err != nil {
-			return nil, nil, &InvalidArgumentError{Field: "answers", Value: fmt.Sprint(dec.Answers), Reason: err.Error()}
+			return nil, nil, &InvalidArgumentError{Field: "answers", Value: clipValue(fmt.Sprint(dec.Answers)), Reason: err.Error()}
 		}
 	default:
 		res = claude.Allow()
@@ -197,7 +209,18 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*permission.Pending,
 	if err := d.broker.Resolve(dec.RequestID, res, by); err != nil {
 		return nil, nil, err
 	}
-	return p, stored, nil
+	return decided(p, res, by, d.broker.SettledAt(dec.RequestID)), stored, nil
+}
+
+// decided is the decision of p as the session's actor stores it (audit):
+// the result's message (a denial's, or none), the broker's time.
+func decided(p *permission.Pending, res claude.PermissionResult, by string, at time.Time) *store.Decision {
+	b := "deny"
+	if res.Allow {
+		b = "allow"
+	}
+	return &store.Decision{SessionID: p.SessionID, RequestID: p.Request.RequestID, ToolName: p.Request.ToolName,
+		Behavior: b, By: by, Message: res.Message, DecidedAt: at}
 }
 
 // Always is what "always allow" does for a request: the rules the daemon

@@ -241,6 +241,17 @@ func (b *Broker) Resolve(id string, res claude.PermissionResult, by string) erro
 	return b.end(id, Decided, res, by)
 }
 
+// SettledAt returns when request id was settled, while the broker
+// remembers it (the time of the Resolution its waiter got); else now.
+func (b *Broker) SettledAt(id string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t, ok := b.resolved[id]; ok {
+		return t.err.At
+	}
+	return time.Now()
+}
+
 // Withdraw removes the pending request id without an answer, as the CLI's
 // control_cancel_request asks; waiters get a Withdrawn resolution.
 // Errors as for Resolve.

@@ -234,7 +234,8 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
       if (picked.length) ans[q.question] = picked.join(", ");
     }
     try {
-      await permissions.decide({ requestId: r.requestId, behavior, always, message: msg, answers: ans, client: clientName });
+      // A message is a denial's (it tells Claude why): the daemon refuses one with an allow.
+      await permissions.decide({ requestId: r.requestId, behavior, always, message: behavior === Behavior.DENY ? msg : "", answers: ans, client: clientName });
     } catch (e) {
       setErr(ConnectError.from(e).rawMessage);
       setBusy(false);
