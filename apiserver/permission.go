@@ -17,6 +17,9 @@ import (
 
 // ListPending implements PermissionService.
 func (s *Service) ListPending(ctx context.Context, req *connect.Request[v1.ListPendingRequest]) (*connect.Response[v1.ListPendingResponse], error) {
+	if err := s.knownSession(ctx, req.Msg.SessionId); err != nil {
+		return nil, err
+	}
 	out := &v1.ListPendingResponse{}
 	for _, p := range s.D.Pending(req.Msg.SessionId) {
 		out.Requests = append(out.Requests, pendingToProto(p, s.D.AlwaysOf(ctx, p)))
@@ -103,7 +106,7 @@ func (s *Service) AddRule(ctx context.Context, req *connect.Request[v1.AddRuleRe
 	}
 	if err := s.D.AddRule(ctx, r); err != nil {
 		if r.SessionID != "" && errors.Is(err, store.ErrNotFound) { // the one thing a rule refers to
-			return nil, notFound("no session %q (claudectl sessions lists them)", r.SessionID)
+			return nil, notFound("no session %q (claudectl sessions lists them)", clip(r.SessionID))
 		}
 		if le := (*store.LimitError)(nil); errors.As(err, &le) {
 			return nil, connect.NewError(connect.CodeResourceExhausted,
@@ -134,6 +137,9 @@ func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.Lis
 	if req.Msg.Limit < 0 {
 		return nil, invalid("limit", strconv.Itoa(int(req.Msg.Limit)), "must not be negative")
 	}
+	if err := s.knownSession(ctx, req.Msg.SessionId); err != nil {
+		return nil, err
+	}
 	ds, err := s.D.Decisions(ctx, store.DecisionFilter{SessionID: req.Msg.SessionId, Limit: int(req.Msg.Limit)})
 	if err != nil {
 		return nil, toConnect(err)
@@ -147,10 +153,8 @@ func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.Lis
 
 // WatchPending implements PermissionService.
 func (s *Service) WatchPending(ctx context.Context, req *connect.Request[v1.WatchPendingRequest], stream *connect.ServerStream[v1.WatchPendingResponse]) error {
-	if id := req.Msg.SessionId; id != "" {
-		if _, err := s.D.Session(ctx, id); err != nil { // a typo would watch nothing, silently
-			return toConnect(err)
-		}
+	if err := s.knownSession(ctx, req.Msg.SessionId); err != nil {
+		return err
 	}
 	for ch, err := range s.D.WatchPending(ctx, req.Msg.SessionId) {
 		if err != nil {
@@ -167,6 +171,22 @@ func (s *Service) WatchPending(ctx context.Context, req *connect.Request[v1.Watc
 		if err := stream.Send(out); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// knownSession checks the session a request filters on, if any: a typo
+// would list or watch nothing, silently. An unknown id is NotFound, in the
+// words of Subscribe's.
+func (s *Service) knownSession(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	if _, err := s.D.Session(ctx, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("no session %q (claudectl sessions lists them)", clip(id))
+		}
+		return toConnect(err)
 	}
 	return nil
 }

@@ -78,6 +78,28 @@ func TestRuleNotFoundInUsersWords(t *testing.T) {
 		t.Errorf("AddRule for session nope: %v; want NotFound in the user's words", err)
 	}
 
+	// Listing or watching what waits in an unknown session says so, as
+	// Subscribe does, rather than an empty list.
+	const noSession = `no session "nope" (claudectl sessions lists them)`
+	_, err = c.perms.ListPending(c.ctx, connect.NewRequest(&v1.ListPendingRequest{SessionId: "nope"}))
+	if msg := connectMessage(err); connect.CodeOf(err) != connect.CodeNotFound || msg != noSession {
+		t.Errorf("ListPending(nope): %v; want NotFound in the user's words", err)
+	}
+	_, err = c.perms.ListDecisions(c.ctx, connect.NewRequest(&v1.ListDecisionsRequest{SessionId: "nope"}))
+	if msg := connectMessage(err); connect.CodeOf(err) != connect.CodeNotFound || msg != noSession {
+		t.Errorf("ListDecisions(nope): %v; want NotFound in the user's words", err)
+	}
+	w, err := c.perms.WatchPending(c.ctx, connect.NewRequest(&v1.WatchPendingRequest{SessionId: "nope"}))
+	if err == nil {
+		for w.Receive() {
+		}
+		err = w.Err()
+		w.Close()
+	}
+	if msg := connectMessage(err); connect.CodeOf(err) != connect.CodeNotFound || msg != noSession {
+		t.Errorf("WatchPending(nope): %v; want NotFound in the user's words", err)
+	}
+
 	// A rule that exists is removed once; the second time it is not found.
 	res, err := c.perms.AddRule(c.ctx, connect.NewRequest(&v1.AddRuleRequest{Rule: &v1.Rule{
 		Pattern: "Bash(ls:*)", Behavior: v1.Behavior_BEHAVIOR_ALLOW}}))
