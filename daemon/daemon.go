@@ -673,8 +673,7 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 			}
 			s = d.orphaned(ctx, s)
 			if !s.Status.Resumable() {
-				return &StateError{SessionID: id, Status: s.Status,
-					Msg: "it has no CLI process; ResumeSession (claudectl resume) starts one"}
+				return &StateError{SessionID: id, Status: s.Status, Msg: noCLI(s)}
 			}
 			_, err = d.resume(ctx, s, text, true)
 			if errors.Is(err, ErrAlreadyRunning) {
@@ -695,6 +694,18 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// noCLI is why a prompt cannot go to s, which has no CLI and is not
+// resumed by one, with the advice that applies: resume it, unless a resume
+// would be refused too (its CLI never began a conversation, its budget is
+// spent), in which case the resume's reason.
+func noCLI(s *store.Session) string {
+	var se *StateError
+	if _, err := resumable(s, "resume"); errors.As(err, &se) {
+		return "it has no CLI process, and " + strings.Replace(se.Msg, "cannot resume it", "it cannot be resumed", 1)
+	}
+	return "it has no CLI process; ResumeSession (claudectl resume) starts one"
 }
 
 // Interrupt stops the session's running turn; by names the client, for

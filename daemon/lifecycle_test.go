@@ -667,3 +667,34 @@ func TestInterruptIsNoError(t *testing.T) {
 		t.Error("a failed turn after an interrupted one has no error report")
 	}
 }
+
+// TestSendToFailedSessionAdvises: a prompt to a failed session whose CLI
+// never began a conversation (here a CLI that exits at once) said "ResumeSession
+// (claudectl resume) starts one", and the resume then refused; it now gives
+// the resume's reason and what to do instead.
+func TestSendToFailedSessionAdvises(t *testing.T) {
+	cli := filepath.Join(t.TempDir(), "claude")
+	script := "#!/bin/sh\n[ \"$1\" = --version ] && echo '2.1.330 (Claude Code)' && exit 0\nexit 1\n"
+	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	td := daemontest.Start(t, &daemontest.Options{CLIPath: cli})
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	if err != nil {
+		t.Logf("Create: %v", err) // the session may fail while it starts
+		ss, lerr := d.Sessions(ctx, store.SessionFilter{})
+		if lerr != nil || len(ss) != 1 {
+			t.Fatalf("sessions: %v, %v", ss, lerr)
+		}
+		s = ss[0]
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusFailed)
+	_, rerr := d.Resume(ctx, s.ID, "")
+	err = d.Send(ctx, s.ID, "hello")
+	var se *daemon.StateError
+	if !errors.As(err, &se) || strings.Contains(err.Error(), "claudectl resume") || !strings.Contains(err.Error(), "create a new session") {
+		t.Errorf("Send to a failed session that never began a conversation: %v; want the advice that applies (Resume says: %v)", err, rerr)
+	}
+	t.Logf("Send: %v", err)
+}
