@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -49,6 +50,9 @@ func (s *Service) Decide(ctx context.Context, req *connect.Request[v1.DecideRequ
 	}
 	d, _, err := s.D.Decide(ctx, daemon.Decision{RequestID: m.RequestId, Allow: allow, Message: m.Message,
 		Always: m.Always, Answers: m.Answers, Client: m.Client})
+	if errors.Is(err, permission.ErrNotPending) { // the broker's error quotes the id whole
+		return nil, notFound("no such pending request %q (claudectl pending lists them)", clip(m.RequestId))
+	}
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"strconv"
 
 	"connectrpc.com/connect"
 
@@ -149,7 +150,7 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[v1.Subscri
 		return err
 	}
 	if req.Msg.AfterSeq < 0 {
-		return invalid("after_seq", "negative", "must be 0 or more")
+		return invalid("after_seq", strconv.FormatInt(req.Msg.AfterSeq, 10), "must be 0 or more")
 	}
 	for ev, err := range s.D.Subscribe(ctx, req.Msg.SessionId, req.Msg.AfterSeq) {
 		if err != nil {

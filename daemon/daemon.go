@@ -48,7 +48,7 @@ type InvalidArgumentError struct {
 }
 
 func (e *InvalidArgumentError) Error() string {
-	return fmt.Sprintf("daemon: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("daemon: invalid %s %q: %s", e.Field, clipValue(e.Value), e.Reason) // Value is the client's: up to 128 KiB
 }
 
 // StateError says why a session cannot do what was asked in its state
@@ -583,7 +583,7 @@ func (d *Daemon) stored(ctx context.Context, id string) (*store.Session, error) 
 type SessionNotFoundError struct{ ID string }
 
 func (e *SessionNotFoundError) Error() string {
-	return fmt.Sprintf("daemon: no session %q (claudectl sessions lists them)", e.ID)
+	return fmt.Sprintf("daemon: no session %q (claudectl sessions lists them)", clipValue(e.ID))
 }
 
 // Is makes errors.Is(err, store.ErrNotFound) hold.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -260,10 +261,18 @@ func checkStrings(o *SessionOptions) error {
 	return err
 }
 
+// clipValue is v as an error quotes it: NULs shown as \0, and at most 80
+// bytes, the first 77 (cut at a character's start) and "..." when longer,
+// so that a client cannot make an error as long as what it sent. Clipping
+// a clipped value changes nothing.
 func clipValue(v string) string {
 	v = strings.ReplaceAll(v, "\x00", `\0`)
 	if len(v) > 80 {
-		return v[:77] + "..."
+		n := 77
+		for n > 0 && !utf8.RuneStart(v[n]) {
+			n--
+		}
+		return v[:n] + "..."
 	}
 	return v
 }
