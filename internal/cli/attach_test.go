@@ -446,3 +446,37 @@ func TestAttachWatchedRequestExpires(t *testing.T) {
 		t.Error("made.txt was created though the request expired")
 	}
 }
+
+// A request withdrawn because its turn was interrupted is said in the
+// user's words, not as the daemon's "decided first by context: unspecified".
+func TestAttachWithdrawnRequest(t *testing.T) {
+	t.Parallel()
+	d, _ := startDaemonModel(t, nil,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(claudetest.Text("Made it.")))
+	dir := t.TempDir()
+	id := d.create(t, dir, "make the file")
+
+	stdin, typist := io.Pipe()
+	defer typist.Close()
+	var stdout, stderr lockedBuffer
+	env := &Env{Stdin: stdin, Stdout: &stdout, Stderr: &stderr, StdinIsTerminal: func() bool { return true },
+		Getenv: func(k string) string { return d.inv().getenv[k] }}
+	done := make(chan int, 1)
+	go func() { done <- Main(d.ctx, env, []string{"attach", id}) }()
+
+	waitFor(t, "the question", func() bool { return strings.Contains(stderr.String(), "Allow Bash") })
+	if o := claudectl(t, d.inv(), "interrupt", id); o.code != 0 {
+		t.Fatalf("interrupt: exit %d, stderr %q", o.code, o.stderr)
+	}
+	waitFor(t, "the withdrawal", func() bool { return strings.Contains(stderr.String(), "request was withdrawn") })
+	d.closeSession(t, id)
+	<-done
+	t.Logf("stderr:\n%s", stderr.String())
+	if want := "the Bash request was withdrawn: the turn was interrupted"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr does not say %q", want)
+	}
+	if s := stderr.String(); strings.Contains(s, "context") || strings.Contains(s, "unspecified") {
+		t.Errorf("stderr names the daemon's internals: %q", s)
+	}
+}

@@ -403,6 +403,8 @@ func (f *follower) ask(ctx, actx context.Context, a *asking, req *claude.Permiss
 		w := a.winner
 		f.mu.Unlock()
 		switch {
+		case w != nil && w.GetBehavior() == v1.Behavior_BEHAVIOR_UNSPECIFIED:
+			fmt.Fprintf(f.env.Stderr, "claudectl: the %s request was %s\n", req.ToolName, decisionText(w))
 		case w != nil:
 			fmt.Fprintf(f.env.Stderr, "claudectl: %s was decided first by %s: %s\n", req.ToolName, w.GetDecidedBy(), behaviorName(w.GetBehavior()))
 		case ctx.Err() == nil:
@@ -479,16 +481,29 @@ func (f *follower) permissionResolved(pr *v1.PermissionResolved) {
 		return
 	}
 	f.endLine()
-	verb := behaviorName(d.GetBehavior())
-	switch verb {
-	case "allow":
-		verb = "allowed"
-	case "deny":
-		verb = "denied"
-	case "unspecified":
-		verb = "withdrawn"
+	fmt.Fprintf(f.env.Stderr, "claudectl: request %s (%s) %s\n", pr.RequestId, d.GetToolName(), decisionText(d))
+}
+
+// decisionText says how a request ended, in the user's words: "allowed by
+// client:alice", "denied by rule:3", "withdrawn: the turn was interrupted
+// or the session ended". A withdrawn request has no behavior; its
+// decided_by names the daemon's reason, which means nothing to the user.
+func decisionText(d *v1.Decision) string {
+	switch d.GetBehavior() {
+	case v1.Behavior_BEHAVIOR_ALLOW:
+		return "allowed by " + d.GetDecidedBy()
+	case v1.Behavior_BEHAVIOR_DENY:
+		return "denied by " + d.GetDecidedBy()
 	}
-	fmt.Fprintf(f.env.Stderr, "claudectl: request %s (%s) %s by %s\n", pr.RequestId, d.GetToolName(), verb, d.GetDecidedBy())
+	switch d.GetDecidedBy() {
+	case "context", "cli", "withdrawn":
+		// The CLI withdrew it (control_cancel_request), or its session
+		// ended: the permission.Broker's words for either.
+		return "withdrawn: the turn was interrupted or the session ended"
+	case "broker":
+		return "withdrawn: the daemon stopped"
+	}
+	return "withdrawn (" + d.GetDecidedBy() + ")"
 }
 
 // stopAsking withdraws every question and waits for the asking goroutines.
