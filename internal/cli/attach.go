@@ -52,13 +52,7 @@ when the session ends.
 Exit status: 0 the session closed, 1 it failed or the daemon failed or is
 unreachable, 2 bad usage, 130 detached with Ctrl-C.
 
-The daemon's address comes from --server, else CLAUDECTL_SERVER, else
-` + defaultServer + `. A bearer token comes from --token-file, else
-CLAUDECTL_TOKEN, else (for a daemon on this machine) the daemon's token
-file: the token_file of claudectl serve's settings file, else the token
-the daemon wrote in its data dir (the settings file's data_dir, else the
-default).
-`
+` + findDaemonHelp
 
 // Run implements Command.
 func (c *AttachCommand) Run(ctx context.Context, args []string) error {

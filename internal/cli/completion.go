@@ -37,9 +37,10 @@ func (*CompletionCommand) Summary() string {
 const completionUsage = `Usage: claudectl completion bash|zsh|fish
 
 Prints a script that completes claudectl's commands and flags in the shell,
-and the ids of sessions and pending requests by asking the daemon (at
-CLAUDECTL_SERVER or the default address; nothing is completed when it is not
-running).
+and the ids of sessions and pending requests by asking the daemon (where
+the client commands find it: CLAUDECTL_SERVER, else the listen address of
+claudectl serve's settings file, else the default address; nothing is
+completed when it is not running).
 
   bash:  source <(claudectl completion bash)          # in ~/.bashrc
   zsh:   source <(claudectl completion zsh)           # in ~/.zshrc, after compinit

@@ -30,14 +30,19 @@ import (
 const defaultServer = "http://127.0.0.1:7777"
 
 const clientFlagsHelp = `
-The daemon's address comes from --server, else CLAUDECTL_SERVER, else
+` + findDaemonHelp + `
+Exit status: 0 done, 1 the daemon failed or is unreachable, 2 bad usage.
+`
+
+// findDaemonHelp says, in every client command's usage, where the
+// daemon's address and token come from (as dial finds them).
+const findDaemonHelp = `The daemon's address comes from --server, else CLAUDECTL_SERVER, else
+the listen address of claudectl serve's settings file, else
 ` + defaultServer + `. A bearer token comes from --token-file, else
 CLAUDECTL_TOKEN, else (for a daemon on this machine) the daemon's token
 file: the token_file of claudectl serve's settings file, else the token
 the daemon wrote in its data dir (the settings file's data_dir, else the
 default).
-
-Exit status: 0 done, 1 the daemon failed or is unreachable, 2 bad usage.
 `
 
 // tokenDefaultHelp ends --token-file's help: where the token comes from
@@ -51,7 +56,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.server, "server", "", "the daemon's `URL` (default $CLAUDECTL_SERVER or "+defaultServer+")")
+	fs.StringVar(&f.server, "server", "", "the daemon's `URL` (default $CLAUDECTL_SERVER, else the listen address of claudectl serve's settings, else "+defaultServer+")")
 	fs.StringVar(&f.tokenFile, "token-file", "", "send the bearer token read from `FILE` "+tokenDefaultHelp)
 }
 
@@ -75,8 +80,9 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 	if server == "" {
 		server, flagName = strings.TrimSpace(env.Getenv("CLAUDECTL_SERVER")), "CLAUDECTL_SERVER"
 	}
+	settings, settingsErr := loadSettings("", env.Getenv)
 	if server == "" {
-		server = defaultServer
+		server = settingsServer(settings)
 	}
 	if !strings.Contains(server, "://") {
 		server = "http://" + server
@@ -106,7 +112,7 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 	if token == "" && apiserver.IsLoopback(net.JoinHostPort(u.Hostname(), "0")) {
 		// A daemon of this user on this machine: the token in its token
 		// file. Never sent to a daemon elsewhere.
-		token, tokenNote = localToken(env.Getenv)
+		token, tokenNote = localToken(env.Getenv, settings, settingsErr)
 	}
 	var rt http.RoundTripper = &http.Transport{Proxy: http.ProxyFromEnvironment}
 	if token != "" {
@@ -134,22 +140,16 @@ func (c *daemonClient) Close() { c.httpc.CloseIdleConnections() }
 // could not be used (other users can read it, it is empty, the settings
 // file is broken), "" when each one was fine or simply missing; it is said
 // only if the daemon refuses the request for want of the token.
-func localToken(getenv func(string) string) (token, note string) {
-	var notes, paths []string
+func localToken(getenv func(string) string, s *serve.Settings, settingsErr error) (token, note string) {
+	var notes []string
+	if settingsErr != nil {
+		notes = append(notes, "the settings file claudectl serve reads was not used: "+settingsErr.Error())
+	}
 	named := "" // a token_file the settings file names: its absence is worth a word
-	switch s, err := loadSettings("", getenv); {
-	case err != nil:
-		notes = append(notes, "the settings file claudectl serve reads was not used: "+err.Error())
-	case s.TokenFile != "":
+	if settingsErr == nil {
 		named = s.TokenFile
-		paths = append(paths, s.TokenFile)
-	case s.DataDir != "":
-		paths = append(paths, serve.TokenPath(s.DataDir))
 	}
-	if p := serve.TokenPath(serve.DefaultDataDir(getenv)); !slices.Contains(paths, p) {
-		paths = append(paths, p)
-	}
-	for _, p := range paths {
+	for _, p := range localTokenPaths(getenv, s, settingsErr) {
 		b, err := readPrivateFile(p)
 		if err == nil {
 			if token = strings.TrimSpace(string(b)); token != "" {
@@ -164,6 +164,47 @@ func localToken(getenv func(string) string) (token, note string) {
 		notes = append(notes, fmt.Sprintf("the token file %s was not used: %s", p, describeIOError(err)))
 	}
 	return "", strings.Join(notes, "; ")
+}
+
+// localTokenPaths are the files localToken reads, in order, given
+// claudectl serve's default settings file s (settingsErr when it could not
+// be read).
+func localTokenPaths(getenv func(string) string, s *serve.Settings, settingsErr error) []string {
+	var paths []string
+	switch {
+	case settingsErr != nil:
+	case s.TokenFile != "":
+		paths = append(paths, s.TokenFile)
+	case s.DataDir != "":
+		paths = append(paths, serve.TokenPath(s.DataDir))
+	}
+	if p := serve.TokenPath(serve.DefaultDataDir(getenv)); !slices.Contains(paths, p) {
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// settingsServer returns the address client commands use without --server
+// and CLAUDECTL_SERVER: the listen address of claudectl serve's default
+// settings file s (nil when it could not be read; https with its
+// tls_cert_file), else defaultServer. A daemon listening on every address
+// ("0.0.0.0:7777", ":7777") is reached on loopback.
+func settingsServer(s *serve.Settings) string {
+	if s == nil || s.Listen == "" {
+		return defaultServer
+	}
+	host, port, err := net.SplitHostPort(s.Listen)
+	if err != nil {
+		return defaultServer
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	scheme := "http"
+	if s.TLSCertFile != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // bearer adds "Authorization: Bearer TOKEN" to every request.

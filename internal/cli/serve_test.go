@@ -232,7 +232,8 @@ func TestServeConfigFlag(t *testing.T) {
 // TestClientsFindTheTokenOfTheSettings: with a data_dir or a token_file in
 // claudectl serve's settings file, the client commands of the same user
 // look for the token where that daemon keeps it (relative paths taken from
-// the settings file's directory, as serve takes them).
+// the settings file's directory, as serve takes them), and at its listen
+// address without --server.
 func TestClientsFindTheTokenOfTheSettings(t *testing.T) {
 	cli := claudetest.CLIPath(t)
 	for _, tc := range []struct{ name, settings, tokenFile string }{
@@ -251,6 +252,10 @@ func TestClientsFindTheTokenOfTheSettings(t *testing.T) {
 			s := startServe(t, getenv, "--cli", cli)
 			if o := claudectl(t, invocation{getenv: getenv}, "sessions", "--server", "http://"+addr); o.code != 0 || !strings.Contains(o.stdout, "No sessions.") {
 				t.Errorf("sessions with the settings' token: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+			}
+			// Nor the address: the settings' listen is the default one.
+			if o := claudectl(t, invocation{getenv: getenv}, "sessions"); o.code != 0 || !strings.Contains(o.stdout, "No sessions.") {
+				t.Errorf("sessions at the settings' listen address: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
 			}
 			if code := s.stop(); code != 0 {
 				t.Errorf("serve exited with %d", code)

@@ -18,10 +18,7 @@ import (
 
 // lifecycleExitHelp ends the usage of resume and fork.
 const lifecycleExitHelp = `
-The daemon's address comes from --server, else CLAUDECTL_SERVER, else
-` + defaultServer + `. A bearer token comes from --token-file, else
-CLAUDECTL_TOKEN, if either is set.
-
+` + findDaemonHelp + `
 Exit status: 0 done, 1 the daemon refused or failed or is unreachable (or,
 with --attach, the turn or the session failed), 2 bad usage, 130 detached
 with Ctrl-C.
