@@ -120,7 +120,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	// that stream, which is then never an *os.File.
 	tokenInURL := env.StderrIsTerminal()
 	srv, err := serve.Start(ctx, cfg, &serve.Options{Getenv: env.Getenv, Stderr: env.Stderr, NoClientsNotice: dm != nil,
-		TokenInPageURL: tokenInURL})
+		TokenInPageURL: tokenInURL, ClientFlags: func(url, token, tokenFile string) string { return clientFlagsFor(env.Getenv, url, token, tokenFile) }})
 	if err != nil {
 		var se *serve.StartError
 		if errors.As(err, &se) {
@@ -142,6 +142,30 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		stopping = "Ctrl-C"
 	}
 	return shutdown(srv, env, stopping, ShutdownBound)
+}
+
+// clientFlagsFor returns the flags a client command of this user (whose
+// environment getenv is taken to be) needs to reach a daemon at url with
+// token, kept in tokenFile: "" when it finds both as dial does (the
+// address is its default one, and the first token it finds is token).
+func clientFlagsFor(getenv func(string) string, url, token, tokenFile string) string {
+	s, err := loadSettings("", getenv)
+	server := strings.TrimSpace(getenv("CLAUDECTL_SERVER"))
+	if server == "" {
+		server = settingsServer(s)
+	}
+	var flags []string
+	if strings.TrimRight(server, "/") != url {
+		flags = append(flags, "--server "+url)
+	}
+	found := strings.TrimSpace(getenv("CLAUDECTL_TOKEN"))
+	if found == "" {
+		found, _ = localToken(getenv, s, err)
+	}
+	if found != token || !apiserver.IsLoopback(strings.TrimPrefix(strings.TrimPrefix(url, "http://"), "https://")) {
+		flags = append(flags, "--token-file "+tokenFile)
+	}
+	return strings.Join(flags, " ")
 }
 
 // ShutdownBound is the longest "claudectl serve" takes to stop: after it

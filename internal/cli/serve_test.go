@@ -311,3 +311,52 @@ func TestClientsFindTheToken(t *testing.T) {
 		t.Errorf("serve exited with %d", code)
 	}
 }
+
+// TestServeClientsNotice: the start-up notice says the client command
+// that reaches the daemon, with only the flags it needs; the command it
+// prints works as printed.
+func TestServeClientsNotice(t *testing.T) {
+	cli := claudetest.CLIPath(t)
+	clients := regexp.MustCompile(`Clients: (.*)`)
+	for _, tc := range []struct {
+		name     string
+		settings string // listen is added
+		args     []string
+		want     string // in the notice
+	}{
+		{"defaults", "", nil, "by themselves: claudectl sessions"},
+		{"data dir flag", "", []string{"--data-dir", "DATA"}, "claudectl sessions --token-file DATA/token,"},
+		{"listen flag", "", []string{"--listen", "ADDR"}, "claudectl sessions --server http://ADDR,"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			xdg, data, addr := t.TempDir(), t.TempDir(), freeAddr(t)
+			writeFile(t, filepath.Join(xdg, "claudectl", "settings.json"), `{"listen": "`+freeAddr(t)+`"}`)
+			args := []string{"--cli", cli}
+			for _, a := range tc.args {
+				args = append(args, strings.NewReplacer("DATA", data, "ADDR", addr).Replace(a))
+			}
+			if len(tc.args) == 0 || tc.args[0] != "--listen" {
+				writeFile(t, filepath.Join(xdg, "claudectl", "settings.json"), `{"listen": "`+addr+`"}`)
+			}
+			getenv := map[string]string{"XDG_CONFIG_HOME": xdg, "XDG_DATA_HOME": t.TempDir(), "HOME": t.TempDir()}
+			s := startServe(t, getenv, args...)
+			m := clients.FindStringSubmatch(s.stderr.String())
+			if m == nil {
+				t.Fatalf("no Clients: line in\n%s", s.stderr.String())
+			}
+			want := strings.NewReplacer("DATA", data, "ADDR", addr).Replace(tc.want)
+			if !strings.Contains(m[1], want) {
+				t.Errorf("notice %q does not say %q", m[1], want)
+			}
+			// The command as printed.
+			cmd := m[1][strings.Index(m[1], "claudectl sessions"):]
+			cmd, _, _ = strings.Cut(cmd, ",")
+			if o := claudectl(t, invocation{getenv: getenv}, strings.Fields(cmd)[1:]...); o.code != 0 || !strings.Contains(o.stdout, "No sessions.") {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q", cmd, o.code, o.stdout, o.stderr)
+			}
+			if code := s.stop(); code != 0 {
+				t.Errorf("serve exited with %d", code)
+			}
+		})
+	}
+}

@@ -71,6 +71,12 @@ type Options struct {
 	// NoClientsNotice leaves out the start-up lines telling clients where
 	// the token is: the caller says it its own way (serve --demo).
 	NoClientsNotice bool
+	// ClientFlags, if set, returns the flags a claudectl client command of
+	// the daemon's user on this machine needs to reach it at url with
+	// token, generated in tokenFile: "" when it finds both by itself (the
+	// address and the file are where it looks). Nil: the start-up notice
+	// names both.
+	ClientFlags func(url, token, tokenFile string) string
 	// TokenInPageURL prints the web page's address with the generated
 	// token in its fragment (the address that logs a browser in). Set it
 	// only when Stderr is a terminal: written to a log (a journal), the
@@ -239,15 +245,25 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		"settings", cmp.Or(s.File, "none"))
 	switch {
 	case opts.NoClientsNotice || srv.TokenFile == "":
-	case s.LogFormat == "json":
-		log.Info("clients read the token from the token file", "server", scheme(useTLS)+"://"+srv.Addr, "token_file", srv.TokenFile)
 	default:
+		u := scheme(useTLS) + "://" + srv.Addr
+		flags := "--server " + u + " --token-file " + srv.TokenFile
+		if opts.ClientFlags != nil {
+			flags = opts.ClientFlags(u, srv.Token, srv.TokenFile)
+		}
+		if s.LogFormat == "json" {
+			log.Info("clients read the token from the token file", "server", u, "token_file", srv.TokenFile, "client_flags", flags)
+			break
+		}
 		page := srv.PageURL()
 		if !opts.TokenInPageURL {
-			page = scheme(useTLS) + "://" + srv.Addr + "/ (log in with the token in " + srv.TokenFile + ")"
+			page = u + "/ (log in with the token in " + srv.TokenFile + ")"
 		}
-		fmt.Fprintf(stderr, "\nClients: claudectl --server %s (the token is in %s; claudectl commands of this user on this machine read it by themselves)\nWeb page: %s\n\n",
-			scheme(useTLS)+"://"+srv.Addr, srv.TokenFile, page)
+		clients := fmt.Sprintf("claudectl commands of this user on this machine find this daemon and its token (in %s) by themselves: claudectl sessions", srv.TokenFile)
+		if flags != "" {
+			clients = fmt.Sprintf("claudectl sessions %s, and the same flags for the other commands (or CLAUDECTL_SERVER and CLAUDECTL_TOKEN; the token is in %s)", flags, srv.TokenFile)
+		}
+		fmt.Fprintf(stderr, "\nClients: %s\nWeb page: %s\n\n", clients, page)
 	}
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
 		"subscriber_buffer", s.SubscriberBuffer, "max_streams", s.MaxStreams, "watched_timeout", s.WatchedTimeout,

@@ -13,7 +13,8 @@ import (
 
 // TokenFileName is the file in the data directory that holds the token a
 // daemon generated for itself (when the settings name no token_file).
-// claudectl's client commands of the same user read it by themselves.
+// claudectl's client commands of the same user read it by themselves when
+// the data directory is the settings file's data_dir or the default one.
 const TokenFileName = "token"
 
 // TokenPath is where a daemon with data directory dataDir keeps its
