@@ -38,7 +38,9 @@ const approveUsage = `Usage: claudectl approve [flags] REQUEST_ID
 Allows the pending permission request (REQUEST_ID, or a unique start of
 it: claudectl pending lists them). With --always, the CLI's suggested
 permission is also stored as a rule. The first decision wins: if someone
-else decided first, approve fails and says who.
+else decided first, approve fails and says who. A question Claude asks
+(AskUserQuestion) needs answers, not an approval: answer it in claudectl
+attach SESSION_ID, or refuse it with claudectl deny.
 ` + clientFlagsHelp
 
 const denyUsage = `Usage: claudectl deny [flags] REQUEST_ID
@@ -48,6 +50,15 @@ it: claudectl pending lists them), with --message telling Claude why.
 The first decision wins: if someone else decided first, deny fails and
 says who.
 ` + clientFlagsHelp
+
+// notAllowable is approve's error for a question (AskUserQuestion): it
+// has answers to give, not a permission to allow.
+func notAllowable(id, session string) error {
+	if session == "" {
+		session = "SESSION_ID"
+	}
+	return exitWith(ExitFailure, "request %s is a question Claude asks, not a permission: answer it in claudectl attach %s, or refuse it with claudectl deny %s", id, session, id)
+}
 
 // Run implements Command.
 func (c *DecideCommand) Run(ctx context.Context, args []string) error {
@@ -80,9 +91,13 @@ func (c *DecideCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer dc.Close()
-	id, err := resolveRequest(ctx, dc, pos[0])
+	req, err := resolveRequest(ctx, dc, pos[0])
 	if err != nil {
 		return err
+	}
+	id := req.RequestId
+	if c.Allow && req.ToolName == "AskUserQuestion" {
+		return notAllowable(id, req.SessionId)
 	}
 	b := v1.Behavior_BEHAVIOR_DENY
 	if c.Allow {
@@ -98,6 +113,9 @@ func (c *DecideCommand) Run(ctx context.Context, args []string) error {
 		}
 		if connect.CodeOf(err) == connect.CodeNotFound {
 			return noRequest(id) // decided or withdrawn since it was listed
+		}
+		if c.Allow && connect.CodeOf(err) == connect.CodeInvalidArgument && strings.Contains(err.Error(), "AskUserQuestion") {
+			return notAllowable(id, req.SessionId) // not listed: the daemon's words name the tool
 		}
 		return dc.explain(err, fmt.Sprintf("deciding request %s", id))
 	}

@@ -58,3 +58,28 @@ func TestClientApproveThenDenyLoses(t *testing.T) {
 		t.Errorf("x was not created after approve: %v", err)
 	}
 }
+
+// approve on a question says it is one and how to answer it; deny refuses
+// it.
+func TestApproveQuestion(t *testing.T) {
+	t.Parallel()
+	ask := claudetest.ToolUse("AskUserQuestion", map[string]any{"questions": []any{map[string]any{
+		"question": "Which color?", "header": "Color", "multiSelect": false,
+		"options": []any{
+			map[string]any{"label": "red", "description": "warm"},
+			map[string]any{"label": "blue", "description": "cold"},
+		},
+	}}})
+	d, _ := startDaemonModel(t, nil, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("No color then.")))
+	id := d.create(t, t.TempDir(), "pick a color")
+	reqID := d.permissionRequest(t, id)
+	o := claudectl(t, d.inv(), "approve", reqID[:len(reqID)-2])
+	want := "claudectl approve: request " + reqID + " is a question Claude asks, not a permission: answer it in claudectl attach " + id + ", or refuse it with claudectl deny " + reqID + "\n"
+	if o.code != ExitFailure || o.stderr != want {
+		t.Errorf("approve on a question: exit %d, stderr %q; want 1 and %q", o.code, o.stderr, want)
+	}
+	if o := claudectl(t, d.inv(), "deny", reqID); o.code != 0 {
+		t.Errorf("deny on a question: exit %d, stderr %q", o.code, o.stderr)
+	}
+	d.closeSession(t, id)
+}

@@ -29,7 +29,9 @@ const pendingUsage = `Usage: claudectl pending [flags]
 Lists the permission requests the daemon's sessions wait on: the request's
 id, its session, the tool, what it would do (one line) and how long it has
 waited. Answer one with claudectl approve or claudectl deny and its id, or
-a unique prefix of it; claudectl attach SESSION_ID shows it in full.
+a unique prefix of it; claudectl attach SESSION_ID shows it in full. A
+question Claude asks (the AskUserQuestion tool) is answered in claudectl
+attach SESSION_ID, or refused with claudectl deny.
 ` + clientFlagsHelp
 
 // pendingJSON is one request in pending --json.
@@ -155,19 +157,19 @@ func noSession(id string) error {
 	return exitWith(ExitFailure, "no session %s (claudectl sessions lists them)", id)
 }
 
-// resolveRequest returns the id of the pending request whose id is id or,
-// failing that, starts with id; several are a usage error (exit 2) listing
-// them. With none, or when the daemon cannot list its requests, id is
-// taken as it is: Decide then says who decided it, or that there is none.
-func resolveRequest(ctx context.Context, dc *daemonClient, id string) (string, error) {
+// resolveRequest returns the pending request whose id is id or, failing
+// that, starts with id; several are a usage error (exit 2) listing them.
+// With none, or when the daemon cannot list its requests, it returns a
+// request with id alone (RequestId), for Decide to say what is wrong.
+func resolveRequest(ctx context.Context, dc *daemonClient, id string) (*v1.PermissionRequest, error) {
 	res, err := dc.perms.ListPending(ctx, connect.NewRequest(&v1.ListPendingRequest{}))
 	if err != nil {
-		return id, nil // Decide says what is wrong
+		return &v1.PermissionRequest{RequestId: id}, nil // Decide says what is wrong
 	}
 	var matches []*v1.PermissionRequest
 	for _, r := range res.Msg.Requests {
 		if r.RequestId == id {
-			return id, nil
+			return r, nil
 		}
 		if strings.HasPrefix(r.RequestId, id) {
 			matches = append(matches, r)
@@ -175,9 +177,9 @@ func resolveRequest(ctx context.Context, dc *daemonClient, id string) (string, e
 	}
 	switch len(matches) {
 	case 0:
-		return id, nil // Decide says whether it was decided already, and by whom
+		return &v1.PermissionRequest{RequestId: id}, nil // Decide says whether it was decided already, and by whom
 	case 1:
-		return matches[0].RequestId, nil
+		return matches[0], nil
 	}
 	var b strings.Builder
 	for _, r := range matches {
@@ -186,7 +188,7 @@ func resolveRequest(ctx context.Context, dc *daemonClient, id string) (string, e
 			fmt.Fprintf(&b, ": %s", s)
 		}
 	}
-	return "", exitWith(ExitUsage, "%q is the start of %d pending requests; give more of the id:%s", id, len(matches), b.String())
+	return nil, exitWith(ExitUsage, "%q is the start of %d pending requests; give more of the id:%s", id, len(matches), b.String())
 }
 
 // noRequest is the error for a request that is not pending.

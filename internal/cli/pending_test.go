@@ -120,8 +120,8 @@ func TestResolveRequest(t *testing.T) {
 		{"ab", "ab"}, // an exact id wins over the ids it starts
 		{"zz", "zz"}, // none: Decide says it is not pending
 	} {
-		if got, err := resolveRequest(context.Background(), dc, c.in); err != nil || got != c.want {
-			t.Errorf("resolveRequest(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		if got, err := resolveRequest(context.Background(), dc, c.in); err != nil || got.GetRequestId() != c.want {
+			t.Errorf("resolveRequest(%q) = %q, %v; want %q", c.in, got.GetRequestId(), err, c.want)
 		}
 	}
 	dc.perms = stubPerms{reqs: []*v1.PermissionRequest{
