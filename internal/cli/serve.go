@@ -327,6 +327,9 @@ func readPrivateFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fi.IsDir() {
+		return nil, errors.New("it is a directory, not a file")
+	}
 	if m := fi.Mode().Perm(); m&0o077 != 0 {
 		return nil, fmt.Errorf("other users can read it (mode %04o): make it private with chmod 600 %s", m, path)
 	}

@@ -139,6 +139,11 @@ func TestServeConfigUsageErrors(t *testing.T) {
 	empty := write("empty.json", `{"token_file": "empty-token"}`)
 	write("empty-token", "\n")
 	loose := write("loose-token", "s3cret\n")
+	dirTok := write("dir.json", `{"token_file": "open"}`)
+	open := filepath.Join(dir, "open") // as /tmp: others can read it, and it is no file
+	if err := os.Mkdir(open, 0o777); err != nil || os.Chmod(open, 0o777) != nil {
+		t.Fatal(err)
+	}
 	if err := os.Chmod(loose, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +158,8 @@ func TestServeConfigUsageErrors(t *testing.T) {
 		{[]string{"--config", empty}, `for token_file: the file is empty`},
 		{[]string{"--config", empty, "--token-file", filepath.Join(dir, "nope")}, `for --token-file: no such file or directory`},
 		{[]string{"--config", empty, "--token-file", loose}, `for --token-file: other users can read it (mode 0644): make it private with chmod 600 ` + loose},
+		{[]string{"--config", empty, "--token-file", open}, `invalid value "` + open + `" for --token-file: it is a directory, not a file`},
+		{[]string{"--config", dirTok}, `for token_file: it is a directory, not a file`},
 		{[]string{"--log-level", "loud"}, `invalid value "loud" for --log-level: must be one of debug, info, warn, error`},
 		{[]string{"--listen", "7777"}, `invalid value "7777" for --listen: must be "host:port"`},
 		{[]string{"--data-dir", ""}, `invalid value "" for --data-dir: must not be empty`},
