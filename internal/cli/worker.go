@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/internal/relay"
 	"github.com/claudectl/claudectl/internal/serve"
@@ -55,8 +57,9 @@ the controller gives it the next session that asks for worker "remote").
 
 Exit status: 0 stopped (or, with --once, the session ended), 1 the
 controller refused the worker (a wrong token, a name taken by a connected
-worker) or, with --once, could not be reached or the link was lost for good,
-2 bad usage.
+worker, a daemon that accepts no workers: its workers.token_file is unset)
+or, with --once, could not be reached or the link was lost for good, or
+the claude executable was not found, 2 bad usage.
 `
 
 // Defaults of "claudectl worker".
@@ -211,13 +214,10 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 			Logger:           logger,
 			Start:            startLocalCLI(cliPath, scheduling, env.CLIEnv),
 		}
-		if err := w.Run(ctx); err != nil {
-			if ctx.Err() != nil {
-				return exitWith(ExitFailure, "stopped: %v", context.Cause(ctx))
-			}
-			return exitWith(ExitFailure, "%v", err)
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			return workerError(err)
 		}
-		return nil
+		return nil // stopped by Ctrl-C or SIGTERM, as a registered worker is
 	}
 	version := ""
 	if v, err := claude.VersionOf(ctx, cliPath); err != nil {
@@ -234,9 +234,25 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 		Start:  startLocalCLI(cliPath, scheduling, env.CLIEnv),
 	}
 	if err := h.Run(ctx); err != nil {
-		return exitWith(ExitFailure, "%v", err)
+		return workerError(err)
 	}
 	return nil
+}
+
+// workerError words the error that ended a worker (exit status 1): a
+// refused handshake says what the daemon refused, and the relay's name
+// is left out.
+func workerError(err error) error {
+	var re *relay.RefusedError
+	if errors.As(err, &re) {
+		switch re.Code {
+		case http.StatusNotFound:
+			return exitWith(ExitFailure, "the daemon at %s accepts no remote workers: it answered 404 (its workers.token_file is unset, or the URL's path is not %s)", re.URL, apiserver.WorkerPath)
+		default:
+			return exitWith(ExitFailure, "the daemon at %s refused the worker's token (answered %d): --token-file must hold the token of the daemon's workers.token_file", re.URL, re.Code)
+		}
+	}
+	return exitWith(ExitFailure, "%s", strings.ReplaceAll(err.Error(), "relay: ", ""))
 }
 
 // defaultWorkerName is the host name made into a valid worker name (with

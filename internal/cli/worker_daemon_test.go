@@ -84,8 +84,8 @@ func TestDaemonRemoteWorker(t *testing.T) {
 	}
 	o := claudectl(t, invocation{timeout: 30 * time.Second}, "worker", "--connect", endpoint,
 		"--token-file", badToken, "--cli", claudetest.CLIPath(t), "--reconnect-timeout", "10s")
-	if o.code != ExitFailure || !strings.Contains(o.stderr, "rejected") || !strings.Contains(o.stderr, "401") {
-		t.Errorf("worker with a wrong token: exit %d, stderr %q; want 1, rejected with 401", o.code, o.stderr)
+	if want := "claudectl worker: the daemon at " + endpoint + " refused the worker's token (answered 401)"; o.code != ExitFailure || !strings.Contains(o.stderr, want) {
+		t.Errorf("worker with a wrong token: exit %d, stderr %q; want 1 and %q", o.code, o.stderr, want)
 	}
 
 	worker := startWorker(t, bin, endpoint, token)
@@ -221,10 +221,22 @@ func TestDaemonRemoteWorker(t *testing.T) {
 }
 
 // A daemon without a worker token refuses sessions on remote workers, and
-// says which field.
+// says which field; a worker connecting to it is refused at once.
 func TestDaemonRemoteWorkerNotEnabled(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
+	endpoint := "ws://" + strings.TrimPrefix(d.url, "http://") + apiserver.WorkerPath
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("a-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, once := range [][]string{nil, {"--once"}} {
+		o := claudectl(t, invocation{timeout: 30 * time.Second}, append([]string{"worker", "--connect", endpoint,
+			"--token-file", tokenFile, "--cli", claudetest.CLIPath(t)}, once...)...)
+		if want := "claudectl worker: the daemon at " + endpoint + " accepts no remote workers: it answered 404 (its workers.token_file is unset"; o.code != ExitFailure || !strings.HasPrefix(o.stderr, want) {
+			t.Errorf("worker %v to a daemon without workers: exit %d, stderr %q; want 1 and %q", once, o.code, o.stderr, want)
+		}
+	}
 	_, err := d.sessions.CreateSession(d.ctx, connect.NewRequest(&v1.CreateSessionRequest{
 		Options: &v1.SessionOptions{Cwd: t.TempDir(), Worker: "remote"}}))
 	var ce *connect.Error

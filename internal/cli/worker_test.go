@@ -225,3 +225,17 @@ func TestWorkerGivesUp(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 1 and gave up", o.code, o.stderr)
 	}
 }
+
+// Ctrl-C stops a --once worker as it stops a registered one: exit 0, no
+// error.
+func TestWorkerOnceInterrupted(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("t"), 0o600)
+	cli := script(t, `echo "2.1.329 (Claude Code)"`)
+	interrupts := make(chan os.Signal, 1)
+	time.AfterFunc(500*time.Millisecond, func() { interrupts <- os.Interrupt })
+	o := claudectl(t, invocation{interrupts: interrupts}, "worker", "--connect", "ws://127.0.0.1:9/worker", "--token-file", tokenFile, "--cli", cli, "--once", "--reconnect-timeout", "1m")
+	if o.code != 0 || o.stderr != "" {
+		t.Errorf("exit %d, stderr %q; want 0 and nothing said", o.code, o.stderr)
+	}
+}

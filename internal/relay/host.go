@@ -98,7 +98,8 @@ func (h *Host) logger() *slog.Logger {
 // until ctx ends; then it stops every CLI (gracefully first, see
 // StopTimeout) and returns nil once they are gone. It returns an error when
 // the registration is invalid or refused (wrapping ErrRejected: a bad token,
-// a name taken by another live worker). Call it once.
+// a name taken by another live worker; a *RefusedError for a handshake
+// answered 401, 403 or 404). Call it once.
 func (h *Host) Run(ctx context.Context) error {
 	if h.Start == nil {
 		panic("relay: Host.Start is nil")
@@ -141,9 +142,8 @@ func (h *Host) Run(ctx context.Context) error {
 				logger.Warn("claudectl worker: control link lost; reconnecting", "url", url, "err", err, "running", len(h.Running()))
 			}
 		} else {
-			var he *httpStatusError
-			if errors.As(err, &he) && (he.code == http.StatusUnauthorized || he.code == http.StatusForbidden) {
-				return fmt.Errorf("%w: %s answered %d: check the token", ErrRejected, url, he.code)
+			if rerr := refused(url, err); rerr != nil {
+				return rerr
 			}
 			if ctx.Err() == nil {
 				// Say so now and then: a worker that never reaches its

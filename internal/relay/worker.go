@@ -149,9 +149,8 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			var he *httpStatusError
-			if errors.As(derr, &he) && (he.code == http.StatusUnauthorized || he.code == http.StatusForbidden) {
-				return fmt.Errorf("%w: %s answered %d: check the token", ErrRejected, url, he.code)
+			if rerr := refused(url, derr); rerr != nil {
+				return rerr
 			}
 			lastErr = derr
 			logger.Debug("claudectl worker: dial failed", "url", url, "attempt", attempt, "err", derr)
@@ -174,6 +173,33 @@ func (w *Worker) logger() *slog.Logger {
 		return w.Logger
 	}
 	return slog.Default()
+}
+
+// A RefusedError is a controller's refusal of the WebSocket handshake:
+// it answered URL with HTTP status Code, 401 or 403 (the token) or 404 (no
+// worker endpoint there: a claudectl daemon without workers.token_file).
+// Trying again would not help. It wraps ErrRejected.
+type RefusedError struct {
+	URL  string
+	Code int
+}
+
+func (e *RefusedError) Error() string {
+	if e.Code == http.StatusNotFound {
+		return fmt.Sprintf("%v: %s answered %d: no worker endpoint there", ErrRejected, e.URL, e.Code)
+	}
+	return fmt.Sprintf("%v: %s answered %d: check the token", ErrRejected, e.URL, e.Code)
+}
+
+func (e *RefusedError) Unwrap() error { return ErrRejected }
+
+// refused returns the RefusedError of a dial error that is one, else nil.
+func refused(url string, err error) error {
+	var he *httpStatusError
+	if errors.As(err, &he) && (he.code == http.StatusUnauthorized || he.code == http.StatusForbidden || he.code == http.StatusNotFound) {
+		return &RefusedError{URL: url, Code: he.code}
+	}
+	return nil
 }
 
 type httpStatusError struct {
