@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -41,7 +42,7 @@ var recordedVersions = []string{"2.1.329", "2.1.330"}
 // FullyCompatible, with CompatibilityReport.Recorded set.
 func RecordedVersions() []string { return slices.Clone(recordedVersions) }
 
-// versionTimeout caps VersionOf when its context has no deadline.
+// versionTimeout caps VersionOf.
 const versionTimeout = 10 * time.Second
 
 // Version is a parsed `claude --version`.
@@ -265,19 +266,29 @@ func (e *VersionError) Error() string {
 func (e *VersionError) Unwrap() error { return e.Err }
 
 // VersionOf runs `<path> --version` and parses what it prints. ctx bounds the
-// run; when ctx has no deadline a 10 second cap applies. Errors are
+// run, and so does a 10 second cap (then the error says it "did not answer
+// within 10s"); whatever the CLI started is killed with it. Errors are
 // *VersionError values carrying the command's output and stderr; they wrap
 // ctx's error when the run was cut short by cancellation or the deadline.
 func VersionOf(ctx context.Context, path string) (Version, error) {
-	if _, ok := ctx.Deadline(); !ok {
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > versionTimeout {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, versionTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, versionTimeout, versionTimeoutError{versionTimeout})
 		defer cancel()
 	}
 	var stdout, stderr cappedBuffer
 	cmd := exec.CommandContext(ctx, path, "--version")
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
+	// In a process group of its own, killed whole when ctx ends: a script
+	// that hangs (sleep) must not outlive the check.
+	cmd.SysProcAttr = procAttr()
+	cmd.Cancel = func() error {
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			return cmd.Process.Kill()
+		}
+		return nil
+	}
 	// Do not hang on a grandchild that keeps the output pipes open.
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
@@ -288,7 +299,9 @@ func VersionOf(ctx context.Context, path string) (Version, error) {
 	}
 	verr := &VersionError{Path: path, Stdout: stdout.String(), Stderr: stderr.String()}
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
+		if te := (versionTimeoutError{}); errors.As(context.Cause(ctx), &te) {
+			err = te
+		} else if ctxErr := ctx.Err(); ctxErr != nil {
 			err = fmt.Errorf("%w (%v)", ctxErr, err)
 		}
 		verr.Err = err
@@ -307,6 +320,14 @@ func VersionOf(ctx context.Context, path string) (Version, error) {
 	}
 	return v, nil
 }
+
+// versionTimeoutError is VersionError.Err when `--version` did not end
+// within VersionOf's own cap. It is a context.DeadlineExceeded.
+type versionTimeoutError struct{ d time.Duration }
+
+func (e versionTimeoutError) Error() string { return fmt.Sprintf("did not answer within %v", e.d) }
+
+func (e versionTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // cappedBuffer keeps the first 64 KiB written to it and discards the rest.
 type cappedBuffer struct {

@@ -7,12 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/serve"
 )
 
 // DoctorCommand is "claudectl doctor": it finds the Claude Code CLI, asks its
@@ -40,7 +39,8 @@ relies on), the reasons with when each was last seen, each CLI version
 
 Exit status: 0 compatible (also when it works degraded, with a warning),
 69 the CLI does not run or its version is unknown, 72 the CLI is not
-installed, 78 the CLI is too old, 2 bad usage.
+installed, 78 the CLI is too old, 2 bad usage; with --server, 1 the
+daemon is unreachable or refused the request.
 `
 
 // doctorReport is what doctor found; --json prints it as it is.
@@ -163,7 +163,7 @@ func diagnose(ctx context.Context, env *Env, cliPath string) *doctorReport {
 		var ve *claude.VersionError
 		if errors.As(err, &ve) {
 			rep.VersionOutput = strings.TrimSpace(ve.Stdout)
-			rep.Error = versionErrorText(ve)
+			rep.Error = serve.VersionErrorText(ve)
 		}
 		rep.Advice = fmt.Sprintf("check that `%s --version` works and prints a version like \"%s (Claude Code)\"; reinstall with %s if it does not", path, claude.TestedMaxVersion, installHint)
 		return rep
@@ -245,28 +245,4 @@ func (r *doctorReport) print(w io.Writer) {
 		row("Error", r.Error)
 	}
 	row("What to do", r.Advice)
-}
-
-// versionErrorText says once what `PATH --version` did wrong: the error
-// of VersionError repeats what the program printed.
-func versionErrorText(ve *claude.VersionError) string {
-	out := strings.TrimSpace(ve.Stdout)
-	if out == "" {
-		out = strings.TrimSpace(ve.Stderr)
-	}
-	first, more := firstLine(out)
-	if more > 0 {
-		first += " …"
-	}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(ve.Err, &ee) || errors.Is(ve.Err, exec.ErrNotFound) || errors.Is(ve.Err, os.ErrPermission) || errors.Is(ve.Err, context.DeadlineExceeded):
-		if first == "" {
-			return fmt.Sprintf("`%s --version` failed: %v", ve.Path, ve.Err)
-		}
-		return fmt.Sprintf("`%s --version` failed (%v): %q", ve.Path, ve.Err, first)
-	case first == "":
-		return fmt.Sprintf("`%s --version` printed nothing: no x.y.z version number, so it is not Claude Code", ve.Path)
-	}
-	return fmt.Sprintf("`%s --version` printed %q: no x.y.z version number, so it is not Claude Code", ve.Path, first)
 }

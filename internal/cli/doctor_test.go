@@ -2,8 +2,12 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
@@ -92,6 +96,7 @@ func TestDoctorVersions(t *testing.T) {
 		{"next major", `echo "3.0.1 (Claude Code)"`, 0, []string{"likely compatible", "Warning:        Claude Code 3.0.1 is a new major version"}},
 		{"no version", `echo "hello"`, ExitUnavailable, []string{"no x.y.z version number"}},
 		{"fails", `echo "broken install" >&2; exit 1`, ExitUnavailable, []string{"broken install"}},
+		{"hangs", `sleep 60 & echo $! > "$0.child"; sleep 61`, ExitUnavailable, []string{"--version` did not answer within 10s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -107,6 +112,20 @@ func TestDoctorVersions(t *testing.T) {
 			}
 			if tc.code == 0 && strings.Contains(o.stdout, "Error:") {
 				t.Errorf("stdout reports an error")
+			}
+			if b, err := os.ReadFile(cli + ".child"); err == nil {
+				// What the CLI started ends with it.
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				for i := 0; ; i++ {
+					st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+					if err != nil || strings.Contains(string(st), ") Z ") {
+						break
+					}
+					if i == 50 {
+						t.Fatalf("the CLI's child %d outlived it", pid)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
 			}
 		})
 	}

@@ -40,8 +40,24 @@ func TestMessagesSayItOnce(t *testing.T) {
 	}
 
 	o = claudectl(t, invocation{getenv: map[string]string{"XDG_DATA_HOME": t.TempDir()}}, "serve", "--cli", "/nonexistent", "--listen", "127.0.0.1:0")
-	if o.code != ExitNotFound || strings.Count(strings.ToLower(o.stderr), "not found") != 1 || !strings.Contains(o.stderr, "/nonexistent: does not exist") {
-		t.Errorf("serve --cli /nonexistent: exit %d, stderr %q; want %d saying not found once", o.code, o.stderr, ExitNotFound)
+	if o.code != ExitNotFound || strings.Count(strings.ToLower(o.stderr), "not found") != 1 || !strings.Contains(o.stderr, "/nonexistent: does not exist") ||
+		strings.Contains(o.stderr, "claude:") {
+		t.Errorf("serve --cli /nonexistent: exit %d, stderr %q; want %d saying not found once, without the SDK's name", o.code, o.stderr, ExitNotFound)
+	}
+
+	// serve and run (without a daemon) check the CLI as doctor does, and
+	// end with the same status.
+	for _, args := range [][]string{{"serve", "--listen", "127.0.0.1:0"}, {"run", "hi"}} {
+		o = claudectl(t, invocation{getenv: map[string]string{"XDG_DATA_HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir()}}, append(args, "--cli", "/bin/true")...)
+		if o.code != ExitUnavailable || strings.Count(o.stderr, "it is not Claude Code") != 1 || strings.Contains(o.stderr, "claude:") ||
+			strings.Contains(o.stderr, "WARN") || strings.Contains(o.stderr, "without a result") {
+			t.Errorf("%s --cli /bin/true: exit %d, stderr %q; want %d saying once that it is not Claude Code", args[0], o.code, o.stderr, ExitUnavailable)
+		}
+	}
+	old := script(t, `[ "$1" = --version ] && { echo "1.0.3 (Claude Code)"; exit 0; }; echo '{"type":"text"}'`)
+	o = claudectl(t, invocation{}, "run", "--cli", old, "hi")
+	if o.code != ExitConfig || !strings.Contains(o.stderr, "Claude Code 1.0.3 is too old") || strings.Contains(o.stderr, "WARN") {
+		t.Errorf("run --cli OLD: exit %d, stderr %q; want %d saying it is too old", o.code, o.stderr, ExitConfig)
 	}
 }
 

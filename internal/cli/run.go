@@ -15,6 +15,7 @@ import (
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/internal/relay"
+	"github.com/claudectl/claudectl/internal/serve"
 )
 
 // RunCommand is "claudectl run": it runs one prompt through Claude Code and
@@ -63,7 +64,9 @@ client ends the run with "interrupted by <client>" and status 130.
 with --server.
 
 Exit status: 0 success, 1 the turn ended in an error or the CLI (or the
-daemon) failed, 2 bad usage, 130 interrupted.
+daemon) failed, 2 bad usage, 130 interrupted; without --server, as
+claudectl doctor: 69 the CLI does not run or prints no version, 72 the CLI
+is not installed, 78 the CLI is too old.
 `
 
 // Output formats of run.
@@ -264,9 +267,18 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		// same search.
 		p, err := claude.FindBinary(&claude.FindOptions{Path: settingsCLI(env), Env: env.Getenv})
 		if err != nil {
-			return exitWith(ExitFailure, "%v", err)
+			return exitWith(ExitNotFound, "%v", serve.CLINotFound(err))
 		}
 		cfg.cliPath = p
+	}
+	// As claudectl serve and doctor do: a CLI too old, or no Claude Code
+	// at all, would otherwise fail on its first line.
+	rep, err := serve.CheckCLI(ctx, cfg.cliPath)
+	if se := (*serve.StartError)(nil); errors.As(err, &se) {
+		return exitWith(se.Code, "%v (claudectl doctor --cli %s says more)", se.Err, cfg.cliPath)
+	}
+	if rep.Level == claude.Degraded {
+		fmt.Fprintf(env.Stderr, "claudectl: warning: %s\n", rep.Message)
 	}
 	return (&runner{env: env, cfg: cfg}).run(ctx)
 }

@@ -392,7 +392,7 @@ func TestRunCLIFails(t *testing.T) {
 	// It reads the prompt and the initialize request first: writing to a CLI
 	// that has already exited trips a data race inside the SDK (finish
 	// updates the *ExitError that a failed write returned).
-	cli := script(t, `head -n 2 >/dev/null; echo "boom: something is broken" >&2; exit 3`)
+	cli := script(t, `[ "$1" = --version ] && { echo "2.1.329 (Claude Code)"; exit 0; }; head -n 2 >/dev/null; echo "boom: something is broken" >&2; exit 3`)
 	o := claudectl(t, invocation{}, "run", "--cli", cli, "hi")
 	if o.code != 1 {
 		t.Errorf("exit %d, want 1", o.code)
@@ -406,7 +406,7 @@ func TestRunCLIFails(t *testing.T) {
 // "cli" first.
 func TestRunUsesSettingsCLI(t *testing.T) {
 	t.Parallel()
-	cli := script(t, `head -n 2 >/dev/null; echo "the settings' CLI ran" >&2; exit 3`)
+	cli := script(t, `[ "$1" = --version ] && { echo "2.1.329 (Claude Code)"; exit 0; }; head -n 2 >/dev/null; echo "the settings' CLI ran" >&2; exit 3`)
 	config := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(config, "claudectl"), 0o700); err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func TestRunCLINotFound(t *testing.T) {
 	}
 	empty := t.TempDir()
 	o := claudectl(t, invocation{getenv: map[string]string{"HOME": empty, "PATH": empty}}, "run", "hi")
-	if o.code != 1 || !strings.Contains(o.stderr, "Claude Code CLI not found; looked in: ") {
+	if o.code != ExitNotFound || !strings.HasPrefix(o.stderr, "claudectl run: Claude Code CLI not found; looked in: ") {
 		t.Errorf("exit %d, stderr %q", o.code, o.stderr)
 	}
 }

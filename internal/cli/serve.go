@@ -51,9 +51,10 @@ API key is needed and nothing leaves the machine. The banner it prints
 lists the prompts to try. It reads no settings file unless --config is
 given, and keeps its data in a temporary directory unless --data-dir is.
 
-Exit status: 0 after a clean shutdown, 72 the CLI is not installed,
-78 the CLI is too old, 2 bad usage or a bad settings file, 1 any other
-failure.
+Exit status: 0 after a clean shutdown, 1 any other failure, 2 bad usage
+or a bad settings file, and as claudectl doctor: 69 the CLI does not run
+or prints no version, 72 the CLI is not installed, 78 the CLI is too old;
+130 stopped at once by a second Ctrl-C.
 `
 
 // Run implements Command.

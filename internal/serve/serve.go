@@ -30,13 +30,15 @@ import (
 )
 
 // Exit statuses of the start-up checks (sysexits), as seed 000 asks.
+// claudectl doctor ends with the same for the same CLI.
 const (
+	ExitCLIBroken  = 69 // the CLI was found but does not run or print its version (EX_UNAVAILABLE)
 	ExitCLIMissing = 72 // the CLI is not installed (EX_OSFILE)
 	ExitCLITooOld  = 78 // the CLI is too old (EX_CONFIG)
 )
 
 // StartError is a start-up failure with the exit status the process should
-// end with (ExitCLIMissing, ExitCLITooOld).
+// end with (ExitCLIBroken, ExitCLIMissing, ExitCLITooOld).
 type StartError struct {
 	Code int
 	Err  error
@@ -146,21 +148,21 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 
 	path, err := claude.FindBinary(&claude.FindOptions{Path: s.CLI, Env: getenv})
 	if err != nil {
-		return nil, &StartError{Code: ExitCLIMissing, Err: err} // it says "Claude Code CLI not found"
+		return nil, CLINotFound(err)
 	}
-	v, err := claude.VersionOf(ctx, path)
-	if err != nil {
-		return nil, &StartError{Code: ExitCLIMissing, Err: fmt.Errorf("claude CLI at %s does not run: %w", path, err)}
+	rep, cliErr := CheckCLI(ctx, path)
+	if rep.Version == (claude.Version{}) {
+		return nil, cliErr // it did not say its version
 	}
-	rep := claude.CheckCompatibility(v)
+	v := rep.Version
 	if s.LogFormat == "json" { // every line a JSON object
 		log.Info("Claude Code detected", "version", rep.Version.String(), "path", path, "compatibility", rep.Level.String(),
 			"message", rep.Message, "tested_min", claude.TestedMinVersion, "tested_max", claude.TestedMaxVersion)
 	} else {
 		fmt.Fprint(stderr, CompatibilityNotice(path, rep))
 	}
-	if rep.Level == claude.Incompatible || rep.Level == claude.CompatibilityUnknown {
-		return nil, &StartError{Code: ExitCLITooOld, Err: fmt.Errorf("claude CLI %s at %s: %s", v, path, rep.Message)}
+	if cliErr != nil {
+		return nil, cliErr
 	}
 
 	// Refuse a bad listen address before touching the store.
