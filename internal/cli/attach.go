@@ -168,7 +168,9 @@ func (f *follower) ended(ctx context.Context) error {
 		fmt.Fprintf(stderr, "claudectl: session %s failed: %s\n", f.id, detail)
 		return exitSilently(ExitFailure)
 	case v1.SessionStatus_SESSION_STATUS_CLOSED:
-		if detail != "" {
+		if by, ok := strings.CutPrefix(detail, "closed "); ok { // "closed by client:alice"
+			fmt.Fprintf(stderr, "claudectl: session %s closed %s\n", f.id, by)
+		} else if detail != "" {
 			fmt.Fprintf(stderr, "claudectl: session %s closed: %s\n", f.id, detail)
 		} else {
 			fmt.Fprintf(stderr, "claudectl: session %s closed\n", f.id)

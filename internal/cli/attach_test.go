@@ -159,6 +159,9 @@ func TestAttachReplayAndLive(t *testing.T) {
 			t.Errorf("stderr lacks %q", s)
 		}
 	}
+	if n := strings.Count(o.stderr, "closed"); n != 1 {
+		t.Errorf("stderr says the session closed %d times, want once", n)
+	}
 }
 
 // Attaching to a session that has ended replays it and ends; --json prints

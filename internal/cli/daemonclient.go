@@ -257,6 +257,9 @@ func (c *daemonClient) explain(err error, what string) error {
 		}
 		return exitWith(ExitFailure, "%s: not found: %s", what, msg)
 	case connect.CodeInvalidArgument:
+		if m, ok := strings.CutPrefix(msg, "invalid "); ok { // "invalid options.worker "x": …"
+			return exitWith(ExitFailure, "%s: invalid %s", what, strings.TrimPrefix(m, "options."))
+		}
 		return exitWith(ExitFailure, "%s: invalid argument: %s", what, msg)
 	case connect.CodeFailedPrecondition:
 		return exitWith(ExitFailure, "%s: not possible now: %s", what, msg)
@@ -296,17 +299,26 @@ var listHint = map[string]string{
 // daemon's messages: "daemon: ", "permission: ", "sqlite: GetSession X: ".
 var layerPrefix = regexp.MustCompile(`^(daemon|permission|store|claude|apiserver): |^sqlite: [A-Za-z]+( [^:]+)?: `)
 
-// userMessage is a message of the daemon's without the names of its
-// internal layers.
+// userMessage is a message of the daemon's (or the SDK's) without the
+// names of its internal layers and API methods.
 func userMessage(msg string) string {
 	for {
 		loc := layerPrefix.FindStringIndex(msg)
 		if loc == nil || loc[1] >= len(msg) {
-			return msg
+			return plainWords.Replace(msg)
 		}
 		msg = msg[loc[1]:]
 	}
 }
+
+// plainWords says the daemon's and the SDK's words for the terminal:
+// a command rather than its RPC, Claude Code rather than "the CLI".
+var plainWords = strings.NewReplacer(
+	"ResumeSession (claudectl resume)", "claudectl resume",
+	"CLI exited with code", "Claude Code exited with code",
+	"CLI was terminated by signal", "Claude Code was killed by signal",
+	" mid-turn", " during the turn",
+)
 
 func isDialError(err error) bool {
 	var oe *net.OpError

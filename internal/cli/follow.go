@@ -310,8 +310,11 @@ func (f *follower) statusChange(st v1.SessionStatus, detail string) {
 	case v1.SessionStatus_SESSION_STATUS_IDLE, v1.SessionStatus_SESSION_STATUS_CLOSED:
 		f.endLine()
 	}
+	if st == v1.SessionStatus_SESSION_STATUS_CLOSED && f.attach {
+		return // attach says it as it ends (ended), with why
+	}
 	if detail != "" {
-		fmt.Fprintf(f.env.Stderr, "claudectl: session %s: %s\n", statusName(st), detail)
+		fmt.Fprintf(f.env.Stderr, "claudectl: session %s: %s\n", statusName(st), userMessage(detail))
 		return
 	}
 	fmt.Fprintf(f.env.Stderr, "claudectl: session %s\n", statusName(st))
@@ -322,7 +325,7 @@ func (f *follower) showError(msg, tail string) {
 		return
 	}
 	f.endLine()
-	fmt.Fprintf(f.env.Stderr, "claudectl: error: %s\n", msg)
+	fmt.Fprintf(f.env.Stderr, "claudectl: error: %s\n", userMessage(msg))
 	if tail = strings.TrimSpace(tail); tail != "" {
 		fmt.Fprintf(f.env.Stderr, "claudectl: its stderr: %s\n", tail)
 	}
@@ -530,7 +533,7 @@ func (f *follower) finalStatus(ctx context.Context) (v1.SessionStatus, string) {
 			detail = s.Error
 		}
 	}
-	return st, strings.TrimSpace(detail)
+	return st, userMessage(strings.TrimSpace(detail))
 }
 
 // clientName names this claudectl in decisions: "claudectl attach (pid N)".

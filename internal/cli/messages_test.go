@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"connectrpc.com/connect"
 )
 
 func TestUserMessage(t *testing.T) {
@@ -13,6 +16,8 @@ func TestUserMessage(t *testing.T) {
 		`daemon: no session "x" (claudectl ...)`:  `no session "x" (claudectl ...)`,
 		"permission: bad rule \"Bash(\": missing": "bad rule \"Bash(\": missing",
 		"plain words": "plain words",
+		"daemon: session X is idle: it has no CLI process; ResumeSession (claudectl resume) starts one": "session X is idle: it has no CLI process; claudectl resume starts one",
+		"claude: CLI exited with code 3 mid-turn (session X); stderr: boom":                             "Claude Code exited with code 3 during the turn (session X); stderr: boom",
 	} {
 		if got := userMessage(in); got != want {
 			t.Errorf("userMessage(%q) = %q, want %q", in, got, want)
@@ -21,6 +26,17 @@ func TestUserMessage(t *testing.T) {
 	m := storeNotFound.FindStringSubmatch("sqlite: DeleteRule 2: not found")
 	if m == nil || m[1] != "Rule" || m[2] != "2" {
 		t.Errorf("storeNotFound: %q", m)
+	}
+}
+
+// TestExplainInvalidArgument: the daemon's "invalid FIELD" is said
+// without "invalid argument:" before it, nor the API's "options." prefix.
+func TestExplainInvalidArgument(t *testing.T) {
+	t.Parallel()
+	dc := &daemonClient{addr: "http://127.0.0.1:7777"}
+	err := dc.explain(connect.NewError(connect.CodeInvalidArgument, errors.New(`daemon: invalid options.worker "gpu": no worker gpu is connected`)), "creating a session")
+	if want := `creating a session: invalid worker "gpu": no worker gpu is connected`; err.Error() != want {
+		t.Errorf("explain = %q, want %q", err, want)
 	}
 }
 

@@ -501,7 +501,7 @@ func (r *runner) report(ctx context.Context, s *claude.Session, t turnResult, cl
 		}
 		return exitWith(ExitFailure, "Claude Code exited without a result; its stderr: %s", tail)
 	case t.res == nil:
-		return exitWith(ExitFailure, "%v", t.endErr)
+		return exitWith(ExitFailure, "%s", userMessage(t.endErr.Error()))
 	}
 	if cfg.verbose {
 		r.printStats(t.res)

@@ -326,16 +326,10 @@ func CompatibilityNotice(path string, rep claude.CompatibilityReport) string {
 	if rep.Level != claude.FullyCompatible {
 		fmt.Fprintf(&b, "\nCOMPATIBILITY NOTICE:\n  %s\n\n", rep.Message)
 	}
-	mode := map[claude.Compatibility]string{
-		claude.FullyCompatible:  "FULLY_COMPATIBLE",
-		claude.LikelyCompatible: "LIKELY_COMPATIBLE",
-		claude.Degraded:         "DEGRADED",
-		claude.Incompatible:     "INCOMPATIBLE",
-	}[rep.Level]
-	if rep.Level == claude.Incompatible || mode == "" {
+	if rep.Level == claude.Incompatible || rep.Level == claude.CompatibilityUnknown {
 		fmt.Fprintf(&b, "Refusing to start: %s\n", rep.Message)
 	} else {
-		fmt.Fprintf(&b, "Starting daemon in %s mode...\n", mode)
+		fmt.Fprintf(&b, "Starting the daemon (compatibility: %s)...\n", rep.Level)
 	}
 	return b.String()
 }

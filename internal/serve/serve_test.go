@@ -35,7 +35,7 @@ func TestMainServesAndCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if !strings.Contains(stderr.String(), "Detected Claude Code v"+claudetest.CLIVersion(t)) || !strings.Contains(stderr.String(), "FULLY_COMPATIBLE") {
+	if !strings.Contains(stderr.String(), "Detected Claude Code v"+claudetest.CLIVersion(t)) || !strings.Contains(stderr.String(), "Starting the daemon (compatibility: fully compatible)...") {
 		t.Errorf("start-up notice:\n%s", stderr.String())
 	}
 	httpc := &http.Client{Transport: &http.Transport{}}
