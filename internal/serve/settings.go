@@ -324,6 +324,15 @@ var configKeys = []configKey{
 			if err != nil {
 				return err
 			}
+			// A root that is not there is a typo: no session could start
+			// in it, and the setting would silently mean nothing.
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				what := "does not exist"
+				if err == nil {
+					what = "is not a directory"
+				}
+				return fmt.Errorf("invalid value %s for sessions.allowed_roots: %s %s", clip(string(d)), dir, what)
+			}
 			c.AllowedRoots = append(c.AllowedRoots, dir)
 		}
 		return nil
@@ -509,7 +518,20 @@ func Parse(name, dir string, data []byte, getenv func(string) string) (*Settings
 	if err := p.parse(c); err != nil {
 		return nil, err
 	}
+	// The key pair goes together: one alone would fail at start-up, after
+	// the CLI check, as "open : no such file or directory".
+	for _, k := range [][2]string{{"tls_key_file", "tls_cert_file"}, {"tls_cert_file", "tls_key_file"}} {
+		if p.isSet(k[0]) && !p.isSet(k[1]) {
+			return nil, p.errorAt(p.seen[k[0]], "%s needs %s: set both (a certificate and its private key), or neither", k[0], k[1])
+		}
+	}
 	return c, nil
+}
+
+// isSet reports whether the file sets key to something other than null.
+func (p *configParser) isSet(key string) bool {
+	at, ok := p.seen[key]
+	return ok && !bytes.HasPrefix(p.data[at:], []byte("null"))
 }
 
 // configParser walks the file token by token, so that every error can say

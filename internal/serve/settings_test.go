@@ -117,6 +117,10 @@ func TestConfigErrors(t *testing.T) {
 		{"cli scheduling", `{"sessions.cli_scheduling": "idle"}`, `invalid value "idle" for sessions.cli_scheduling: must be "batch" or "normal"`},
 		{"cli scheduling type", `{"sessions.cli_scheduling": true}`, `invalid value true for sessions.cli_scheduling: must be "batch" or "normal"`},
 		{"set twice", "{\"daemon\": {\"full_sync\": true},\n \"daemon.full_sync\": false}", `settings.json:2:22: daemon.full_sync is set twice (first on line 1)`},
+		{"tls key alone", "{\n  \"tls_key_file\": \"x\"}", `settings.json:2:19: tls_key_file needs tls_cert_file: set both (a certificate and its private key), or neither`},
+		{"tls cert alone", `{"tls_cert_file": "c.pem", "tls_key_file": null}`, `settings.json:1:19: tls_cert_file needs tls_key_file`},
+		{"root missing", `{"sessions": {"allowed_roots": ["/", "nonexist"]}}`, `settings.json:1:32: invalid value "nonexist" for sessions.allowed_roots: /etc/cc/nonexist does not exist`},
+		{"root a file", `{"sessions.allowed_roots": ["/etc/passwd"]}`, `invalid value "/etc/passwd" for sessions.allowed_roots: /etc/passwd is not a directory`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse(t, tc.text)
