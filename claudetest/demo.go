@@ -3,6 +3,7 @@ package claudetest
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -310,7 +311,33 @@ func (c *demoCtx) answeredThenWrite() Turn {
 }
 
 func (c *demoCtx) wroteThenDone() Turn {
-	return Reply(Text(c.wroteSummary() + "\n\nThat was the tour: streaming, thinking, a Bash command approved, a question answered and a file written, every event recorded by the daemon (claudectl attach SESSION_ID replays them)."))
+	// The tour's tool results, in its order: Bash, the question, Write.
+	var res []RequestBlock
+	for i := len(c.req.Messages) - 1; i >= 0 && len(res) < 3; i-- {
+		for _, b := range slices.Backward(c.req.Messages[i].Content) {
+			if b.Type == "tool_result" && len(res) < 3 {
+				res = append(res, b)
+			}
+		}
+	}
+	slices.Reverse(res)
+	done := func(i int) bool { return i < len(res) && !res[i].IsError }
+	parts := []string{"a Bash command denied", "a question left unanswered", "a file write denied"}
+	if done(0) {
+		parts[0] = "a Bash command approved"
+	}
+	if done(1) && answerRE.MatchString(res[1].Content) {
+		parts[1] = "a question answered"
+	}
+	if done(2) {
+		parts[2] = "a file written"
+	}
+	end := "\n\nThat was the tour: streaming, thinking, " + parts[0] + ", " + parts[1] + " and " + parts[2] +
+		", every event recorded by the daemon (claudectl attach SESSION_ID replays them)."
+	if !done(0) && !done(2) {
+		end += " Approve the requests next time to see the tools run."
+	}
+	return Reply(Text(c.wroteSummary() + end))
 }
 
 func firstLine(s string) string {

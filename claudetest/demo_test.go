@@ -89,22 +89,35 @@ func TestDemoScenes(t *testing.T) {
 	if len(w) != 1 || w[0].Name != "Write" || json.Unmarshal(w[0].Input, &in) != nil || in.FilePath != "/home/me/proj/"+DemoFile {
 		t.Errorf("write scene: %+v (%q)", w, in.FilePath)
 	}
-	// The tour goes through every step and ends.
-	conv := []RequestMessage{user("tour")}
-	var names []string
-	var last Turn
-	for range 4 {
-		last = d.Respond(demoRequest("/w", conv...))
-		for _, u := range tools(last) {
-			names = append(names, u.Name)
+	// The tour goes through every step and ends, saying what happened.
+	answered := `Your questions have been answered: "Which part?"="Files". You can now continue.`
+	for _, tc := range []struct {
+		results []RequestMessage
+		want    string
+	}{
+		{[]RequestMessage{toolResult("total 0", false), toolResult(answered, false), toolResult("File created", false)},
+			"a Bash command approved, a question answered and a file written"},
+		{[]RequestMessage{toolResult("denied", true), toolResult("denied", true), toolResult("denied", true)},
+			"a Bash command denied, a question left unanswered and a file write denied, every event recorded by the daemon (claudectl attach SESSION_ID replays them). Approve the requests"},
+	} {
+		conv := []RequestMessage{user("tour")}
+		var names []string
+		var last Turn
+		for i := range 4 {
+			last = d.Respond(demoRequest("/w", conv...))
+			for _, u := range tools(last) {
+				names = append(names, u.Name)
+			}
+			if i < 3 {
+				conv = append(conv, assistant, tc.results[i])
+			}
 		}
-		conv = append(conv, assistant, toolResult("ok", false))
-	}
-	if strings.Join(names, ",") != "Bash,AskUserQuestion,Write" {
-		t.Errorf("tour tools %v", names)
-	}
-	if got := texts(last); !strings.Contains(got, "That was the tour") {
-		t.Errorf("tour end: %q", got)
+		if strings.Join(names, ",") != "Bash,AskUserQuestion,Write" {
+			t.Errorf("tour tools %v", names)
+		}
+		if got := texts(last); !strings.Contains(got, "That was the tour: streaming, thinking, "+tc.want) {
+			t.Errorf("tour end: %q, want %q", got, tc.want)
+		}
 	}
 	// A probe without tools is answered at once.
 	if p := d.Respond(&Request{MaxTokens: 1}); texts(p) != "ok" || p.Delay != 0 {
