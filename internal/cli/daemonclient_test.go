@@ -120,6 +120,8 @@ func TestClientUsageErrors(t *testing.T) {
 		{[]string{"rules", "add", "Bash", "maybe"}, `"maybe"`},
 		{[]string{"rules", "add", "Bash", "allow", "--project", "/no/such/dir"}, "--project"},
 		{[]string{"rules", "add", "Bash", "allow", "--project", ".", "--session", "s"}, "--session"},
+		{[]string{"rules", "add", "Bash", "allow", "--json"}, "--json only goes with rules list"},
+		{[]string{"rules", "list", "--project", "."}, "--project and --session only go with rules add"},
 		{[]string{"rules", "list", "--session", "s"}, "--session"},
 		{[]string{"rules", "rm"}, "RULE_ID"},
 		{[]string{"rules", "rm", "abc"}, `invalid RULE_ID "abc"`},

@@ -89,3 +89,17 @@ func TestTokenFileHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpPlaceholders: every flag that takes a value names it (FILE,
+// MODE), never flag's bare "value".
+func TestHelpPlaceholders(t *testing.T) {
+	t.Parallel()
+	for _, c := range Commands(&Env{}) {
+		o := claudectl(t, invocation{}, c.Name(), "-h")
+		for l := range strings.SplitSeq(o.stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[0], "--") && f[1] == "value" {
+				t.Errorf("%s -h: %q", c.Name(), l)
+			}
+		}
+	}
+}

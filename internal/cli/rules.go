@@ -56,6 +56,9 @@ func (c *RulesCommand) Run(ctx context.Context, args []string) error {
 	if sub != "add" && (project != "" || session != "") {
 		return usagef("--project and --session only go with rules add")
 	}
+	if asJSON && sub != "list" && sub != "ls" {
+		return usagef("--json only goes with rules list")
+	}
 	var call rulesCall
 	switch sub {
 	case "list", "ls":

@@ -178,13 +178,28 @@ func TestServeUsageListsKeys(t *testing.T) {
 		t.Fatalf("exit %d", o.code)
 	}
 	for _, k := range serve.Keys() {
-		if !strings.Contains(o.stdout, "\n  "+k+" ") {
+		if !strings.Contains(o.stdout, "\n  "+k+" ") && !strings.Contains(o.stdout, "\n  "+k+"\n") {
 			t.Errorf("usage does not document %s", k)
 		}
 	}
-	for _, f := range []string{"--config", "--listen", "--data-dir", "--cli", "--token-file", "--log-level"} {
+	// The keys' descriptions start in one column.
+	_, keys, _ := strings.Cut(o.stdout, "Keys:\n\n")
+	keys, _, _ = strings.Cut(keys, "\n\n")
+	for l := range strings.SplitSeq(keys, "\n") {
+		if !strings.Contains(strings.TrimSpace(l), " ") {
+			continue // a key too long for its column, its description below
+		}
+		if len(l) < 34 || l[31] != ' ' || l[32] != ' ' || l[33] == ' ' {
+			t.Errorf("misaligned: %q", l)
+		}
+	}
+	overrides := o.stdout[strings.Index(o.stdout, "The flags of the same name"):strings.Index(o.stdout, "Keys:")]
+	for _, f := range []string{"--config", "--listen", "--data-dir", "--cli", "--token-file", "--log-level", "--log-format", "--store", "--worker-token-file"} {
 		if !strings.Contains(o.stdout, "  "+f+" ") {
 			t.Errorf("usage does not list %s", f)
+		}
+		if f != "--config" && !strings.Contains(overrides, f) {
+			t.Errorf("the settings' usage does not say %s overrides them", f)
 		}
 	}
 }

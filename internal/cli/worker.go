@@ -131,7 +131,7 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 		return nil
 	})
 	scheduling := serve.DefaultCLIScheduling
-	fs.Func("cli-scheduling", `how the CLIs and their tools are scheduled (Linux): "batch" (they never preempt this worker as they wake) or "normal" (default "batch")`, func(s string) error {
+	fs.Func("cli-scheduling", "schedule the CLIs and their tools as `MODE` (Linux): \"batch\" (they never preempt this worker as they wake) or \"normal\" (default \"batch\")", func(s string) error {
 		sc, err := claude.ParseScheduling(s)
 		if err != nil {
 			return errors.New(`must be "batch" or "normal"`)

@@ -807,7 +807,9 @@ const Usage = `Settings file:
   ~/.config/claudectl/settings.json (all defaults when that one is missing).
   A JSON object; relative paths in it are taken from its directory and null
   leaves a setting at its default. The flags of the same name (--listen,
-  --data-dir, --cli, --token-file, --log-level) override it. Keys:
+  --data-dir, --cli, --token-file, --log-level, --log-format) override it,
+  as do --store (store.url) and --worker-token-file (workers.token_file).
+  Keys:
 
   listen                         "host:port" to serve on (default "127.0.0.1:7777")
   data_dir                       directory of claudectl.db
@@ -841,7 +843,8 @@ const Usage = `Settings file:
   sessions.allowed_extra_args    CLI flags sessions may pass in extra_args, such as
                                  ["--verbose"] (default none: a flag such as
                                  --settings can run any command)
-  sessions.allow_bypass_permissions true: sessions may use bypassPermissions
+  sessions.allow_bypass_permissions
+                                 true: sessions may use bypassPermissions
                                  (default false)
   sessions.allowed_roots         directories sessions' cwd and add_dirs must be
                                  inside (default anywhere)
