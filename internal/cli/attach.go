@@ -107,6 +107,11 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 		return dc.explain(err, fmt.Sprintf("attaching to session %s", id))
 	}
 	sess := res.Msg.Session
+	if fromSeq-1 > sess.LastSeq {
+		// The store would refuse the replay as "events unavailable: after
+		// seq N, the log ends at M".
+		return badValue("from-seq", strconv.FormatInt(fromSeq, 10), fmt.Sprintf("session %s has %d events so far (--from-seq %d shows only new ones)", id, sess.LastSeq, sess.LastSeq+1))
+	}
 
 	env, status := withStatusLine(env, !asJSON)
 	defer status.close()

@@ -306,7 +306,7 @@ func TestAttachNoTerminalShowsRequest(t *testing.T) {
 	if o.code != 0 {
 		t.Fatalf("exit %d", o.code)
 	}
-	for _, want := range []string{"permission request " + reqID + ": Bash: touch made.txt", "request " + reqID + " (Bash) allowed by client:claudectl"} {
+	for _, want := range []string{"permission request " + reqID + ": Bash: touch made.txt", "request " + reqID + " (Bash) allowed by client:claudectl approve ("} {
 		if !strings.Contains(o.stderr, want) {
 			t.Errorf("stderr lacks %q", want)
 		}
@@ -413,7 +413,7 @@ func TestAttachAnotherClientWins(t *testing.T) {
 		t.Errorf("exit %d", code)
 	}
 	t.Logf("stderr:\n%s", stderr.String())
-	if !strings.Contains(stderr.String(), "Bash was decided first by client:claudectl: allow") || strings.Contains(stderr.String(), "allowed by") {
+	if !strings.Contains(stderr.String(), "Bash was decided first by client:claudectl approve (") || strings.Contains(stderr.String(), "allowed by") {
 		t.Errorf("stderr does not say who won: %q", stderr.String())
 	}
 	if !fileExists(filepath.Join(dir, "made.txt")) {

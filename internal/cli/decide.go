@@ -104,7 +104,7 @@ func (c *DecideCommand) Run(ctx context.Context, args []string) error {
 		b = v1.Behavior_BEHAVIOR_ALLOW
 	}
 	res, err := dc.perms.Decide(ctx, connect.NewRequest(&v1.DecideRequest{RequestId: id, Behavior: b,
-		Message: message, Always: always, Client: "claudectl"}))
+		Message: message, Always: always, Client: clientName(name)}))
 	if err != nil {
 		var ce *connect.Error
 		if errors.As(err, &ce) && ce.Code() == connect.CodeFailedPrecondition && strings.Contains(ce.Message(), "already") {

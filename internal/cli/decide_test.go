@@ -39,7 +39,7 @@ func TestClientApproveThenDenyLoses(t *testing.T) {
 				t.Errorf("approve: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
 			}
 			o = claudectl(t, d.inv(), "deny", pr.RequestId, "--message", "no")
-			if o.code != 1 || !strings.Contains(o.stderr, "already decided by client:claudectl") || !strings.Contains(o.stderr, "first decision wins") {
+			if o.code != 1 || !strings.Contains(o.stderr, "already decided by client:claudectl approve (") || !strings.Contains(o.stderr, "first decision wins") {
 				t.Errorf("late deny: exit %d, stderr %q; want 1 saying who won", o.code, o.stderr)
 			}
 			decided++

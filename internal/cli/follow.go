@@ -8,11 +8,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/user"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -536,9 +538,25 @@ func (f *follower) finalStatus(ctx context.Context) (v1.SessionStatus, string) {
 	return st, userMessage(strings.TrimSpace(detail))
 }
 
-// clientName names this claudectl in decisions: "claudectl attach (pid N)".
+// clientName names this claudectl in decisions and interrupts, so that
+// "decided first by" says who: "claudectl approve (alice@host, pid N)".
 func clientName(cmd string) string {
-	return fmt.Sprintf("claudectl %s (pid %d)", cmd, os.Getpid())
+	who := ""
+	if u, err := user.Current(); err == nil {
+		who = clipRunes(u.Username, 32) + "@"
+	}
+	host, _ := os.Hostname()
+	// Within the daemon's 128 bytes for a client's name.
+	return fmt.Sprintf("claudectl %s (%s%s, pid %d)", cmd, who, clipRunes(host, 48), os.Getpid())
+}
+
+// clipRunes is s cut to at most n bytes, on a rune boundary.
+func clipRunes(s string, n int) string {
+	for len(s) > n {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
 }
 
 // eventJSON is one event as attach --json prints it: the CLI's lines as

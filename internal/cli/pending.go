@@ -74,6 +74,12 @@ func (c *PendingCommand) Run(ctx context.Context, args []string) error {
 		return dc.explain(err, "listing the pending requests")
 	}
 	reqs := res.Msg.Requests
+	if len(reqs) == 0 && session != "" {
+		// The daemon lists nothing for a session it does not know.
+		if _, err := dc.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: session})); connect.CodeOf(err) == connect.CodeNotFound {
+			return noSession(session)
+		}
+	}
 	since := askedAt(ctx, dc, reqs)
 	list := make([]pendingJSON, 0, len(reqs))
 	for _, r := range reqs {

@@ -95,6 +95,16 @@ func TestPendingAndPrefixes(t *testing.T) {
 	if st := d.session(t, a).Status; st == v1.SessionStatus_SESSION_STATUS_WAITING {
 		t.Errorf("session %s still waits", a)
 	}
+	// A session that does not exist is not one without requests.
+	o = claudectl(t, d.inv(), "pending", "--session", "NOPE")
+	if o.code != 1 || o.stderr != "claudectl pending: no session NOPE (claudectl sessions lists them)\n" {
+		t.Errorf("pending --session NOPE: exit %d, stderr %q", o.code, o.stderr)
+	}
+	// Nor is a replay from beyond a session's log a store's error.
+	o = claudectl(t, d.inv(), "attach", "--from-seq", "99999", a)
+	if o.code != ExitUsage || !strings.Contains(o.stderr, "session "+a+" has ") || strings.Contains(o.stderr, "unavailable") {
+		t.Errorf("attach --from-seq 99999: exit %d, stderr %q", o.code, o.stderr)
+	}
 
 }
 
