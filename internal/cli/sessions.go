@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"connectrpc.com/connect"
 
@@ -144,10 +143,8 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 		errs = errs || endedError(s) != ""
 		waits = waits || len(s.WaitingFor) > 0
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	row := func(cells ...string) {
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
-	}
+	var rows [][]string
+	row := func(cells ...string) { rows = append(rows, cells) }
 	head := []string{"ID", "STATUS", "MODEL", "CWD", "COST"}
 	if remote {
 		head = append(head, "WORKER")
@@ -178,7 +175,7 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 		}
 		row(cells...)
 	}
-	return tw.Flush()
+	return writeTable(env.Stdout, rows)
 }
 
 func orDash(s string) string {
