@@ -33,7 +33,8 @@ Follows a session of the claudectl daemon: its history from the start (or
 from --from-seq N; with --tail only what happens from now on), then what
 happens live, shown as "claudectl run" shows its stream: the prompts, the
 reply as it streams, tool calls and results on stdout; status changes,
-usage, errors and permission decisions on stderr.
+usage, errors and permission decisions on stderr. SESSION_ID may be a
+unique start of the id.
 
 When a permission request is pending, claudectl asks on the terminal:
   y = allow once, n = deny (the default), a = allow and remember the rule;
@@ -85,12 +86,15 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 	if tail && fromSeq != 1 {
 		return usagef("--tail and --from-seq exclude each other: --tail skips the whole history")
 	}
-	id := pos[0]
 	dc, err := cf.dial(env)
 	if err != nil {
 		return err
 	}
 	defer dc.Close()
+	id, err := resolveSession(ctx, dc, pos[0])
+	if err != nil {
+		return err
+	}
 
 	// Ctrl-C detaches: this command watches it itself so that it can say so.
 	ctx, detached, stopWatching := watchInterrupt(ctx, env)

@@ -21,7 +21,8 @@ const closeUsage = `Usage: claudectl close [flags] SESSION_ID
 
 Ends the session's CLI process and marks the session closed; its history
 stays (claudectl attach replays it, claudectl resume goes on with it).
-Closing a session that has no CLI is not an error.
+Closing a session that has no CLI is not an error. SESSION_ID may be a
+unique start of the id.
 ` + clientFlagsHelp
 
 // Run implements Command.

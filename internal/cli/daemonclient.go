@@ -374,6 +374,39 @@ func lifecycleError(dc *daemonClient, err error, name, id string) error {
 	return exitWith(ExitFailure, "%v (%s)", explained, hint)
 }
 
+// resolveSession returns the id of the session whose id is id or, failing
+// that, starts with id, as approve and deny take a request's; several are
+// a usage error (exit 2) listing them. With none, or when the daemon
+// cannot list its sessions, id is returned as it is: the call then says
+// there is no such session.
+func resolveSession(ctx context.Context, dc *daemonClient, id string) (string, error) {
+	_, err := dc.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		return id, nil
+	}
+	res, err := dc.sessions.ListSessions(ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+	if err != nil {
+		return id, nil
+	}
+	var matches []*v1.Session
+	for _, s := range res.Msg.Sessions {
+		if strings.HasPrefix(s.Id, id) {
+			matches = append(matches, s)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return id, nil
+	case 1:
+		return matches[0].Id, nil
+	}
+	var b strings.Builder
+	for _, s := range matches {
+		fmt.Fprintf(&b, "\n  %s  %s in %s", s.Id, statusName(s.Status), s.Cwd)
+	}
+	return "", exitWith(ExitUsage, "%q is the start of %d sessions; give more of the id:%s", id, len(matches), b.String())
+}
+
 // runSessionCall runs a command that makes one call about one session and
 // prints what call says it did.
 func runSessionCall(ctx context.Context, env *Env, name, text string, args []string,
@@ -392,12 +425,15 @@ func runSessionCall(ctx context.Context, env *Env, name, text string, args []str
 	case len(pos) > 1:
 		return usagef("unexpected argument %q: %s takes one SESSION_ID", pos[1], name)
 	}
-	id := pos[0]
 	dc, err := cf.dial(env)
 	if err != nil {
 		return err
 	}
 	defer dc.Close()
+	id, err := resolveSession(ctx, dc, pos[0])
+	if err != nil {
+		return err
+	}
 	done, err := call(ctx, dc, id)
 	if err != nil {
 		return lifecycleError(dc, err, name, id)

@@ -23,7 +23,8 @@ const interruptUsage = `Usage: claudectl interrupt [flags] SESSION_ID
 Stops the session's running turn, as Esc does in Claude Code: the turn
 ends with what was produced so far and the session waits for the next
 prompt (claudectl send). A session with no turn running (idle, suspended)
-is left as it is, and claudectl says so.
+is left as it is, and claudectl says so. SESSION_ID may be a unique start
+of the id.
 ` + clientFlagsHelp
 
 // Run implements Command.

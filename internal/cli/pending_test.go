@@ -95,6 +95,24 @@ func TestPendingAndPrefixes(t *testing.T) {
 	if st := d.session(t, a).Status; st == v1.SessionStatus_SESSION_STATUS_WAITING {
 		t.Errorf("session %s still waits", a)
 	}
+	// Sessions go by a unique start of their id too; one that two ids
+	// share is ambiguous.
+	ps := 0
+	for ps < min(len(a), len(b)) && a[ps] == b[ps] {
+		ps++
+	}
+	if o = claudectl(t, d.inv(), "send", a[:ps+1], "hello"); o.code != 0 || o.stdout != "Sent to session "+a+".\n" {
+		t.Errorf("send by prefix: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
+	if ps > 0 {
+		o = claudectl(t, d.inv(), "close", a[:ps])
+		if o.code != ExitUsage || !strings.Contains(o.stderr, "is the start of 2 sessions") || !strings.Contains(o.stderr, a) || !strings.Contains(o.stderr, b) {
+			t.Errorf("close with an ambiguous prefix: exit %d, stderr %q", o.code, o.stderr)
+		}
+	}
+	if o = claudectl(t, d.inv(), "close", b[:ps+1]); o.code != 0 || !strings.Contains(o.stdout, b) {
+		t.Errorf("close by prefix: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
 	// A session that does not exist is not one without requests.
 	o = claudectl(t, d.inv(), "pending", "--session", "NOPE")
 	if o.code != 1 || o.stderr != "claudectl pending: no session NOPE (claudectl sessions lists them)\n" {

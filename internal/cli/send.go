@@ -22,7 +22,8 @@ func (*SendCommand) Summary() string { return "send a message to a daemon sessio
 const sendUsage = `Usage: claudectl send [flags] SESSION_ID TEXT...
 
 Sends TEXT to the session as a user message: a new turn, or queued behind
-the running one. Several words are joined with spaces.
+the running one. Several words are joined with spaces. SESSION_ID may be
+a unique start of the id.
 ` + clientFlagsHelp
 
 // Run implements Command.
@@ -41,7 +42,7 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 	case len(pos) == 1:
 		return usagef("missing TEXT: send needs SESSION_ID TEXT")
 	}
-	id, text := pos[0], strings.Join(pos[1:], " ")
+	text := strings.Join(pos[1:], " ")
 	if strings.TrimSpace(text) == "" {
 		return usagef("TEXT is empty")
 	}
@@ -50,6 +51,10 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer dc.Close()
+	id, err := resolveSession(ctx, dc, pos[0])
+	if err != nil {
+		return err
+	}
 	_, err = dc.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: text}))
 	if err != nil {
 		return dc.explain(err, fmt.Sprintf("sending to session %s", id))
