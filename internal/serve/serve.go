@@ -268,9 +268,10 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		fmt.Fprintf(stderr, "\nClients: %s\nWeb page: %s\n\n", clients, page)
 	}
 	log.Debug("configuration", "max_payload_bytes", s.MaxPayloadBytes, "full_sync", s.FullSync,
-		"subscriber_buffer", s.SubscriberBuffer, "max_streams", s.MaxStreams, "watched_timeout", s.WatchedTimeout,
+		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
 		"unwatched_timeout", s.UnwatchedTimeout, "token", s.Token != "",
-		"idle_timeout", s.IdleTimeout, "max_running", s.MaxRunning, "cli_scheduling", cmp.Or(s.CLIScheduling, DefaultCLIScheduling))
+		"idle_timeout", s.IdleTimeout, "max_running", s.MaxRunning, "cli_scheduling", cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
+		"max_streams", cmp.Or(s.MaxStreams, apiserver.DefaultMaxStreams))
 	return srv, nil
 }
 
