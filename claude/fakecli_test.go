@@ -23,7 +23,16 @@ func runFakeCLI(mode string) int {
 		out.Write(append(b, '\n'))
 		out.Flush()
 	}
+	if mode == "slowecho" { // echo, after a second of not reading its input
+		time.Sleep(time.Second)
+		mode = "echo"
+	}
 	switch mode {
+	case "deaf": // never reads its input, never exits on its own
+		fmt.Fprintln(os.Stderr, "deaf: not reading stdin")
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "stubborn": // ignores stdin EOF and SIGTERM; only SIGKILL ends it
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stderr, "stubborn: ignoring SIGTERM")

@@ -244,6 +244,7 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		exited:       make(chan struct{}),
 		stderrD:      make(chan struct{}),
 		stop:         make(chan struct{}),
+		wturn:        make(chan struct{}, 1),
 	}
 	go p.drainStderr()
 	go p.wait()
@@ -268,8 +269,13 @@ type process struct {
 	stderrD chan struct{} // closed when stderr is drained
 	stop    chan struct{} // closed by Close: ends watch
 
-	writeMu   sync.Mutex
-	stdinOnce sync.Once
+	// wturn holds a token while a line is being written to stdin.
+	wturn chan struct{}
+	// stdinMu guards eofAsked (CloseWrite was called) and stdinClosed.
+	stdinMu     sync.Mutex
+	eofAsked    bool
+	stdinClosed bool
+
 	closeOnce sync.Once
 	stdoutMu  sync.Once
 
@@ -295,36 +301,137 @@ func (p *process) ReadLine() (Line, error) {
 // Buffered reports how many bytes of output are buffered but not yet returned.
 func (p *process) Buffered() int { return p.reader.Buffered() }
 
+// WriteLine writes line to the CLI's stdin. Writers take turns through
+// p.wturn, so lines are never interleaved; a caller whose ctx ends while it
+// waits for its turn returns at once and its line is not written. A write
+// in progress is cut by ctx through a write deadline (stdin is a pipe in
+// Go's poller): if nothing of the line was written yet, the line is
+// withdrawn; if part of it was, the rest is written in the background by a
+// goroutine that keeps the turn until it is done, so that the next line is
+// never glued to half of this one. Closing stdin (CloseWrite, Close, the
+// CLI's exit) ends that goroutine.
 func (p *process) WriteLine(ctx context.Context, line []byte) error {
-	p.writeMu.Lock()
-	defer p.writeMu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return err
+		return notWritten(err)
 	}
+	select {
+	case p.wturn <- struct{}{}:
+	case <-ctx.Done():
+		return notWritten(ctx.Err())
+	}
+	if p.inputClosed() {
+		p.releaseTurn()
+		return p.inputClosedErr()
+	}
+	n, err := p.writeCtx(ctx, line)
+	if err == nil {
+		p.releaseTurn()
+		return nil
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+		if n == 0 {
+			p.releaseTurn()
+			return notWritten(ctx.Err())
+		}
+		rest := append([]byte(nil), line[n:]...)
+		go p.finishLine(rest) // releases the turn
+		return &partialWriteError{err: ctx.Err(), written: n, size: len(line)}
+	}
+	p.releaseTurn()
+	if p.inputClosed() {
+		return p.inputClosedErr()
+	}
+	select {
+	case <-p.exited:
+		return p.exitOrClosed()
+	case <-time.After(100 * time.Millisecond):
+	}
+	return fmt.Errorf("writing to CLI stdin: %w", err)
+}
+
+// writeCtx writes line, cut short with os.ErrDeadlineExceeded when ctx
+// ends. The caller holds the turn.
+func (p *process) writeCtx(ctx context.Context, line []byte) (int, error) {
+	var mu sync.Mutex
+	armed := true
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if armed {
+			_ = p.stdin.SetWriteDeadline(time.Unix(1, 0)) // wakes a blocked Write
+		}
+	})
+	n, err := p.stdin.Write(line)
+	if !stop() {
+		// The deadline was set, or is being set: disarm, then clear it.
+		mu.Lock()
+		armed = false
+		mu.Unlock()
+		_ = p.stdin.SetWriteDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// finishLine writes the rest of a line whose writer gave up, then releases
+// the turn. It ends when the line is written or stdin is closed.
+func (p *process) finishLine(rest []byte) {
+	defer p.releaseTurn()
+	if _, err := p.stdin.Write(rest); err != nil && !p.inputClosed() {
+		// The CLI closed its stdin: nothing more can be written.
+		p.closeStdin()
+	}
+}
+
+// releaseTurn gives up the turn to write; if CloseWrite was called
+// meanwhile, stdin is closed first.
+func (p *process) releaseTurn() {
+	p.stdinMu.Lock()
+	if p.eofAsked {
+		p.closeStdinLocked()
+	}
+	p.stdinMu.Unlock()
+	<-p.wturn
+}
+
+func (p *process) inputClosed() bool {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	return p.eofAsked || p.stdinClosed
+}
+
+// inputClosedErr is the error of a write after the input ended.
+func (p *process) inputClosedErr() error {
 	select {
 	case <-p.exited:
 		return p.exitOrClosed()
 	default:
 	}
-	// A pipe write blocks only while the CLI is not reading; a deadline
-	// keeps a stuck CLI from hanging the caller past its context.
-	if dl, ok := ctx.Deadline(); ok {
-		_ = p.stdin.SetWriteDeadline(dl)
-		defer p.stdin.SetWriteDeadline(time.Time{})
-	}
-	if _, err := p.stdin.Write(line); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return context.DeadlineExceeded
-		}
-		select {
-		case <-p.exited:
-			return p.exitOrClosed()
-		case <-time.After(100 * time.Millisecond):
-		}
-		return fmt.Errorf("claude: writing to CLI stdin: %w", err)
-	}
-	return nil
+	return errInputClosed
 }
+
+// errInputClosed is a write's error after CloseWrite or Close.
+var errInputClosed = fmt.Errorf("%w: the CLI's input is closed", ErrClosed)
+
+// notWritten is a write's error when ctx ended before any of the line
+// was written: the line will not be.
+func notWritten(err error) error {
+	return fmt.Errorf("line not written: %w", err)
+}
+
+// A partialWriteError is a write's error when ctx ended after part of the
+// line had been written: the rest is written in the background, so the
+// line reaches the CLI whole when it reads again, unless its input is
+// closed first.
+type partialWriteError struct {
+	err           error
+	written, size int
+}
+
+func (e *partialWriteError) Error() string {
+	return fmt.Sprintf("%v after %d of the line's %d bytes were written; the rest will be written when the CLI reads its input again, unless the input is closed first", e.err, e.written, e.size)
+}
+
+func (e *partialWriteError) Unwrap() error { return e.err }
 
 func (p *process) exitOrClosed() error {
 	if p.exitErr != nil {
@@ -333,13 +440,33 @@ func (p *process) exitOrClosed() error {
 	return ErrClosed
 }
 
+// CloseWrite ends the CLI's input without waiting for a writer: if a line
+// is being written, stdin is closed once it is done (or by Close).
 func (p *process) CloseWrite() error {
-	p.stdinOnce.Do(func() {
-		p.writeMu.Lock()
-		p.stdin.Close()
-		p.writeMu.Unlock()
-	})
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	p.eofAsked = true
+	select {
+	case p.wturn <- struct{}{}: // nobody is writing
+		p.closeStdinLocked()
+		<-p.wturn
+	default: // releaseTurn closes it
+	}
 	return nil
+}
+
+// closeStdin closes stdin now; a Write in progress fails at once.
+func (p *process) closeStdin() {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	p.closeStdinLocked()
+}
+
+func (p *process) closeStdinLocked() {
+	if !p.stdinClosed {
+		p.stdinClosed = true
+		p.stdin.Close()
+	}
 }
 
 func (p *process) Wait() error {
@@ -357,7 +484,7 @@ func (p *process) StderrTail() string {
 func (p *process) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.stop)
-		p.CloseWrite()
+		p.closeStdin() // never waits for a writer: its Write fails
 		if p.ctx.Err() != nil {
 			p.terminate(-1) // cancelled: SIGTERM now
 		} else {
@@ -424,7 +551,7 @@ func (p *process) watch(ctx context.Context) {
 	case <-ctx.Done():
 		p.closeOnce.Do(func() {
 			close(p.stop)
-			p.CloseWrite()
+			p.closeStdin()
 			p.terminate(-1) // no grace: SIGTERM now
 		})
 		p.closeStdout()
@@ -446,6 +573,9 @@ func (p *process) wait() {
 	}
 	p.exitErr = p.exitError(err)
 	close(p.exited)
+	// Nobody reads stdin any more (a leftover holding it open included):
+	// a write waiting on it fails now.
+	p.closeStdin()
 	// If something else still holds stdout open, stop reading after a while.
 	go func() {
 		select {

@@ -34,7 +34,10 @@ type Session struct {
 	ctx    context.Context // the session's life; cancelled by Close
 	cancel context.CancelCauseFunc
 
-	writeMu sync.Mutex // serialises conn.WriteLine
+	// writeTurn serialises conn.WriteLine: a writer holds its one token.
+	// A channel, not a mutex, so that a writer waiting behind a stuck one
+	// gives up when its ctx ends.
+	writeTurn chan struct{}
 
 	q        msgQueue
 	pipeline sync.WaitGroup // readLoop, dispatchLoop and decode workers
@@ -137,17 +140,18 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{
-		opts:     o,
-		conn:     conn,
-		dec:      &Decoder{Logger: logger},
-		logger:   logger,
-		ctx:      sctx,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		pending:  make(map[string]*pendingRequest),
-		incoming: make(map[string]context.CancelFunc),
-		initDone: make(chan struct{}),
-		hooks:    newHookRegistry(o.Hooks),
+		opts:      o,
+		conn:      conn,
+		dec:       &Decoder{Logger: logger},
+		logger:    logger,
+		ctx:       sctx,
+		cancel:    cancel,
+		done:      make(chan struct{}),
+		writeTurn: make(chan struct{}, 1),
+		pending:   make(map[string]*pendingRequest),
+		incoming:  make(map[string]context.CancelFunc),
+		initDone:  make(chan struct{}),
+		hooks:     newHookRegistry(o.Hooks),
 	}
 	s.q.init()
 	s.mcp.init(o.MCPServers, o.MCPServerSettings)
@@ -214,13 +218,12 @@ func (s *Session) SendText(ctx context.Context, text string) error {
 
 // CloseInput tells the CLI that no more prompts will come. It finishes the
 // current turn (and background tasks) and exits; keep reading messages until
-// they end.
+// they end. It does not wait for a write in progress: the input ends after
+// the line being written, and later writes fail with ErrClosed.
 func (s *Session) CloseInput() error {
 	s.mu.Lock()
 	s.inputEnded = true
 	s.mu.Unlock()
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
 	return s.conn.CloseWrite()
 }
 
@@ -232,26 +235,43 @@ func (s *Session) write(ctx context.Context, v any) error {
 	return s.writeLine(ctx, line)
 }
 
+// writeLine writes one line, after the lines already waiting; it returns
+// when ctx ends, whether or not the line was written (the error says which).
 func (s *Session) writeLine(ctx context.Context, line []byte) error {
 	select {
 	case <-s.done:
 		return s.endErrOrClosed()
 	default:
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if err := s.conn.WriteLine(ctx, line); err != nil {
+	select {
+	case s.writeTurn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("claude: write to CLI%s: line not written: %w", s.where(), ctx.Err())
+	case <-s.done:
+		return s.endErrOrClosed()
+	}
+	err := s.conn.WriteLine(ctx, line)
+	<-s.writeTurn
+	if err != nil {
 		select {
 		case <-s.done:
 			return s.endErrOrClosed()
 		default:
 		}
-		if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, ErrClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return fmt.Errorf("claude: write to CLI (session %s): %w", s.SessionID(), err)
+		return fmt.Errorf("claude: write to CLI%s: %w", s.where(), err)
 	}
 	return nil
+}
+
+// where names the session in an error, when its id is known.
+func (s *Session) where() string {
+	if id := s.SessionID(); id != "" {
+		return " (session " + id + ")"
+	}
+	return ""
 }
 
 func (s *Session) endErrOrClosed() error {
