@@ -9,7 +9,8 @@ import (
 // ElicitationFunc answers an MCP server's request for input from the user
 // (an MCP elicitation, relayed by the CLI). It runs on its own goroutine;
 // ctx is cancelled when the CLI withdraws the request or the session ends.
-// An error is sent to the CLI as an error response.
+// An error is sent to the CLI as an error response. Close waits only a
+// second for one that ignores its ctx (see [Session.Close]).
 type ElicitationFunc func(ctx context.Context, req *ElicitationRequest) (ElicitationResult, error)
 
 // ElicitationRequest is the CLI's elicitation request.

@@ -110,6 +110,8 @@ const (
 // treats as an empty answer: it prints a warning and goes on (a PreToolUse
 // tool still runs), unless the matcher's OnFailure is HookFailureBlock. To
 // block something, return an output that says so, such as [DenyTool].
+// It may call the session's methods, Close included; Close waits only a
+// second for a hook that ignores its ctx (see [Session.Close]).
 type HookFunc func(ctx context.Context, in HookInput) (*HookOutput, error)
 
 // HookFor adapts a callback for one input type, such as

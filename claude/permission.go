@@ -10,7 +10,9 @@ import (
 // goroutine for each permission prompt; several may run at once. ctx is
 // cancelled when the CLI withdraws the request (control_cancel_request) or
 // the session ends. Returning an error sends the CLI an error response,
-// which it treats as a denial.
+// which it treats as a denial. It may call the session's methods, Close
+// included. Close waits only a second for a callback that ignores its ctx;
+// its goroutine is then abandoned (see [Session.Close]).
 type CanUseToolFunc func(ctx context.Context, req *PermissionRequest) (PermissionResult, error)
 
 // PermissionRequest is the CLI's can_use_tool request, whole.

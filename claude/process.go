@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -76,7 +77,10 @@ type ProcessTransport struct {
 	// means 5s.
 	KillDelay time.Duration
 	// Stderr, if set, receives each line the CLI writes on stderr. It is
-	// called from one goroutine and must not block for long.
+	// called from one goroutine and must not block for long: the CLI
+	// blocks writing to stderr meanwhile. A panic in it is logged and
+	// disables it. It may close the session; Close then waits up to two
+	// seconds for it to return.
 	Stderr func(line string)
 	// ReadBufferSize is the size of the stdout read buffer, allocated on
 	// the first read and kept for the session's life. Zero means 384 KiB,
@@ -278,6 +282,8 @@ type process struct {
 
 	closeOnce sync.Once
 	stdoutMu  sync.Once
+
+	stderrOff bool // the Stderr callback panicked; owned by drainStderr
 
 	tailMu sync.Mutex
 	tail   []byte
@@ -494,9 +500,14 @@ func (p *process) Close() error {
 	<-p.exited
 	select {
 	case <-p.stderrD:
-	case <-time.After(time.Second): // something outside the group holds stderr
+	case <-time.After(time.Second): // something outside the group holds stderr, or Stderr is slow
 		p.stderr.Close()
-		<-p.stderrD
+		select {
+		case <-p.stderrD:
+		case <-time.After(time.Second):
+			// The Stderr callback has not returned (it may be the one
+			// calling Close): leave it.
+		}
 	}
 	p.closeStdout()
 	return p.exitErr
@@ -608,6 +619,21 @@ func (p *process) exitError(err error) error {
 	return ee
 }
 
+// stderrLine passes a line to the Stderr callback, unless it panicked
+// before: a panic is logged and turns the callback off.
+func (p *process) stderrLine(line string) {
+	if p.stderrOff {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p.stderrOff = true
+			slog.Error("claude: the Stderr callback panicked; it is called no more", "pid", p.cmd.Process.Pid, "panic", r)
+		}
+	}()
+	p.t.Stderr(line)
+}
+
 func (p *process) drainStderr() {
 	defer close(p.stderrD)
 	defer p.stderr.Close()
@@ -630,18 +656,18 @@ func (p *process) drainStderr() {
 					if i < 0 {
 						break
 					}
-					p.t.Stderr(strings.TrimRight(string(partial[:i]), "\r"))
+					p.stderrLine(strings.TrimRight(string(partial[:i]), "\r"))
 					partial = partial[i+1:]
 				}
 				if len(partial) > 64<<10 { // a very long line: flush it in parts
-					p.t.Stderr(string(partial))
+					p.stderrLine(string(partial))
 					partial = partial[:0]
 				}
 			}
 		}
 		if err != nil {
 			if len(partial) > 0 && p.t.Stderr != nil {
-				p.t.Stderr(string(partial))
+				p.stderrLine(string(partial))
 			}
 			return
 		}

@@ -125,13 +125,13 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 	}
 	exe, args := o.launch(path, args)
 	cmd := &Command{Path: exe, Args: args, Env: o.environ(), Dir: o.Cwd, MaxLineBytes: maxLine}
-	tr := o.Transport
-	if tr == nil {
-		tr = &ProcessTransport{Stderr: o.Stderr}
-	}
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.Default()
+	}
+	tr := o.Transport
+	if tr == nil {
+		tr = &ProcessTransport{Stderr: recoverStderr(o.Stderr, logger)}
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	conn, err := tr.Start(sctx, cmd)
@@ -165,6 +165,27 @@ func Start(ctx context.Context, opts *Options) (*Session, error) {
 		s.initialize()
 	}
 	return s, nil
+}
+
+// recoverStderr wraps an Options.Stderr callback: a panic in it is logged
+// and turns it off (it is called from one goroutine).
+func recoverStderr(f func(string), logger *slog.Logger) func(string) {
+	if f == nil {
+		return nil
+	}
+	off := false
+	return func(line string) {
+		if off {
+			return
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				off = true
+				logger.Error("claude: the Stderr callback panicked; it is called no more", "panic", r)
+			}
+		}()
+		f(line)
+	}
 }
 
 // errAttached is Initialize's error in a session attached to a running CLI.
@@ -338,9 +359,16 @@ func (s *Session) Turn(ctx context.Context) iter.Seq2[Message, error] {
 
 // Close ends the session: it interrupts the turn still running, if any,
 // closes the CLI's input, gives it a grace period to exit, then terminates
-// it, and waits for every goroutine of the session. It returns nil when the CLI exited cleanly (or was already gone
-// after a clean exit), else the *ExitError. Close is idempotent; unread
-// messages are discarded.
+// it, and waits for every goroutine of the session. It returns nil when the
+// CLI exited cleanly (or was already gone after a clean exit), else the
+// *ExitError. Close is idempotent; unread messages are discarded.
+//
+// Callbacks (Options.CanUseTool, hooks, in-process MCP tools, ...) still
+// running see their ctx cancelled; Close waits up to a second for them to
+// return, then returns anyway: a callback that ignores its ctx keeps its
+// goroutine until it returns, and its answer is dropped. Close may be
+// called from a callback (it then returns after that second, the callback
+// being one of those it waits for).
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		// Unread messages are discarded: let the reader drain the CLI's
@@ -350,8 +378,9 @@ func (s *Session) Close() error {
 		err := s.conn.Close()
 		s.cancel(ErrClosed)
 		<-s.done
-		s.handlers.Wait()
-		s.mcp.close()
+		// Callbacks were told by their ctx; the in-process MCP servers'
+		// close waits for their tool handlers.
+		waitAtMost(closeCallbackWait, s.handlers.Wait, s.mcp.close)
 		s.pipeline.Wait()
 		<-s.initDone
 		s.q.close(ErrClosed)
@@ -365,6 +394,30 @@ func (s *Session) Close() error {
 		s.closeErr = err
 	})
 	return s.closeErr
+}
+
+// closeCallbackWait bounds how long Close waits for callbacks still
+// running once their ctx is cancelled.
+var closeCallbackWait = time.Second
+
+// waitAtMost runs each of fs on its own goroutine and returns when all have
+// returned or d has passed; those still running are left to finish.
+func waitAtMost(d time.Duration, fs ...func()) {
+	var wg sync.WaitGroup
+	for _, f := range fs {
+		wg.Go(f)
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // closeInterruptWait bounds the wait for the CLI to confirm the interrupt

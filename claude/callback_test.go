@@ -1,0 +1,112 @@
+package claude_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claudectl/claudectl/claude"
+)
+
+// askPermission makes the in-memory CLI ask for a tool.
+func askPermission(c *memConn, id string) {
+	c.print(map[string]any{"type": "control_request", "request_id": id, "request": map[string]any{
+		"subtype": "can_use_tool", "tool_name": "Bash", "input": map[string]any{"command": "ls"}, "tool_use_id": "tu_" + id,
+	}})
+}
+
+// A permission callback may close its own session.
+func TestCloseFromCallback(t *testing.T) {
+	closed := make(chan error, 1)
+	var s *claude.Session
+	ready := make(chan struct{})
+	s, c := startMem(t, &claude.Options{CanUseTool: func(ctx context.Context, req *claude.PermissionRequest) (claude.PermissionResult, error) {
+		<-ready
+		closed <- s.Close()
+		return claude.Deny("closed"), nil
+	}})
+	close(ready)
+	askPermission(c, "p1")
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close from the callback = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close called from CanUseTool did not return")
+	}
+}
+
+// A callback that ignores its ctx does not hold Close up.
+func TestCloseDoesNotWaitForeverForCallbacks(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block) // the abandoned callback ends with the test
+	entered := make(chan struct{})
+	s, c := startMem(t, &claude.Options{CanUseTool: func(ctx context.Context, req *claude.PermissionRequest) (claude.PermissionResult, error) {
+		close(entered)
+		<-block // ignores ctx
+		return claude.Allow(), nil
+	}})
+	askPermission(c, "p1")
+	<-entered
+	returnsWithin(t, 5*time.Second, "Close with a callback that ignores its ctx", func() { s.Close() })
+}
+
+// The Stderr callback may close its session, and a panic in it is logged,
+// not fatal; with Options.Stderr and with ProcessTransport.Stderr.
+func TestStderrCallbackClosesOrPanics(t *testing.T) {
+	defer claude.SetShutdownTimings(200*time.Millisecond, 300*time.Millisecond, 100*time.Millisecond)()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(t *testing.T, direct bool, f func(string)) *claude.Session {
+		o := &claude.Options{CLIPath: exe, Env: map[string]string{fakeCLIEnv: "exit3"}}
+		if direct {
+			o.Transport = &claude.ProcessTransport{Stderr: f}
+		} else {
+			o.Stderr = f
+		}
+		s, err := claude.Start(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, direct := range []bool{false, true} {
+		name := "Options.Stderr"
+		if direct {
+			name = "ProcessTransport.Stderr"
+		}
+		t.Run(name+"/close", func(t *testing.T) {
+			var s atomic.Pointer[claude.Session]
+			ready := make(chan struct{})
+			closed := make(chan error, 1)
+			s.Store(start(t, direct, func(string) {
+				<-ready
+				closed <- s.Load().Close()
+			}))
+			close(ready)
+			select {
+			case err := <-closed:
+				var ee *claude.ExitError
+				if !errors.As(err, &ee) || ee.Code != 3 {
+					t.Errorf("Close from Stderr = %v, want the exit with code 3", err)
+				}
+			case <-time.After(8 * time.Second):
+				t.Fatal("Close called from the Stderr callback did not return")
+			}
+		})
+		t.Run(name+"/panic", func(t *testing.T) {
+			s := start(t, direct, func(string) { panic("stderr callback") })
+			<-s.Done()
+			var ee *claude.ExitError
+			if err := s.Close(); !errors.As(err, &ee) || ee.Code != 3 {
+				t.Errorf("Close = %v, want the exit with code 3", err)
+			}
+		})
+	}
+}
