@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // askPermission makes the in-memory CLI ask for a tool.
@@ -108,5 +110,26 @@ func TestStderrCallbackClosesOrPanics(t *testing.T) {
 				t.Errorf("Close = %v, want the exit with code 3", err)
 			}
 		})
+	}
+}
+
+// A panic in an in-process MCP tool becomes an error result for that call;
+// the server and the session go on.
+func TestMCPToolPanicIsAnErrorResult(t *testing.T) {
+	ts := newTestServer(1)
+	mcp.AddTool(ts.Server, &mcp.Tool{Name: "boom"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+		panic("tool handler panicked")
+	})
+	for range 2 { // the server is shared by two sessions: one middleware
+		p := newMCPPeer(t, &claude.Options{MCPServers: map[string]*mcp.Server{"calc": ts.Server}})
+		p.handshake("calc")
+		r := p.call("calc", 1, "tools/call", map[string]any{"name": "boom", "arguments": map[string]any{}})
+		if res, _ := r["result"].(map[string]any); res["isError"] != true || !strings.Contains(toolText(t, r), "boom panicked: tool handler panicked") {
+			t.Errorf("reply to a panicking tool = %v", r)
+		}
+		r = p.call("calc", 2, "tools/call", map[string]any{"name": "add", "arguments": map[string]any{"a": 1, "b": 2}})
+		if toolText(t, r) != "3" {
+			t.Errorf("add after the panic = %v", r)
+		}
 	}
 }

@@ -394,7 +394,8 @@ func connectMCP(s *Session, name string, srv *mcp.Server, wg *sync.WaitGroup) (*
 	serverEnd, ourEnd := mcp.NewInMemoryTransports()
 	// The go-sdk does not pass ctx's cancellation on to tool handlers;
 	// closing our end does (see close).
-	ss, err := srv.Connect(s.ctx, serverEnd, nil)
+	recoverPanics(srv)
+	ss, err := srv.Connect(context.WithValue(s.ctx, mcpLoggerKey{}, s.logger), serverEnd, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claude: connecting in-process MCP server %q: %w", name, err)
 	}
