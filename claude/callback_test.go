@@ -3,6 +3,7 @@ package claude_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -132,4 +133,37 @@ func TestMCPToolPanicIsAnErrorResult(t *testing.T) {
 			t.Errorf("add after the panic = %v", r)
 		}
 	}
+}
+
+// A flood of the CLI's requests is answered 64 at a time; the rest are
+// refused at once.
+func TestRequestFloodIsBounded(t *testing.T) {
+	const n, limit = 200, 64
+	var running, most atomic.Int32
+	s, c := startMem(t, &claude.Options{CanUseTool: func(ctx context.Context, req *claude.PermissionRequest) (claude.PermissionResult, error) {
+		r := running.Add(1)
+		for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
+		}
+		<-ctx.Done() // busy until the session ends
+		running.Add(-1)
+		return claude.Allow(), nil
+	}})
+	for i := range n {
+		askPermission(c, fmt.Sprint("p", i))
+	}
+	for range n - limit {
+		m := c.nextOf(t, "control_response")
+		r := m["response"].(map[string]any)
+		if r["subtype"] != "error" || r["error"] != "too many requests at once" {
+			t.Fatalf("response = %v, want a refusal", r)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for running.Load() < limit && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := most.Load(); got != limit {
+		t.Errorf("at most %d callbacks ran at once, want %d", got, limit)
+	}
+	s.Close()
 }

@@ -158,11 +158,29 @@ func (s *Session) handleResponse(body *ControlResponseBody) {
 	p.ch <- controlResult{body: *body}
 }
 
+// maxRequestsAtOnce bounds the CLI's control requests answered at once;
+// maxRefusals bounds those refused but not yet told so.
+const (
+	maxRequestsAtOnce = 64
+	maxRefusals       = 256
+)
+
 // handleRequest answers one of the CLI's control requests on its own
 // goroutine; a control_cancel_request for its id cancels its context.
+//
+// At most maxRequestsAtOnce are answered at once; the dispatcher never
+// waits for a slot (a handler may itself wait for a response that only
+// the dispatcher can route), so a request beyond them is refused at once
+// with an error response, written by one goroutine behind a bounded
+// queue; beyond that queue, it is dropped unanswered and logged.
 func (s *Session) handleRequest(id, subtype string, req json.RawMessage) {
 	s.mu.Lock()
 	if _, dup := s.incoming[id]; dup || id == "" {
+		s.mu.Unlock()
+		return
+	}
+	if len(s.incoming) >= maxRequestsAtOnce {
+		s.refuseLocked(id, subtype)
 		s.mu.Unlock()
 		return
 	}
@@ -197,6 +215,48 @@ func (s *Session) handleRequest(id, subtype string, req json.RawMessage) {
 			s.logger.Debug("claude: could not answer control request", "subtype", subtype, "err", werr)
 		}
 	}()
+}
+
+// errTooManyRequests is the answer to a request beyond maxRequestsAtOnce.
+const errTooManyRequests = "too many requests at once"
+
+// refuseLocked queues an error response to a request that is not handled;
+// s.mu is held.
+func (s *Session) refuseLocked(id, subtype string) {
+	if len(s.refusals) >= maxRefusals {
+		s.dropped++
+		if s.dropped == 1 || s.dropped%1000 == 0 {
+			s.logger.Warn("claude: the CLI sends control requests faster than they can be answered; dropping some unanswered",
+				"session", s.sessionID, "subtype", subtype, "dropped", s.dropped)
+		}
+		return
+	}
+	s.refusals = append(s.refusals, id)
+	if !s.refusing {
+		s.refusing = true
+		s.handlers.Add(1)
+		go s.writeRefusals()
+	}
+}
+
+// writeRefusals writes the queued refusals, then ends.
+func (s *Session) writeRefusals() {
+	defer s.handlers.Done()
+	for {
+		s.mu.Lock()
+		if len(s.refusals) == 0 || s.ctx.Err() != nil {
+			s.refusals, s.refusing = nil, false
+			s.mu.Unlock()
+			return
+		}
+		id := s.refusals[0]
+		s.refusals = s.refusals[1:]
+		s.mu.Unlock()
+		body := wireControlRespBody{Subtype: "error", RequestID: id, Error: errTooManyRequests}
+		if err := s.write(s.ctx, wireControlResponse{Type: "control_response", Response: body}); err != nil {
+			s.logger.Debug("claude: could not refuse a control request", "request_id", id, "err", err)
+		}
+	}
 }
 
 // answer computes the response to one CLI request. A panic in user code

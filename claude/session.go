@@ -62,6 +62,9 @@ type Session struct {
 	inTurn     bool
 	pending    map[string]*pendingRequest    // our requests awaiting a response
 	incoming   map[string]context.CancelFunc // the CLI's requests being answered
+	refusals   []string                      // ids of the CLI's requests to refuse (control.go)
+	refusing   bool                          // writeRefusals is running
+	dropped    int                           // requests neither answered nor refused
 	initResp   *InitializeResponse
 	initErr    error
 	initDone   chan struct{}
