@@ -64,7 +64,7 @@ func (s *Session) sendRequest(ctx context.Context, subtype string, req json.RawM
 	select {
 	case <-s.done:
 		s.mu.Unlock()
-		return "", nil, s.endErrOrClosed()
+		return "", nil, s.opErr("control request "+subtype, s.endErrOrClosed())
 	default:
 	}
 	s.pending[id] = p
@@ -73,7 +73,7 @@ func (s *Session) sendRequest(ctx context.Context, subtype string, req json.RawM
 		s.mu.Lock()
 		delete(s.pending, id)
 		s.mu.Unlock()
-		return "", nil, fmt.Errorf("claude: control request %s: %w", subtype, err)
+		return "", nil, s.opErr("control request "+subtype, err)
 	}
 	return id, p, nil
 }
@@ -94,7 +94,7 @@ func (s *Session) awaitResponse(ctx context.Context, subtype, id string, p *pend
 		return nil, &ControlTimeoutError{SessionID: s.SessionID(), Subtype: subtype, RequestID: id, Timeout: s.controlTimeout()}
 	case r := <-p.ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("claude: control request %s: %w", subtype, r.err)
+			return nil, s.opErr("control request "+subtype, r.err)
 		}
 		if r.body.Subtype == "error" {
 			return nil, &ControlError{SessionID: s.SessionID(), Subtype: subtype, RequestID: id, Message: r.body.Error, Code: r.body.ErrorCode}
@@ -103,7 +103,7 @@ func (s *Session) awaitResponse(ctx context.Context, subtype, id string, p *pend
 	case <-ctx.Done():
 		forget()
 		s.withdraw(id)
-		return nil, ctx.Err()
+		return nil, s.opErr("control request "+subtype, fmt.Errorf("gave up waiting for the answer: %w", ctx.Err()))
 	}
 }
 
@@ -386,7 +386,7 @@ func (s *Session) Initialize(ctx context.Context) (*InitializeResponse, error) {
 	select {
 	case <-s.initDone:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, s.opErr("initialize", fmt.Errorf("gave up waiting for the answer: %w", ctx.Err()))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -11,7 +11,7 @@ func (s *Session) UpdateEnvironment(ctx context.Context, vars map[string]string)
 	if vars == nil {
 		vars = map[string]string{}
 	}
-	return s.write(ctx, wireUpdateEnv{Type: "update_environment_variables", Variables: vars})
+	return s.opErr("update_environment_variables", s.write(ctx, wireUpdateEnv{Type: "update_environment_variables", Variables: vars}))
 }
 
 type wireUpdateEnv struct {

@@ -352,7 +352,7 @@ func (p *process) WriteLine(ctx context.Context, line []byte) error {
 		return p.exitOrClosed()
 	case <-time.After(100 * time.Millisecond):
 	}
-	return fmt.Errorf("writing to CLI stdin: %w", err)
+	return fmt.Errorf("stdin: %w", err)
 }
 
 // writeCtx writes line, cut short with os.ErrDeadlineExceeded when ctx

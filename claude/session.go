@@ -8,6 +8,7 @@ import (
 	"iter"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,12 +228,12 @@ func (s *Session) Send(ctx context.Context, content Content) error {
 	s.inTurn = true
 	s.mu.Unlock()
 	s.idle.sent.Add(1)
-	return s.write(ctx, wireUser{
+	return s.opErr("send", s.write(ctx, wireUser{
 		Type:           "user",
 		SessionID:      "",
 		Message:        UserContent{Role: "user", Content: content},
 		ClientComposed: s.opts.VerbatimPrompts,
-	})
+	}))
 }
 
 // SendText writes a text prompt; see [Session.Send].
@@ -261,16 +262,20 @@ func (s *Session) write(ctx context.Context, v any) error {
 
 // writeLine writes one line, after the lines already waiting; it returns
 // when ctx ends, whether or not the line was written (the error says which).
+// Its errors are for a caller to wrap with [Session.opErr].
 func (s *Session) writeLine(ctx context.Context, line []byte) error {
 	select {
 	case <-s.done:
 		return s.endErrOrClosed()
 	default:
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("writing to the CLI: line not written: %w", err)
+	}
 	select {
 	case s.writeTurn <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("claude: write to CLI%s: line not written: %w", s.where(), ctx.Err())
+		return fmt.Errorf("writing to the CLI: line not written: %w", ctx.Err())
 	case <-s.done:
 		return s.endErrOrClosed()
 	}
@@ -285,18 +290,36 @@ func (s *Session) writeLine(ctx context.Context, line []byte) error {
 		if errors.Is(err, ErrClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return fmt.Errorf("claude: write to CLI%s: %w", s.where(), err)
+		return fmt.Errorf("writing to the CLI: %w", err)
 	}
 	return nil
 }
 
-// where names the session in an error, when its id is known.
-func (s *Session) where() string {
-	if id := s.SessionID(); id != "" {
-		return " (session " + id + ")"
+// opErr wraps an error of what the session was doing (op: "send",
+// "control request set_model") with op and the session id, without
+// repeating the package prefix or the session of the error it wraps.
+func (s *Session) opErr(op string, err error) error {
+	if err == nil {
+		return nil
 	}
-	return ""
+	return &opError{op: op, sessionID: s.SessionID(), err: err}
 }
+
+type opError struct {
+	op, sessionID string
+	err           error
+}
+
+func (e *opError) Error() string {
+	inner := strings.TrimPrefix(e.err.Error(), "claude: ")
+	msg := "claude: " + e.op
+	if e.sessionID != "" && !strings.Contains(inner, "(session "+e.sessionID+")") {
+		msg += " (session " + e.sessionID + ")"
+	}
+	return msg + ": " + inner
+}
+
+func (e *opError) Unwrap() error { return e.err }
 
 func (s *Session) endErrOrClosed() error {
 	if s.endErr != nil && !errors.Is(s.endErr, io.EOF) {

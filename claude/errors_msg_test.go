@@ -1,0 +1,53 @@
+package claude_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claudectl/claudectl/claude"
+)
+
+// Errors of session calls say what was being done and in which session,
+// with one "claude:" prefix.
+func TestCallErrorsSayWhatAndWhere(t *testing.T) {
+	s, c := startMem(t, nil)
+	c.print(map[string]any{"type": "system", "subtype": "init", "session_id": "s-7", "model": "m", "tools": []string{}, "cwd": "/"})
+	if _, err := s.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := s.SetModel(ctx, "m") // written, never answered
+	want := "claude: control request set_model (session s-7): gave up waiting for the answer: context deadline exceeded"
+	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != want {
+		t.Errorf("SetModel = %v,\nwant %s", err, want)
+	}
+
+	done, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	err = s.SendText(done, "hi")
+	want = "claude: send (session s-7): writing to the CLI: line not written: context canceled"
+	if !errors.Is(err, context.Canceled) || err.Error() != want {
+		t.Errorf("SendText = %v,\nwant %s", err, want)
+	}
+}
+
+// An exit seen by a control request is reported once, not as
+// "claude: control request initialize: claude: CLI exited ...".
+func TestControlErrorOfExitHasOnePrefix(t *testing.T) {
+	defer claude.SetShutdownTimings(200*time.Millisecond, 300*time.Millisecond, 100*time.Millisecond)()
+	s := startFake(t, context.Background(), "exit3")
+	defer s.Close()
+	_, err := s.Initialize(context.Background())
+	var ee *claude.ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 {
+		t.Fatalf("Initialize = %v, want the exit with code 3", err)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "claude: control request initialize: CLI exited with code 3") || strings.Count(msg, "claude:") != 1 {
+		t.Errorf("Initialize = %q, want one prefix, the request and the exit", msg)
+	}
+}
