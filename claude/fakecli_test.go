@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,6 +29,9 @@ func runFakeCLI(mode string) int {
 		mode = "echo"
 	}
 	switch mode {
+	case "sink": // reads and discards its input
+		io.Copy(io.Discard, os.Stdin)
+		return 0
 	case "deaf": // never reads its input, never exits on its own
 		fmt.Fprintln(os.Stderr, "deaf: not reading stdin")
 		for {

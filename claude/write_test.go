@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,3 +178,25 @@ func testCutWrite(t *testing.T, cut func() (context.Context, context.CancelFunc)
 
 // processAlive reports whether a process with that pid exists.
 func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// BenchmarkSend measures the write path: prompts to a CLI that reads and
+// discards them.
+func BenchmarkSend(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := claude.Start(context.Background(), &claude.Options{CLIPath: exe, Env: map[string]string{fakeCLIEnv: "sink"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background()) // a ctx that can end, as most have
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.SendText(ctx, "a prompt of an ordinary length, a sentence or two"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
