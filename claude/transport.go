@@ -47,9 +47,13 @@ type Conn interface {
 	// ReadLine returns the next non-blank line the CLI wrote. It returns
 	// io.EOF when the CLI's output has ended.
 	ReadLine() (Line, error)
-	// WriteLine writes one complete line, which ends in '\n'.
+	// WriteLine writes one complete line, which ends in '\n'. It returns
+	// when ctx ends, written or not; a line it has begun must still reach
+	// the CLI whole, or the input end with it: never another line glued
+	// to half of it.
 	WriteLine(ctx context.Context, line []byte) error
-	// CloseWrite tells the CLI there is no more input (closes its stdin).
+	// CloseWrite tells the CLI there is no more input (closes its stdin),
+	// after the line being written if any; it does not block on a writer.
 	CloseWrite() error
 	// Close tears the connection down: it ends the input, gives the CLI a
 	// grace period to exit, then terminates it. It returns once the CLI is
