@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -216,7 +215,7 @@ func TestAttachEndedSessionJSON(t *testing.T) {
 func TestAttachApprovesBash(t *testing.T) {
 	t.Parallel()
 	d, model := startDaemonModel(t, nil,
-		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(touchMade()),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()
 	id := d.create(t, dir, "make the file")
@@ -250,13 +249,7 @@ func TestAttachApprovesBash(t *testing.T) {
 
 func TestAttachAnswersQuestion(t *testing.T) {
 	t.Parallel()
-	ask := claudetest.ToolUse("AskUserQuestion", map[string]any{"questions": []any{map[string]any{
-		"question": "Which color?", "header": "Color", "multiSelect": false,
-		"options": []any{
-			map[string]any{"label": "red", "description": "warm"},
-			map[string]any{"label": "blue", "description": "cold"},
-		},
-	}}})
+	ask := colorQuestion()
 	d, model := startDaemonModel(t, nil, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("Blue it is.")))
 	id := d.create(t, t.TempDir(), "pick a color")
 
@@ -291,7 +284,7 @@ func TestAttachAnswersQuestion(t *testing.T) {
 func TestAttachNoTerminalShowsRequest(t *testing.T) {
 	t.Parallel()
 	d, _ := startDaemonModel(t, nil,
-		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(touchMade()),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()
 	id := d.create(t, dir, "make the file")
@@ -389,20 +382,12 @@ func TestAttachUsageAndErrors(t *testing.T) {
 func TestAttachAnotherClientWins(t *testing.T) {
 	t.Parallel()
 	d, _ := startDaemonModel(t, nil,
-		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(touchMade()),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()
 	id := d.create(t, dir, "make the file")
 
-	// A terminal on which nobody answers.
-	stdin, typist := io.Pipe()
-	defer typist.Close()
-	var stdout, stderr lockedBuffer
-	env := &Env{Stdin: stdin, Stdout: &stdout, Stderr: &stderr, StdinIsTerminal: func() bool { return true },
-		Getenv: func(k string) string { return d.inv().getenv[k] }}
-	done := make(chan int, 1)
-	go func() { done <- Main(d.ctx, env, []string{"attach", id}) }()
-
+	stdout, stderr, done := attachTerminal(t, d, id) // a terminal on which nobody answers
 	waitFor(t, "the question", func() bool { return strings.Contains(stderr.String(), "Allow Bash") })
 	if o := claudectl(t, d.inv(), "approve", d.permissionRequest(t, id)); o.code != 0 {
 		t.Fatalf("approve: exit %d, stderr %q", o.code, o.stderr)
@@ -427,7 +412,7 @@ func TestAttachWatchedRequestExpires(t *testing.T) {
 	t.Parallel()
 	d, _ := startDaemonModel(t, &daemontest.Options{Broker: &permission.BrokerOptions{
 		WatchedTimeout: 3 * time.Second, UnwatchedTimeout: time.Hour}},
-		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(touchMade()),
 		claudetest.Reply(claudetest.Text("Could not.")))
 	dir := t.TempDir()
 	id := d.create(t, dir, "make the file")
@@ -455,19 +440,12 @@ func TestAttachWatchedRequestExpires(t *testing.T) {
 func TestAttachWithdrawnRequest(t *testing.T) {
 	t.Parallel()
 	d, _ := startDaemonModel(t, nil,
-		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(touchMade()),
 		claudetest.Reply(claudetest.Text("Made it.")))
 	dir := t.TempDir()
 	id := d.create(t, dir, "make the file")
 
-	stdin, typist := io.Pipe()
-	defer typist.Close()
-	var stdout, stderr lockedBuffer
-	env := &Env{Stdin: stdin, Stdout: &stdout, Stderr: &stderr, StdinIsTerminal: func() bool { return true },
-		Getenv: func(k string) string { return d.inv().getenv[k] }}
-	done := make(chan int, 1)
-	go func() { done <- Main(d.ctx, env, []string{"attach", id}) }()
-
+	_, stderr, done := attachTerminal(t, d, id)
 	waitFor(t, "the question", func() bool { return strings.Contains(stderr.String(), "Allow Bash") })
 	if o := claudectl(t, d.inv(), "interrupt", id); o.code != 0 {
 		t.Fatalf("interrupt: exit %d, stderr %q", o.code, o.stderr)

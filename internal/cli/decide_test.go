@@ -63,13 +63,7 @@ func TestClientApproveThenDenyLoses(t *testing.T) {
 // it.
 func TestApproveQuestion(t *testing.T) {
 	t.Parallel()
-	ask := claudetest.ToolUse("AskUserQuestion", map[string]any{"questions": []any{map[string]any{
-		"question": "Which color?", "header": "Color", "multiSelect": false,
-		"options": []any{
-			map[string]any{"label": "red", "description": "warm"},
-			map[string]any{"label": "blue", "description": "cold"},
-		},
-	}}})
+	ask := colorQuestion()
 	d, _ := startDaemonModel(t, nil, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("No color then.")))
 	id := d.create(t, t.TempDir(), "pick a color")
 	reqID := d.permissionRequest(t, id)

@@ -71,6 +71,36 @@ func claudectl(t *testing.T, inv invocation, args ...string) outcome {
 	return o
 }
 
+// touchMade is the model asking to create made.txt with Bash.
+func touchMade() claudetest.Block {
+	return claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})
+}
+
+// colorQuestion is the model asking which color, red or blue
+// (AskUserQuestion).
+func colorQuestion() claudetest.Block {
+	return claudetest.ToolUse("AskUserQuestion", map[string]any{"questions": []any{map[string]any{
+		"question": "Which color?", "header": "Color", "multiSelect": false,
+		"options": []any{
+			map[string]any{"label": "red", "description": "warm"},
+			map[string]any{"label": "blue", "description": "cold"},
+		},
+	}}})
+}
+
+// attachTerminal runs "claudectl attach id" on a terminal on which nobody
+// types; done receives its exit code.
+func attachTerminal(t *testing.T, d *testDaemon, id string) (stdout, stderr *lockedBuffer, done <-chan int) {
+	stdin, typist := io.Pipe()
+	t.Cleanup(func() { typist.Close() })
+	stdout, stderr = &lockedBuffer{}, &lockedBuffer{}
+	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, StdinIsTerminal: func() bool { return true },
+		Getenv: func(k string) string { return d.inv().getenv[k] }}
+	ch := make(chan int, 1)
+	go func() { ch <- Main(d.ctx, env, []string{"attach", id}) }()
+	return stdout, stderr, ch
+}
+
 // lockedBuffer is a bytes.Buffer safe for concurrent use.
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -20,7 +20,7 @@ import (
 func TestRunServer(t *testing.T) {
 	t.Parallel()
 	d, model := startDaemonModel(t, nil,
-		claudetest.Reply(claudetest.Text("I will make it."), claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(claudetest.Text("I will make it."), touchMade()),
 		claudetest.Reply(claudetest.Text("Done.")))
 	dir := t.TempDir()
 	o := claudectl(t, invocation{tty: true, stdin: "y\n", getenv: d.tokenEnv()}, "run", "--server", d.url, "--cwd", dir, "--model", "claude-sonnet-4-5", "make the file")
@@ -111,7 +111,7 @@ func TestRunServerInterruptedByAnother(t *testing.T) {
 func TestRunServerNoTerminal(t *testing.T) {
 	t.Parallel()
 	d, _ := startDaemonModel(t, nil,
-		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+		claudetest.Reply(touchMade()),
 		claudetest.Reply(claudetest.Text("Could not.")))
 	dir := t.TempDir()
 	inv := d.inv() // CLAUDECTL_SERVER

@@ -200,7 +200,7 @@ func TestRunTerminalPrompt(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			f := newFake(t,
-				claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})),
+				claudetest.Reply(touchMade()),
 				claudetest.Reply(claudetest.Text("Done.")))
 			f.cwd = dir
 			o := f.run(t, invocation{tty: true, stdin: tc.answers}, "make the file")
@@ -233,13 +233,7 @@ func TestRunTerminalPrompt(t *testing.T) {
 
 func TestRunAskUserQuestion(t *testing.T) {
 	t.Parallel()
-	ask := claudetest.ToolUse("AskUserQuestion", map[string]any{"questions": []any{map[string]any{
-		"question": "Which color?", "header": "Color", "multiSelect": false,
-		"options": []any{
-			map[string]any{"label": "red", "description": "warm"},
-			map[string]any{"label": "blue", "description": "cold"},
-		},
-	}}})
+	ask := colorQuestion()
 	t.Run("terminal", func(t *testing.T) {
 		t.Parallel()
 		f := newFake(t, claudetest.Reply(ask), claudetest.Reply(claudetest.Text("Blue it is.")))
