@@ -96,10 +96,7 @@ func (f *sessionFeed) changed(id string) {
 		f.dirty[id] = struct{}{}
 	}
 	f.mu.Unlock()
-	select {
-	case f.kick <- struct{}{}:
-	default:
-	}
+	f.wake()
 }
 
 // takeDirty returns what changed since the last call, and clears it.
@@ -169,56 +166,59 @@ func (f *sessionFeed) after(seq uint64) (ch SessionsChange, last uint64, behind 
 // per WatchSessionsInterval, until the daemon closes. Idle, it waits.
 func (d *Daemon) pumpSessions() {
 	defer close(d.feedDone)
-	f := &d.feed
 	for {
 		select {
-		case <-f.kick:
+		case <-d.feed.kick:
 		case <-d.ctx.Done():
 			return
 		}
-		f.reading.Lock()
-		ids, overflow := f.takeDirty()
-		var fr sessionFrame
-		if overflow {
-			all, err := d.Sessions(d.ctx, store.SessionFilter{})
-			if err != nil {
-				if d.ctx.Err() != nil {
-					f.reading.Unlock()
-					return
-				}
-				d.log.Warn("reading the sessions for their watchers", "err", err)
-				f.retry(nil, true)
-			} else {
-				fr = sessionFrame{snapshot: true, sessions: all}
-			}
-		} else {
-			var failed []string
-			for _, id := range ids {
-				s, err := d.Session(d.ctx, id)
-				switch {
-				case err == nil:
-					fr.sessions = append(fr.sessions, s)
-				case d.ctx.Err() != nil:
-					f.reading.Unlock()
-					return
-				case !errors.Is(err, store.ErrNotFound): // a deleted session is left out
-					failed = append(failed, id)
-				}
-			}
-			if len(failed) > 0 {
-				d.log.Warn("reading changed sessions for their watchers; trying again", "sessions", len(failed))
-				f.retry(failed, false)
-			}
-		}
-		if fr.snapshot || len(fr.sessions) > 0 {
-			f.publish(fr)
-		}
-		f.reading.Unlock()
+		d.publishFrame()
 		select { // merge what changes in the next moment
 		case <-time.After(WatchSessionsInterval):
 		case <-d.ctx.Done():
 			return
 		}
+	}
+}
+
+// publishFrame reads what changed since the last frame and publishes it.
+// What could not be read is marked changed again, for the next frame.
+func (d *Daemon) publishFrame() {
+	f := &d.feed
+	f.reading.Lock()
+	defer f.reading.Unlock()
+	ids, overflow := f.takeDirty()
+	var fr sessionFrame
+	if overflow {
+		all, err := d.Sessions(d.ctx, store.SessionFilter{})
+		if err != nil {
+			if d.ctx.Err() == nil {
+				d.log.Warn("reading the sessions for their watchers", "err", err)
+				f.retry(nil, true)
+			}
+			return
+		}
+		fr = sessionFrame{snapshot: true, sessions: all}
+	} else {
+		var failed []string
+		for _, id := range ids {
+			s, err := d.Session(d.ctx, id)
+			switch {
+			case err == nil:
+				fr.sessions = append(fr.sessions, s)
+			case d.ctx.Err() != nil:
+				return
+			case !errors.Is(err, store.ErrNotFound): // a deleted session is left out
+				failed = append(failed, id)
+			}
+		}
+		if len(failed) > 0 {
+			d.log.Warn("reading changed sessions for their watchers; trying again", "sessions", len(failed))
+			f.retry(failed, false)
+		}
+	}
+	if fr.snapshot || len(fr.sessions) > 0 {
+		f.publish(fr)
 	}
 }
 
@@ -231,6 +231,11 @@ func (f *sessionFeed) retry(ids []string, overflow bool) {
 		f.dirty[id] = struct{}{}
 	}
 	f.mu.Unlock()
+	f.wake()
+}
+
+// wake tells the pump that something changed.
+func (f *sessionFeed) wake() {
 	select {
 	case f.kick <- struct{}{}:
 	default:

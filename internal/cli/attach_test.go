@@ -214,11 +214,7 @@ func TestAttachEndedSessionJSON(t *testing.T) {
 
 func TestAttachApprovesBash(t *testing.T) {
 	t.Parallel()
-	d, model := startDaemonModel(t, nil,
-		claudetest.Reply(touchMade()),
-		claudetest.Reply(claudetest.Text("Made it.")))
-	dir := t.TempDir()
-	id := d.create(t, dir, "make the file")
+	d, model, dir, id := makeFileSession(t, nil, "Made it.")
 
 	inv := d.inv()
 	inv.tty, inv.stdin = true, "y\n"
@@ -283,11 +279,7 @@ func TestAttachAnswersQuestion(t *testing.T) {
 // is not asked again once settled.
 func TestAttachNoTerminalShowsRequest(t *testing.T) {
 	t.Parallel()
-	d, _ := startDaemonModel(t, nil,
-		claudetest.Reply(touchMade()),
-		claudetest.Reply(claudetest.Text("Made it.")))
-	dir := t.TempDir()
-	id := d.create(t, dir, "make the file")
+	d, _, dir, id := makeFileSession(t, nil, "Made it.")
 	live, wait := background(t, d.inv(), "attach", id)
 	reqID := d.permissionRequest(t, id)
 	if o := claudectl(t, d.inv(), "approve", reqID); o.code != 0 {
@@ -381,11 +373,7 @@ func TestAttachUsageAndErrors(t *testing.T) {
 // says who won.
 func TestAttachAnotherClientWins(t *testing.T) {
 	t.Parallel()
-	d, _ := startDaemonModel(t, nil,
-		claudetest.Reply(touchMade()),
-		claudetest.Reply(claudetest.Text("Made it.")))
-	dir := t.TempDir()
-	id := d.create(t, dir, "make the file")
+	d, _, dir, id := makeFileSession(t, nil, "Made it.")
 
 	stdout, stderr, done := attachTerminal(t, d, id) // a terminal on which nobody answers
 	waitFor(t, "the question", func() bool { return strings.Contains(stderr.String(), "Allow Bash") })
@@ -410,12 +398,8 @@ func TestAttachAnotherClientWins(t *testing.T) {
 // watched timeout (permissions.watched_timeout), not the unwatched one.
 func TestAttachWatchedRequestExpires(t *testing.T) {
 	t.Parallel()
-	d, _ := startDaemonModel(t, &daemontest.Options{Broker: &permission.BrokerOptions{
-		WatchedTimeout: 3 * time.Second, UnwatchedTimeout: time.Hour}},
-		claudetest.Reply(touchMade()),
-		claudetest.Reply(claudetest.Text("Could not.")))
-	dir := t.TempDir()
-	id := d.create(t, dir, "make the file")
+	d, _, dir, id := makeFileSession(t, &daemontest.Options{Broker: &permission.BrokerOptions{
+		WatchedTimeout: 3 * time.Second, UnwatchedTimeout: time.Hour}}, "Could not.")
 	live, wait := background(t, d.inv(), "attach", id)
 	reqID := d.permissionRequest(t, id)
 	start := time.Now()
@@ -439,12 +423,7 @@ func TestAttachWatchedRequestExpires(t *testing.T) {
 // user's words, not as the daemon's "decided first by context: unspecified".
 func TestAttachWithdrawnRequest(t *testing.T) {
 	t.Parallel()
-	d, _ := startDaemonModel(t, nil,
-		claudetest.Reply(touchMade()),
-		claudetest.Reply(claudetest.Text("Made it.")))
-	dir := t.TempDir()
-	id := d.create(t, dir, "make the file")
-
+	d, _, _, id := makeFileSession(t, nil, "Made it.")
 	_, stderr, done := attachTerminal(t, d, id)
 	waitFor(t, "the question", func() bool { return strings.Contains(stderr.String(), "Allow Bash") })
 	if o := claudectl(t, d.inv(), "interrupt", id); o.code != 0 {

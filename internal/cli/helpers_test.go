@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon/daemontest"
 )
 
 func TestMain(m *testing.M) {
@@ -74,6 +75,14 @@ func claudectl(t *testing.T, inv invocation, args ...string) outcome {
 // touchMade is the model asking to create made.txt with Bash.
 func touchMade() claudetest.Block {
 	return claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "create a file"})
+}
+
+// makeFileSession starts a daemon whose model asks to create made.txt with
+// Bash, then says reply, and a session in a new directory that prompts it.
+func makeFileSession(t *testing.T, opts *daemontest.Options, reply string) (d *testDaemon, model *claudetest.Server, dir, id string) {
+	d, model = startDaemonModel(t, opts, claudetest.Reply(touchMade()), claudetest.Reply(claudetest.Text(reply)))
+	dir = t.TempDir()
+	return d, model, dir, d.create(t, dir, "make the file")
 }
 
 // colorQuestion is the model asking which color, red or blue
