@@ -573,7 +573,11 @@ func TestInterruptWithdrawsPendingRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The withdrawal (the request's handler, its context cancelled) and
+	// the turn's result (the reader) are logged by two goroutines: either
+	// may come first.
 	var resolved *daemon.PermissionResolved
+	sawResult := false
 	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
 		if err != nil {
 			t.Fatal(err)
@@ -587,7 +591,8 @@ func TestInterruptWithdrawsPendingRequest(t *testing.T) {
 			resolved = new(daemon.PermissionResolved)
 			json.Unmarshal(ev.Raw, resolved)
 		}
-		if ev.Type == "result" {
+		sawResult = sawResult || ev.Type == "result"
+		if sawResult && resolved != nil {
 			break
 		}
 	}
