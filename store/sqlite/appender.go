@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,13 +58,10 @@ type appender struct {
 	// the writer off between two commits for a checkpoint (checkpointer).
 	cp *checkpointer
 
-	w      *sql.DB
-	insert *sql.Stmt // one chunk
-	lookup *sql.Stmt
-	// stmts are the statements of session updates and the usage ledger
-	// that run in the writer's transactions, prepared when the writer
-	// starts (outside a transaction: the writer has one connection).
-	stmts    map[string]*sql.Stmt
+	w *sql.DB // one connection, which the writer takes for each batch
+	// raw is the write connection's driver connection and the statements
+	// the writer keeps prepared on it (see rawConn).
+	raw      rawConn
 	maxBatch int
 	// sessions caches the committed state of the sessions appended to
 	// (their last seq and ledger snapshot), so a batch costs no query per
@@ -101,47 +99,30 @@ func newAppender(w *sql.DB, maxBatch int, h *store.HealthTracker, cp *checkpoint
 		Key:   func(r *appendRequest) string { return groupcommit.SessionKey(r.deleteSession, r.evs) },
 		Heavy: func(r *appendRequest) bool { return groupcommit.SessionHeavy(r.deleteSession, r.then != nil) },
 	})
-	var err error
-	if a.insert, err = w.PrepareContext(ctx, insertChunkSQL); err != nil {
-		return nil, err
-	}
-	// No row: no such session.
-	if a.lookup, err = w.PrepareContext(ctx, `SELECT pk, `+lastSeqSQL+` FROM sessions WHERE id = ?`); err != nil {
-		a.insert.Close()
-		return nil, err
-	}
 	if err := a.prepareKnown(ctx); err != nil {
-		a.insert.Close()
-		a.lookup.Close()
-		for _, st := range a.stmts {
-			st.Close()
-		}
+		a.closeRaw()
 		return nil, err
 	}
 	go a.run()
 	return a, nil
 }
 
-// cachedTx runs statements in tx, prepared once for the writer's life when
-// their text is one of the known ones (preparing costs more than running
-// a small statement).
+// cachedTx runs statements in the writer's transaction, on its
+// connection, prepared once for the writer's life (preparing costs more
+// than running a small statement; see rawConn).
 type cachedTx struct {
-	tx *sql.Tx
-	a  *appender
+	c *rawConn
+	a *appender
 }
 
-func (c cachedTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if st := c.a.stmts[q]; st != nil {
-		return c.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
-	}
-	return c.tx.QueryRowContext(ctx, q, args...)
+// QueryRow runs q and returns its first row (sql.ErrNoRows without one).
+func (c cachedTx) QueryRow(ctx context.Context, q string, args ...any) rawRow {
+	return c.c.queryRow(ctx, q, args...)
 }
 
-func (c cachedTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if st := c.a.stmts[q]; st != nil {
-		return c.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-	}
-	return c.tx.ExecContext(ctx, q, args...)
+// Exec runs q, which returns no rows.
+func (c cachedTx) Exec(ctx context.Context, q string, args ...any) (driver.Result, error) {
+	return c.c.exec(ctx, q, args...)
 }
 
 // current returns session id's state as the batch being written left it,
@@ -180,7 +161,7 @@ func (c cachedTx) sessionCumulative(ctx context.Context, id string) (store.Cumul
 func (c cachedTx) readCumulative(ctx context.Context, q string, args ...any) (_ store.Cumulative, found bool, _ error) {
 	var prev store.Cumulative
 	var prevJSON string
-	err := c.QueryRowContext(ctx, q, args...).Scan(&prevJSON)
+	err := c.QueryRow(ctx, q, args...).Scan(&prevJSON)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // the process's first turn (or no such session: the caller finds out)
 		return prev, false, nil
@@ -208,25 +189,29 @@ func (c cachedTx) noteCumulative(id string, process int64, cum store.Cumulative)
 	c.a.changed[id] = st
 }
 
-// prepareKnown prepares the statements cachedTx knows: the session
-// updates the daemon makes at every turn and the usage ledger's.
+// lookupSQL reads a session's pk and last seq (no row: no such session).
+const lookupSQL = `SELECT pk, ` + lastSeqSQL + ` FROM sessions WHERE id = ?`
+
+// prepareKnown prepares, when the writer starts, the statements of every
+// batch and those the daemon makes at every turn (session updates, the
+// usage ledger's), so that a mistake in one fails the store's Open; others
+// are prepared at their first run.
 func (a *appender) prepareKnown(ctx context.Context) error {
-	a.stmts = map[string]*sql.Stmt{}
 	status := store.StatusIdle
-	known := []string{
+	known := []string{sqlBegin, sqlCommit, sqlRollback, insertChunkSQL, lookupSQL,
 		first(updateSQL(store.SessionUpdate{Status: &status}, time.Time{}, "")),
 		first(updateSQL(store.SessionUpdate{Status: &status, Error: new(string)}, time.Time{}, "")),
 		first(updateSQL(store.SessionUpdate{ClaudeSessionID: new(string)}, time.Time{}, "")),
 	}
 	known = append(known, usageStatements()...)
-	for _, q := range known {
-		st, err := a.w.PrepareContext(ctx, q)
-		if err != nil {
-			return err
+	return a.withRaw(ctx, func(c *rawConn) error {
+		for _, q := range known {
+			if _, _, err := c.prepare(ctx, q); err != nil {
+				return fmt.Errorf("preparing %q: %w", q, err)
+			}
 		}
-		a.stmts[q] = st
-	}
-	return nil
+		return nil
+	})
 }
 
 func first[T, U any](t T, _ U) T { return t }
@@ -241,11 +226,7 @@ func (a *appender) submit(ctx context.Context, r *appendRequest) error { return 
 // and waits for it to exit.
 func (a *appender) close() {
 	a.q.Close()
-	a.insert.Close()
-	a.lookup.Close()
-	for _, st := range a.stmts {
-		st.Close()
-	}
+	a.closeRaw()
 }
 
 // run is the writer's goroutine. After each commit it yields its
@@ -343,13 +324,20 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 	// The batch is not the caller's to cancel: one caller giving up must
 	// not undo the others' events.
 	ctx := context.Background()
-	tx, err := a.w.BeginTx(ctx, nil)
-	if err != nil {
+	return a.withRaw(ctx, func(c *rawConn) error { return a.writeTx(ctx, c, live, failed, careful) })
+}
+
+// writeTx is write on the writer's connection.
+func (a *appender) writeTx(ctx context.Context, tx *rawConn, live []*appendRequest, failed []error, careful bool) error {
+	if err := tx.begin(ctx); err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	insert := tx.StmtContext(ctx, a.insert)
-	lookup := tx.StmtContext(ctx, a.lookup)
+	ended := false // committed, or rolled back by a failed commit
+	defer func() {
+		if !ended {
+			tx.rollback(ctx)
+		}
+	}()
 	// flush inserts the open chunks, or, without all, those full enough.
 	flush := func(all bool) error {
 		kept := a.open[:0]
@@ -358,7 +346,7 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 				kept = append(kept, c)
 				continue
 			}
-			if _, err := insert.ExecContext(ctx, c.PK, c.First, c.Last, c.Buf); err != nil {
+			if _, err := tx.exec(ctx, insertChunkSQL, c.PK, c.First, c.Last, c.Buf); err != nil {
 				a.dropChunks()
 				return err
 			}
@@ -379,7 +367,7 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			return st, nil
 		}
 		var st sessionState
-		switch err := lookup.QueryRowContext(ctx, id).Scan(&st.pk, &st.last); {
+		switch err := tx.queryRow(ctx, lookupSQL, id).Scan(&st.pk, &st.last); {
 		case errors.Is(err, sql.ErrNoRows):
 			st.pk = -1
 		case err != nil:
@@ -395,7 +383,7 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			if err := flush(true); err != nil { // the session's events go with it
 				return err
 			}
-			res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+			res, err := tx.exec(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 			if err != nil {
 				return err
 			}
@@ -477,7 +465,7 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			continue
 		}
 		saved := a.saveStates(r)
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT request`); err != nil {
+		if _, err := tx.exec(ctx, `SAVEPOINT request`); err != nil {
 			return err
 		}
 		err := one(i, r)
@@ -485,7 +473,7 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			if writeFailure(err) != "" {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO request`); err != nil {
+			if _, err := tx.exec(ctx, `ROLLBACK TO request`); err != nil {
 				return err
 			}
 			a.dropChunks() // what the request added and did not insert
@@ -496,7 +484,7 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 			}
 			failed[i] = fmt.Errorf("sqlite: append: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `RELEASE request`); err != nil {
+		if _, err := tx.exec(ctx, `RELEASE request`); err != nil {
 			return err
 		}
 	}
@@ -509,7 +497,8 @@ func (a *appender) write(live []*appendRequest, failed []error, careful bool) er
 	if err := raiseRelay(ctx, tx, live, failed, changed); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	ended = true
+	if err := tx.commit(ctx); err != nil {
 		return err
 	}
 	if len(a.sessions)+len(changed) > maxCachedSessions {
@@ -607,7 +596,7 @@ const maxCachedSessions = 1024
 // raiseRelay raises the relay counts of the sessions whose appended lines
 // went over a worker's relay (store.Event.RelayFrame), for the requests
 // of live that did not fail.
-func raiseRelay(ctx context.Context, tx *sql.Tx, live []*appendRequest, failed []error, changed map[string]sessionState) error {
+func raiseRelay(ctx context.Context, tx *rawConn, live []*appendRequest, failed []error, changed map[string]sessionState) error {
 	type counts struct{ received, sent int64 }
 	var frames map[int64]counts
 	for i, r := range live {
@@ -632,7 +621,7 @@ func raiseRelay(ctx context.Context, tx *sql.Tx, live []*appendRequest, failed [
 		}
 	}
 	for pk, c := range frames {
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET relay_received = MAX(relay_received, ?),
+		if _, err := tx.exec(ctx, `UPDATE sessions SET relay_received = MAX(relay_received, ?),
 			relay_sent = MAX(relay_sent, ?) WHERE pk = ?`, c.received, c.sent, pk); err != nil {
 			return err
 		}

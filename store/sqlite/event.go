@@ -104,9 +104,9 @@ func (db *DB) AppendUpdateAsync(ctx context.Context, done func(error), ev *store
 }
 
 // applyUpdate applies upd, made at t, to session id within a transaction.
-func applyUpdate(ctx context.Context, tx dbtx, id string, upd store.SessionUpdate, t time.Time) error {
+func applyUpdate(ctx context.Context, tx cachedTx, id string, upd store.SessionUpdate, t time.Time) error {
 	q, args := updateSQL(upd, t, id)
-	res, err := tx.ExecContext(ctx, q, args...)
+	res, err := tx.Exec(ctx, q, args...)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
 			err = store.ErrNotFound

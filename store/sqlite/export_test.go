@@ -41,7 +41,7 @@ func (db *DB) AppendExecAsync(ctx context.Context, done func(error), ev *store.E
 	return db.app.enqueue(ctx, &appendRequest{evs: []*store.Event{ev}, Base: groupcommit.Base{Notify: done},
 		then: func(ctx context.Context, tx cachedTx, _ int64) ([]*store.Event, error) {
 			for _, q := range qs {
-				if _, err := tx.ExecContext(ctx, q, ev.SessionID); err != nil {
+				if _, err := tx.Exec(ctx, q, ev.SessionID); err != nil {
 					return nil, err
 				}
 			}

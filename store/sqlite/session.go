@@ -148,14 +148,8 @@ func (db *DB) UpdateSession(ctx context.Context, id string, upd store.SessionUpd
 	return updateSession(ctx, db.w, id, upd)
 }
 
-// dbtx is a *sql.DB, a *sql.Tx or the event writer's statement cache.
-type dbtx interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // updateSession applies a validated upd through q.
-func updateSession(ctx context.Context, q dbtx, id string, upd store.SessionUpdate) (*store.Session, error) {
+func updateSession(ctx context.Context, q *sql.DB, id string, upd store.SessionUpdate) (*store.Session, error) {
 	query, args := updateSQL(upd, time.Now(), id)
 	s, err := scanSession(q.QueryRowContext(ctx, query+` RETURNING `+sessionColumns, args...))
 	if errors.Is(err, sql.ErrNoRows) {

@@ -107,7 +107,7 @@ func addUsage(ctx context.Context, tx cachedTx, in store.UsageInput, upd *store.
 	s := &store.Session{ID: in.SessionID}
 	t := &s.Totals
 	q, args := ledgerTotalsSQL(rec, upd, time.Now(), in.SessionID)
-	err = tx.QueryRowContext(ctx, q, args...).Scan(&t.Turns, &t.CostUSD, &t.InputTokens, &t.OutputTokens,
+	err = tx.QueryRow(ctx, q, args...).Scan(&t.Turns, &t.CostUSD, &t.InputTokens, &t.OutputTokens,
 		&t.CacheReadTokens, &t.CacheWriteTokens, &s.BudgetUSD)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, store.ErrNotFound
@@ -115,7 +115,7 @@ func addUsage(ctx context.Context, tx cachedTx, in store.UsageInput, upd *store.
 		return nil, nil, err
 	}
 	rec.Turn = t.Turns
-	_, err = tx.ExecContext(ctx, qUsageInsert,
+	_, err = tx.Exec(ctx, qUsageInsert,
 		rec.SessionID, rec.Turn, rec.Process, rec.EventSeq, rec.Time.UnixNano(), rec.Subtype, rec.IsError,
 		rec.DurationMS, rec.CostUSD, rec.InputTokens, rec.OutputTokens, rec.CacheReadTokens, rec.CacheWriteTokens,
 		string(models), string(cumulative))
