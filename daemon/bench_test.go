@@ -352,7 +352,11 @@ func (f *fleet) subscribe() {
 		logged := make([]int64, 0, (f.deltas+5)*f.b.N)
 		f.subs.Go(func() {
 			var mid []int64
-			defer func() { f.lats[i], f.logged[i], f.mid[i] = lat, logged, mid }()
+			var dump []lineTimes
+			if benchDump != "" {
+				dump = make([]lineTimes, 0, (f.deltas+5)*f.b.N)
+			}
+			defer func() { f.lats[i], f.logged[i], f.mid[i] = lat, logged, mid; f.dumpLines(dump) }()
 			report := func(err error) {
 				select {
 				case f.turns <- err:
@@ -379,6 +383,9 @@ func (f *fleet) subscribe() {
 					}
 					last = ev.Seq
 					if ns, ok := standinNS(ev.Raw); ok {
+						if dump != nil {
+							dump = append(dump, lineTimes{session: i, pos: pos, written: ns, appended: ev.Time.UnixNano(), received: now})
+						}
 						lat = append(lat, now-ns)
 						logged = append(logged, now-ev.Time.UnixNano())
 						if pos >= turnEdge && pos < f.deltas+5-turnEdge {
@@ -760,4 +767,41 @@ func (c *pacedConn) ReadLine() (claude.Line, error) {
 		time.Sleep(c.interval)
 	}
 	return l, err
+}
+
+// benchDump, from CLAUDECTL_BENCH_DUMP, is a file the 100-session
+// benchmarks write every timed line to, one per row: session index,
+// position of the stream event in its turn, and the times (UnixNano) the
+// stand-in wrote it, the daemon appended it and its subscriber received
+// it. For finding where a run's slow lines are; appended to, so that a
+// run of several sub-benchmarks keeps them all.
+var benchDump = os.Getenv("CLAUDECTL_BENCH_DUMP")
+
+type lineTimes struct {
+	session, pos                int
+	written, appended, received int64
+}
+
+var dumpMu sync.Mutex
+
+// dumpLines appends lines to benchDump.
+func (f *fleet) dumpLines(lines []lineTimes) {
+	if benchDump == "" || len(lines) == 0 {
+		return
+	}
+	var b []byte
+	for _, l := range lines {
+		b = fmt.Appendf(b, "%d %d %d %d %d\n", l.session, l.pos, l.written, l.appended, l.received)
+	}
+	dumpMu.Lock()
+	defer dumpMu.Unlock()
+	fh, err := os.OpenFile(benchDump, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		f.b.Error(err)
+		return
+	}
+	defer fh.Close()
+	if _, err := fh.Write(b); err != nil {
+		f.b.Error(err)
+	}
 }
