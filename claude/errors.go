@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrClosed is returned by calls on a session that has ended (closed by the
@@ -24,17 +25,35 @@ type ExitError struct {
 	Stderr    string // last part of stderr
 	// During reports what the session was doing, e.g. "mid-turn".
 	During string
+	// KeptRunning is set when the CLI closed its output (the end of the
+	// session for the protocol) but did not exit: the SDK then stopped it
+	// as Close does, and KeptRunning is how long it waited before the
+	// signal that ended it (GracePeriod, plus KillDelay if SIGTERM was
+	// not enough). Code or Signal is how the CLI then ended. Zero when
+	// the CLI exited on its own.
+	KeptRunning time.Duration
 }
 
 func (e *ExitError) Error() string {
 	var sb strings.Builder
 	sb.WriteString("claude: CLI ")
-	if e.Signal != "" {
+	switch {
+	case e.KeptRunning > 0:
+		sb.WriteString("closed its output")
+		if e.During != "" {
+			sb.WriteString(" " + e.During)
+		}
+		stopped := "stopped"
+		if e.Signal == "killed" {
+			stopped = "killed"
+		}
+		fmt.Fprintf(&sb, " but kept running; it was %s after %v", stopped, e.KeptRunning)
+	case e.Signal != "":
 		fmt.Fprintf(&sb, "was terminated by signal %s", e.Signal)
-	} else {
+	default:
 		fmt.Fprintf(&sb, "exited with code %d", e.Code)
 	}
-	if e.During != "" {
+	if e.During != "" && e.KeptRunning <= 0 {
 		sb.WriteString(" " + e.During)
 	}
 	if e.SessionID != "" {

@@ -51,3 +51,27 @@ func TestControlErrorOfExitHasOnePrefix(t *testing.T) {
 		t.Errorf("Initialize = %q, want one prefix, the request and the exit", msg)
 	}
 }
+
+// An ExitError says how the CLI ended: by itself, by a signal, or stopped
+// by the SDK after it closed its output and kept running.
+func TestExitErrorMessages(t *testing.T) {
+	for _, tc := range []struct {
+		err  claude.ExitError
+		want string
+	}{
+		{claude.ExitError{Code: 3, SessionID: "s", Stderr: "boom\n"},
+			"claude: CLI exited with code 3 (session s); stderr: boom"},
+		{claude.ExitError{Code: -1, Signal: "killed", During: "mid-turn"},
+			"claude: CLI was terminated by signal killed mid-turn; stderr was empty"},
+		{claude.ExitError{Code: -1, Signal: "terminated", KeptRunning: 5 * time.Second, SessionID: "s", Stderr: "bye"},
+			"claude: CLI closed its output but kept running; it was stopped after 5s (session s); stderr: bye"},
+		{claude.ExitError{Code: -1, Signal: "killed", KeptRunning: 10 * time.Second, During: "mid-turn"},
+			"claude: CLI closed its output mid-turn but kept running; it was killed after 10s; stderr was empty"},
+		{claude.ExitError{Code: 0, KeptRunning: 5 * time.Second}, // it caught SIGTERM and exited 0
+			"claude: CLI closed its output but kept running; it was stopped after 5s; stderr was empty"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("%+v:\n got %s\nwant %s", tc.err, got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -40,6 +41,35 @@ func runFakeCLI(mode string) int {
 	case "stubborn": // ignores stdin EOF and SIGTERM; only SIGKILL ends it
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stderr, "stubborn: ignoring SIGTERM")
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "closeout", "closeout-stubborn", "closeout-exit0", "closeout-exit4":
+		// Answers initialize, starts a child that holds none of its pipes,
+		// closes its stdout, then keeps running (closeout; -stubborn also
+		// ignores SIGTERM) or exits with code 0 or 4 (-exitN).
+		var m map[string]any
+		line, _ := bufio.NewReader(os.Stdin).ReadBytes('\n')
+		json.Unmarshal(line, &m)
+		w(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": m["request_id"], "response": map[string]any{"commands": []any{}}}})
+		w(map[string]any{"type": "system", "subtype": "init", "session_id": "s-closeout", "model": "m", "tools": []string{}, "cwd": "/"})
+		child := exec.Command("sleep", "1000")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "no child:", err)
+			return 2
+		}
+		fmt.Fprintf(os.Stderr, "child %d\n", child.Process.Pid)
+		if mode == "closeout-stubborn" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		os.Stdout.Close()
+		fmt.Fprintln(os.Stderr, "closed stdout")
+		switch mode {
+		case "closeout-exit0":
+			return 0
+		case "closeout-exit4":
+			return 4
+		}
 		for {
 			time.Sleep(time.Hour)
 		}

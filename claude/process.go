@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,13 @@ var (
 // signals; on Linux it is also killed if this process dies. Close ends
 // stdin, waits GracePeriod, sends SIGTERM, waits KillDelay, then sends
 // SIGKILL; a cancelled context skips the grace period.
+//
+// The end of the CLI's stdout (EOF, or a read error) is the end of the
+// session: a CLI that closes it but keeps running is stopped in the same
+// way without waiting for Close (stdin closed, GracePeriod, SIGTERM,
+// KillDelay, SIGKILL), and Wait reports an *ExitError whose KeptRunning
+// says so. A CLI that exits meanwhile, as the CLI does after its last
+// line, is reported as ever, with no delay.
 //
 // # No orphans
 //
@@ -71,7 +79,9 @@ var (
 type ProcessTransport struct {
 	// GracePeriod is how long Close waits for the CLI to exit on its own
 	// after its stdin is closed. Zero means 5s; a negative value means no
-	// grace period (SIGTERM at once).
+	// grace period (SIGTERM at once). It is also how long a CLI that
+	// closed its stdout may go on running; there, zero or negative means
+	// 5s, since a CLI closes its stdout just before it exits.
 	GracePeriod time.Duration
 	// KillDelay is how long to wait after SIGTERM before SIGKILL. Zero
 	// means 5s.
@@ -96,6 +106,10 @@ type ProcessTransport struct {
 	// starts; "" is SchedulingNormal. A program that supervises many CLIs
 	// stays responsive with SchedulingBatch.
 	Scheduling Scheduling
+
+	// stdoutNotProtocol is set by WebSocketTransport, whose CLI speaks
+	// over the WebSocket: the end of its stdout is not the session's.
+	stdoutNotProtocol bool
 }
 
 // A Scheduling is a CPU scheduling policy for the CLI's processes.
@@ -246,6 +260,8 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		stderr:       stderrR,
 		reader:       jsonl.NewReader(stdoutR, &jsonl.ReaderOptions{MaxLineBytes: c.MaxLineBytes, BufferSize: t.readBufferSize()}),
 		exited:       make(chan struct{}),
+		outEnd:       make(chan struct{}),
+		stopOnOutEnd: !t.stdoutNotProtocol,
 		stderrD:      make(chan struct{}),
 		stop:         make(chan struct{}),
 		wturn:        make(chan struct{}, 1),
@@ -271,7 +287,17 @@ type process struct {
 	exited  chan struct{} // closed when the child has been reaped
 	exitErr error         // set before exited is closed
 	stderrD chan struct{} // closed when stderr is drained
-	stop    chan struct{} // closed by Close: ends watch
+	stop    chan struct{} // closed when the teardown begins (closeOnce): ends watch
+
+	// outEnd is closed when ReadLine first fails (EOF, a read error):
+	// watch then stops a CLI that keeps running, if stopOnOutEnd.
+	outEnd       chan struct{}
+	outEndOnce   sync.Once
+	stopOnOutEnd bool
+	// keptRunning is set, before each signal, when the CLI is stopped
+	// because it kept running after its output ended: the time waited
+	// (see ExitError.KeptRunning). Read by wait once the child is reaped.
+	keptRunning atomic.Int64
 
 	// wturn holds a token while a line is being written to stdin.
 	wturn chan struct{}
@@ -292,6 +318,7 @@ type process struct {
 func (p *process) ReadLine() (Line, error) {
 	l, err := p.reader.Next()
 	if err != nil {
+		p.outEndOnce.Do(func() { close(p.outEnd) })
 		if errors.Is(err, os.ErrClosed) {
 			err = io.EOF
 		}
@@ -492,9 +519,9 @@ func (p *process) Close() error {
 		close(p.stop)
 		p.closeStdin() // never waits for a writer: its Write fails
 		if p.ctx.Err() != nil {
-			p.terminate(-1) // cancelled: SIGTERM now
+			p.terminate(-1, nil) // cancelled: SIGTERM now
 		} else {
-			p.terminate(p.grace)
+			p.terminate(p.grace, nil)
 		}
 	})
 	<-p.exited
@@ -514,12 +541,16 @@ func (p *process) Close() error {
 }
 
 // terminate waits up to grace (zero: the default, negative: none) for the
-// child to exit, then escalates.
-func (p *process) terminate(grace time.Duration) {
+// child to exit, then escalates; the session's ctx ending cuts the grace
+// period short. signalled, if not nil, is called before each signal with
+// the time waited so far.
+func (p *process) terminate(grace time.Duration, signalled func(waited time.Duration)) {
 	if grace == 0 {
 		grace = p.defaultGrace
 	}
+	var waited time.Duration
 	if grace > 0 {
+		start := time.Now()
 		t := time.NewTimer(grace)
 		select {
 		case <-p.exited:
@@ -527,7 +558,14 @@ func (p *process) terminate(grace time.Duration) {
 			p.killGroup()
 			return
 		case <-t.C:
+			waited = grace
+		case <-p.ctx.Done():
+			t.Stop()
+			waited = time.Since(start)
 		}
+	}
+	if signalled != nil {
+		signalled(waited)
 	}
 	p.signalGroup(syscall.SIGTERM)
 	kd := p.killDelay
@@ -536,10 +574,28 @@ func (p *process) terminate(grace time.Duration) {
 	case <-p.exited:
 		t.Stop()
 	case <-t.C:
+		if signalled != nil {
+			signalled(waited + kd)
+		}
 		p.signalGroup(syscall.SIGKILL)
 		<-p.exited
 	}
 	p.killGroup()
+}
+
+// stopAfterOutput ends a CLI whose output has ended, as Close does: its
+// input is closed, it is given the grace period to exit (as the CLI does
+// right after its last line), then it is signalled. A non-positive
+// GracePeriod means the default here: no CLI exits before its output ends.
+func (p *process) stopAfterOutput() {
+	p.closeStdin()
+	grace := p.grace
+	if grace <= 0 {
+		grace = p.defaultGrace
+	}
+	p.terminate(grace, func(waited time.Duration) {
+		p.keptRunning.Store(int64(max(waited, time.Nanosecond)))
+	})
 }
 
 // killGroup removes whatever the CLI left behind in its process group.
@@ -556,16 +612,27 @@ func (p *process) signalGroup(sig syscall.Signal) {
 	}
 }
 
-// watch tears the child down when the context ends.
+// watch tears the child down when the context ends, or when its output
+// has ended but it keeps running.
 func (p *process) watch(ctx context.Context) {
+	outEnd := p.outEnd
+	if !p.stopOnOutEnd {
+		outEnd = nil // never ready
+	}
 	select {
 	case <-ctx.Done():
 		p.closeOnce.Do(func() {
 			close(p.stop)
 			p.closeStdin()
-			p.terminate(-1) // no grace: SIGTERM now
+			p.terminate(-1, nil) // no grace: SIGTERM now
 		})
 		p.closeStdout()
+	case <-outEnd:
+		p.closeOnce.Do(func() {
+			close(p.stop)
+			p.stopAfterOutput()
+		})
+		p.closeStdout() // its reader is done
 	case <-p.stop:
 	case <-p.exited:
 	}
@@ -574,6 +641,8 @@ func (p *process) watch(ctx context.Context) {
 // wait reaps the child and records how it ended.
 func (p *process) wait() {
 	err := p.cmd.Wait()
+	// Read at once: a signal sent after this found the CLI already gone.
+	kept := time.Duration(p.keptRunning.Load())
 	// Whatever the CLI started goes with it, however it ended.
 	p.killGroup()
 	p.tree.kill()
@@ -582,7 +651,7 @@ func (p *process) wait() {
 	case <-p.stderrD:
 	case <-time.After(500 * time.Millisecond):
 	}
-	p.exitErr = p.exitError(err)
+	p.exitErr = p.exitError(err, kept)
 	close(p.exited)
 	// Nobody reads stdin any more (a leftover holding it open included):
 	// a write waiting on it fails now.
@@ -601,11 +670,17 @@ func (p *process) closeStdout() {
 	p.stdoutMu.Do(func() { p.stdout.Close() })
 }
 
-func (p *process) exitError(err error) error {
-	if err == nil {
+// exitError turns cmd.Wait's error into an *ExitError; keptRunning is
+// non-zero when the CLI was stopped because it outlived its output.
+func (p *process) exitError(err error, keptRunning time.Duration) error {
+	if err == nil && keptRunning == 0 {
 		return nil
 	}
-	ee := &ExitError{Code: -1, Stderr: p.StderrTail()}
+	ee := &ExitError{Code: -1, Stderr: p.StderrTail(), KeptRunning: keptRunning}
+	if err == nil { // it caught our SIGTERM and exited 0
+		ee.Code = 0
+		return ee
+	}
 	var xe *exec.ExitError
 	if errors.As(err, &xe) {
 		if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -474,7 +474,10 @@ func (s *Session) stopAbandonedTurn() {
 }
 
 // Done returns a channel closed when the CLI's output has ended and every
-// message has been decoded (they may still be unread).
+// message has been decoded (they may still be unread); when the output
+// ended cleanly, once the CLI has also exited. A CLI that closes its
+// output but keeps running is stopped after a grace period (see
+// [ProcessTransport]), and Err says so.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err returns why the session ended once Done is closed: nil for a clean

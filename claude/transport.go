@@ -45,7 +45,10 @@ type Line struct {
 // unblocks ReadLine and WriteLine.
 type Conn interface {
 	// ReadLine returns the next non-blank line the CLI wrote. It returns
-	// io.EOF when the CLI's output has ended.
+	// io.EOF when the CLI's output has ended. Once it has returned an
+	// error the session is over: the CLI must then be gone, or be made
+	// to go, within a bounded time, since the session waits for Wait
+	// ([ProcessTransport] stops a CLI that keeps running).
 	ReadLine() (Line, error)
 	// WriteLine writes one complete line, which ends in '\n'. It returns
 	// when ctx ends, written or not; a line it has begun must still reach

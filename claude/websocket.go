@@ -159,6 +159,7 @@ func (t *WebSocketTransport) Start(ctx context.Context, c *Command) (Conn, error
 		wc.grace = defaultGracePeriod
 	}
 	pt.GracePeriod = -1 // the grace period is ours: SIGTERM is the CLI's end of input
+	pt.stdoutNotProtocol = true
 	wc.srv = &http.Server{Handler: wc, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	wc.bg.Add(1)
 	go func() {
