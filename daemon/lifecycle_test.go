@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/daemontest"
@@ -702,4 +703,46 @@ func TestSendToFailedSessionAdvises(t *testing.T) {
 		t.Errorf("Send to a failed session that never began a conversation: %v; want the advice that applies (Resume says: %v)", err, rerr)
 	}
 	t.Logf("Send: %v", err)
+}
+
+// A CLI that closes its stdout but keeps running fails its session, with
+// the SDK's reason, once the grace period is over: it does not stay
+// running for ever.
+func TestCLIThatClosesItsOutputFails(t *testing.T) {
+	cli := filepath.Join(t.TempDir(), "claude")
+	script := `#!/bin/sh
+[ "$1" = --version ] && echo '2.1.330 (Claude Code)' && exit 0
+read -r line
+id=$(printf '%s' "$line" | sed -n 's/.*"request_id":"\([^"]*\)".*/\1/p')
+printf '{"type":"control_response","response":{"subtype":"success","request_id":"%s","response":{"commands":[]}}}\n' "$id"
+printf '{"type":"system","subtype":"init","session_id":"s-closeout","model":"m","tools":[],"cwd":"/"}\n'
+exec 1>&-
+echo "closed stdout" >&2
+exec sleep 1000
+`
+	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	td := daemontest.Start(t, &daemontest.Options{CLIPath: cli,
+		Transport: &claude.ProcessTransport{GracePeriod: 300 * time.Millisecond, KillDelay: 300 * time.Millisecond}})
+	d := td.D
+	s, err := d.Create(td.Ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, err := d.Session(td.Ctx, s.ID)
+	for ; err == nil && got.Status != store.StatusFailed; got, err = d.Session(td.Ctx, s.ID) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("session %s is still %s 20s after its CLI closed its output (a grace period of 300ms)", s.ID, got.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failed after %v: %s", time.Since(start).Round(time.Millisecond), got.Error)
+	if want := "CLI closed its output but kept running; it was stopped after 300ms"; !strings.Contains(got.Error, want) || !strings.Contains(got.Error, "closed stdout") {
+		t.Errorf("the session's error = %q, want %q and the stderr tail", got.Error, want)
+	}
 }
