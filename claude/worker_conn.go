@@ -304,14 +304,14 @@ func (rc *workerConn) exitError(x *relay.Exit) error {
 	switch {
 	case x.Error != "":
 		return &StartError{Path: "claude on worker " + rc.worker, Err: errors.New(x.Error)}
-	case x.Code == 0 && x.Signal == "":
+	case x.Code == 0 && x.Signal == "" && x.KeptRunningMS == 0:
 		return nil
 	}
 	stderr := x.Stderr
 	if stderr == "" {
 		stderr = rc.tail.String()
 	}
-	return &ExitError{Code: x.Code, Signal: x.Signal, Stderr: stderr}
+	return &ExitError{Code: x.Code, Signal: x.Signal, Stderr: stderr, KeptRunning: time.Duration(x.KeptRunningMS) * time.Millisecond}
 }
 
 // attach makes wl the session's link, dropping an older one.

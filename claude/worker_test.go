@@ -370,3 +370,48 @@ func TestWorkerLost(t *testing.T) {
 	stopWorker()
 	conn.Close()
 }
+
+// keptRunningCLI is a relay.Process whose stdout ends at once and that the
+// worker had to stop (it caught SIGTERM and exited 0).
+type keptRunningCLI struct{}
+
+func (keptRunningCLI) ReadLine() ([]byte, int64, error)        { return nil, 0, io.EOF }
+func (keptRunningCLI) WriteLine(context.Context, []byte) error { return nil }
+func (keptRunningCLI) CloseWrite() error                       { return nil }
+func (keptRunningCLI) Close() error                            { return nil }
+func (keptRunningCLI) Wait() *relay.Exit                       { return &relay.Exit{KeptRunningMS: 300, Stderr: "bye"} }
+
+// A CLI the worker stopped because it closed its stdout but kept running
+// is reported as such by the controller's Conn, not as a clean exit.
+func TestWorkerReportsCLIThatKeptRunning(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	l := &claude.WorkerListener{Token: "t", Logger: logger}
+	if err := l.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w := &relay.Worker{URL: l.URL(), Token: "t", Logger: logger,
+		Start: func(context.Context, *relay.Command, func(string)) (relay.Process, error) {
+			return keptRunningCLI{}, nil
+		}}
+	workerErr := make(chan error, 1)
+	go func() { workerErr <- w.Run(ctx) }()
+	conn, err := l.Start(ctx, &claude.Command{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ReadLine(); err != io.EOF {
+		t.Fatalf("ReadLine = %v, want io.EOF", err)
+	}
+	want := "claude: CLI closed its output but kept running; it was stopped after 300ms; stderr: bye"
+	var ee *claude.ExitError
+	if err := conn.Wait(); !errors.As(err, &ee) || ee.KeptRunning != 300*time.Millisecond || err.Error() != want {
+		t.Errorf("Wait = %v, want %s", err, want)
+	}
+	conn.Close()
+	if err := <-workerErr; err != nil {
+		t.Errorf("worker: %v", err)
+	}
+}

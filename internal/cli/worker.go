@@ -320,7 +320,8 @@ func (p *localCLI) Wait() *relay.Exit {
 	}
 	var ee *claude.ExitError
 	if errors.As(err, &ee) {
-		return &relay.Exit{Code: ee.Code, Signal: ee.Signal, Stderr: ee.Stderr}
+		kept := (ee.KeptRunning + time.Millisecond - 1).Milliseconds() // rounded up: not 0 when set
+		return &relay.Exit{Code: ee.Code, Signal: ee.Signal, Stderr: ee.Stderr, KeptRunningMS: kept}
 	}
 	return &relay.Exit{Code: -1, Error: err.Error(), Stderr: p.Conn.StderrTail()}
 }

@@ -70,7 +70,7 @@
 //	controller → close  stop the CLI: end stdin, grace period, SIGTERM, SIGKILL ("now":true skips the grace)
 //	worker → line       one line of the CLI's stdout ("orig" is its size before truncation, if cut)
 //	worker → stderr     one line of the CLI's stderr
-//	worker → exit       the CLI exited: code, signal, stderr tail; always the last frame
+//	worker → exit       the CLI exited: code, signal, stderr tail, kept_running_ms if it had to be stopped after closing its stdout; always the last frame
 //
 // Every header may carry "ack": the highest sequence number the sender has
 // consumed from the other side, in order; a bare {"type":"ack"} is sent when

@@ -98,6 +98,10 @@ type Exit struct {
 	Code   int    `json:"code"`             // exit code; -1 when killed by a signal
 	Signal string `json:"signal,omitempty"` // signal name when killed
 	Stderr string `json:"stderr,omitempty"` // the tail of stderr
+	// KeptRunningMS is set when the CLI closed its stdout but did not
+	// exit, and the worker stopped it after this many milliseconds
+	// (claude.ExitError.KeptRunning).
+	KeptRunningMS int64 `json:"kept_running_ms,omitempty"`
 	// Error is set when the CLI could not be started at all.
 	Error string `json:"error,omitempty"`
 }
