@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // DefaultMaxUnauthenticated is how many connections may be open at once
@@ -19,7 +22,8 @@ const DefaultMaxUnauthenticated = 256
 // descriptors and lock real clients out: a client's connection
 // authenticates with its first request, within milliseconds. Serve the
 // listener with a server from NewServer, which marks connections
-// authenticated.
+// authenticated, and ends an HTTP/2 connection that never carried the
+// token at its first refused request (see NewServer).
 func GuardListener(ln net.Listener, max int) net.Listener {
 	if max <= 0 {
 		max = DefaultMaxUnauthenticated
@@ -39,6 +43,12 @@ type guardConn struct {
 	net.Conn
 	l    *guardListener
 	elem *list.Element // in l.unauth while unauthenticated; guarded by l.mu
+
+	authed                atomic.Bool   // a request on it carried the token
+	refused               atomic.Bool   // a request on it was refused
+	hungUp                chan struct{} // closed by hangUp: Read then waits for Close
+	closed                chan struct{} // closed by Close
+	hangUpOnce, closeOnce sync.Once
 }
 
 func (l *guardListener) Accept() (net.Conn, error) {
@@ -46,7 +56,7 @@ func (l *guardListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	gc := &guardConn{Conn: c, l: l}
+	gc := &guardConn{Conn: c, l: l, hungUp: make(chan struct{}), closed: make(chan struct{})}
 	var evict *guardConn
 	l.mu.Lock()
 	gc.elem = l.unauth.PushBack(gc)
@@ -56,13 +66,19 @@ func (l *guardListener) Accept() (net.Conn, error) {
 	}
 	l.mu.Unlock()
 	if evict != nil {
-		evict.Conn.Close()
+		evict.Close()
 	}
 	return gc, nil
 }
 
-// authenticated takes c off the unauthenticated list.
+// authenticated marks c as having carried the token and takes it off the
+// unauthenticated list.
 func (c *guardConn) authenticated() {
+	c.authed.Store(true)
+	c.unlist()
+}
+
+func (c *guardConn) unlist() {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
 	if c.elem != nil {
@@ -71,8 +87,33 @@ func (c *guardConn) authenticated() {
 	}
 }
 
+// Read reads the connection until hangUp, and after it reads nothing: it
+// waits for Close.
+func (c *guardConn) Read(p []byte) (int, error) {
+	select {
+	case <-c.hungUp:
+		<-c.closed
+		return 0, net.ErrClosed
+	default:
+		return c.Conn.Read(p)
+	}
+}
+
+// hangUp stops reading c and closes it after grace: what the client sent
+// after a refused request is never read (on HTTP/2, the streams it opened
+// after are never started), and the answers written before the close have
+// grace to leave. A Read under way when hangUp is called ends as it would
+// have; none starts after.
+func (c *guardConn) hangUp(grace time.Duration) {
+	c.hangUpOnce.Do(func() {
+		close(c.hungUp)
+		time.AfterFunc(grace, func() { c.Close() })
+	})
+}
+
 func (c *guardConn) Close() error {
-	c.authenticated() // off the list either way
+	c.unlist() // off the list either way
+	c.closeOnce.Do(func() { close(c.closed) })
 	return c.Conn.Close()
 }
 
@@ -84,14 +125,38 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// markAuthenticated takes the connection of a request that carried the
-// token off the guard's list.
-func markAuthenticated(ctx context.Context) {
+// guardOf returns the guarded connection a request came on, or nil when
+// the server does not serve a GuardListener.
+func guardOf(ctx context.Context) *guardConn {
 	c, _ := ctx.Value(connKey{}).(net.Conn)
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
-	if gc, ok := c.(*guardConn); ok {
+	gc, _ := c.(*guardConn)
+	return gc
+}
+
+// markAuthenticated takes the connection of a request that carried the
+// token off the guard's list.
+func markAuthenticated(ctx context.Context) {
+	if gc := guardOf(ctx); gc != nil {
 		gc.authenticated()
 	}
+}
+
+// refusing marks the connection of r, a request being refused, and hangs
+// it up at once if it is an HTTP/2 connection that has not carried the
+// token (see hangUpRefused). It reports whether this is the connection's
+// first refusal, the one to log: a client can make one line per
+// connection, not one per stream.
+func refusing(r *http.Request) (first bool) {
+	c := guardOf(r.Context())
+	if c == nil {
+		return true
+	}
+	first = !c.refused.Swap(true)
+	if r.ProtoMajor >= 2 && !c.authed.Load() {
+		c.hangUp(hangUpGrace)
+	}
+	return first
 }

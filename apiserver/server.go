@@ -59,9 +59,18 @@ var ErrCleartext = errors.New("api: listening beyond loopback requires TLS (tls_
 // unencrypted HTTP/2 (h2c, for gRPC) through the standard library's
 // Protocols. A request whose Host names a host that is not allowed
 // (against DNS rebinding) or that comes from a browser page of another
-// origin is refused with 403, and the reason logged; with a token, a
-// request without it gets 401. An address that is not loopback is refused
-// without a token.
+// origin is refused with 403, and the reason logged (once per
+// connection); with a token, a request without it gets 401. An address
+// that is not loopback is refused without a token.
+//
+// A refused request ends its connection. HTTP/1.1 closes it after the
+// answer. On HTTP/2, served on a GuardListener, a connection that has not
+// carried the token is read no further after its first refusal and closed
+// hangUpGrace later: streams the client opened after it are never
+// started, and those read before it are answered 503 unless refused
+// themselves. A connection that has carried the token is shut down
+// gracefully instead (GOAWAY): its streams already open finish, so a
+// client's own mistake does not cut off its other calls.
 func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, error) {
 	var opts ServerOptions
 	if o != nil {
@@ -80,6 +89,7 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 		h = requireToken(h, opts.Token, opts.WorkerToken)
 	}
 	h = checkOrigin(h, addr, &opts)
+	h = hangUpRefused(h)
 	var p http.Protocols
 	p.SetHTTP1(true)
 	if opts.TLS != nil {
@@ -144,7 +154,8 @@ func requireToken(h http.Handler, token, workerToken string) http.Handler {
 			return
 		}
 		if !tokenIs(got, token) {
-			w.Header().Set("Connection", "close") // HTTP/1: no idle socket left to whoever lacks the token
+			refusing(r)                           // not logged: the client is told, and a stranger could fill the log
+			w.Header().Set("Connection", "close") // no idle socket left to whoever lacks the token
 			// Say nothing about the token: neither what came nor what was expected.
 			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 				w.Header().Set("Content-Type", "application/grpc")
@@ -160,6 +171,41 @@ func requireToken(h http.Handler, token, workerToken string) http.Handler {
 		}
 		markAuthenticated(r.Context())
 		h.ServeHTTP(w, r)
+	})
+}
+
+// hangUpGrace is how long an HTTP/2 connection hung up after a refusal
+// stays open, unread, so that the answers already written reach the
+// client before the close (which resets a connection with unread data).
+const hangUpGrace = 100 * time.Millisecond
+
+// hangUpRefused completes, for HTTP/2, what refusing does: a stream of a
+// connection already refused and not known to carry the token (read
+// before the hang-up took effect) is answered 503 without being looked
+// at, and a refusal by h itself (the worker listener's 401, which says
+// "Connection: close" as ours do) hangs the connection up too. net/http
+// alone turns "Connection: close" on HTTP/2 into a graceful GOAWAY that
+// still answers every stream already read, up to 250 a connection, each
+// 403 logged, and reads the connection for a second more. HTTP/1 needs
+// none of this: net/http closes the connection after the answer.
+func hangUpRefused(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := guardOf(r.Context())
+		if c == nil || r.ProtoMajor < 2 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if c.refused.Load() && !c.authed.Load() {
+			// A stream read before its connection was hung up, the client
+			// not known: nothing is served on a connection being closed.
+			c.hangUp(hangUpGrace)
+			http.Error(w, "claudectl: this connection is being closed: a request on it was refused", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+		if w.Header().Get("Connection") == "close" { // refused by h: the worker listener's 401
+			refusing(r)
+		}
 	})
 }
 
@@ -182,7 +228,9 @@ func checkOrigin(h http.Handler, addr string, o *ServerOptions) http.Handler {
 	// client sent through clip, and the path is clipped too: whoever sends
 	// them needs no token, and headers may be 64 KiB.
 	refuse := func(w http.ResponseWriter, r *http.Request, why, fix string) {
-		log.Warn("refused a request", "reason", why, "fix", fix, "remote", r.RemoteAddr, "path", clip(r.URL.Path))
+		if refusing(r) {
+			log.Warn("refused a request", "reason", why, "fix", fix, "remote", r.RemoteAddr, "path", clip(r.URL.Path))
+		}
 		w.Header().Set("Connection", "close") // as for a 401: no socket left open to a refused client
 		http.Error(w, "claudectl: "+why, http.StatusForbidden)
 	}
