@@ -178,7 +178,7 @@ func guarded(t *testing.T, h http.Handler, logs io.Writer) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := apiserver.GuardListener(inner, 0)
+	ln := apiserver.GuardListener(inner, nil)
 	served := make(chan struct{})
 	go func() { defer close(served); hs.Serve(ln) }()
 	t.Cleanup(func() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -98,4 +99,45 @@ func TestJSONLogsTellASessionsLife(t *testing.T) {
 	if rec := byMsg["CLI exited"]; rec != nil && rec["exit_code"] == nil && rec["signal"] == nil {
 		t.Errorf("CLI exited without its exit code or signal: %v", rec)
 	}
+}
+
+// The daemon's log says when connections without the token are closed for
+// going over daemon.max_unauthenticated_connections, in its format.
+func TestEvictionsInTheDaemonsLog(t *testing.T) {
+	var logs lockedBuffer
+	srv, err := serve.Start(context.Background(), &serve.Settings{CLI: claudetest.CLIPath(t), Listen: "127.0.0.1:0",
+		DataDir: t.TempDir(), LogFormat: "json", MaxUnauthenticated: 2},
+		&serve.Options{Stderr: &logs, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for range 3 { // idle: no request, no token
+		c, err := net.Dial("tcp", srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "closed connections") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "closed connections") {
+			var rec struct {
+				Level, Fix string
+				Closed     int
+				Limit      int
+			}
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("not a line of the JSON logger: %q: %v", line, err)
+			}
+			if rec.Level != "WARN" || rec.Closed != 1 || rec.Limit != 2 || !strings.Contains(rec.Fix, "daemon.max_unauthenticated_connections") {
+				t.Errorf("%s; want Warn, closed 1, limit 2, naming the setting", line)
+			}
+			return
+		}
+	}
+	t.Errorf("no line of the connection closed over the limit:\n%s", logs.String())
 }

@@ -229,7 +229,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
-	ln = apiserver.GuardListener(ln, 0)
+	ln = apiserver.GuardListener(ln, &apiserver.GuardOptions{Max: s.MaxUnauthenticated, Logger: log})
 	srv.Addr = ln.Addr().String()
 	srv.lock.record(srv.Addr)
 	srv.srv = hs
@@ -271,7 +271,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		"subscriber_buffer", s.SubscriberBuffer, "watched_timeout", s.WatchedTimeout,
 		"unwatched_timeout", s.UnwatchedTimeout, "token", s.Token != "",
 		"idle_timeout", s.IdleTimeout, "max_running", s.MaxRunning, "cli_scheduling", cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
-		"max_streams", cmp.Or(s.MaxStreams, apiserver.DefaultMaxStreams))
+		"max_streams", cmp.Or(s.MaxStreams, apiserver.DefaultMaxStreams),
+		"max_unauthenticated_connections", cmp.Or(s.MaxUnauthenticated, apiserver.DefaultMaxUnauthenticated))
 	return srv, nil
 }
 

@@ -54,6 +54,10 @@ type Settings struct {
 	FullSync         bool
 	SubscriberBuffer int // 0: default (8192)
 	MaxStreams       int // 0: default (apiserver.DefaultMaxStreams)
+	// MaxUnauthenticated is how many connections may be open that have
+	// not made a request with the token (apiserver.GuardOptions.Max); 0
+	// means apiserver.DefaultMaxUnauthenticated.
+	MaxUnauthenticated int
 
 	WatchedTimeout   time.Duration
 	UnwatchedTimeout time.Duration
@@ -284,6 +288,14 @@ var configKeys = []configKey{
 		c.MaxStreams = n
 		return nil
 	}},
+	{"daemon.max_unauthenticated_connections", fmt.Sprintf("a whole number of connections from 1 to %d (default %d)", MaxUnauthenticated, apiserver.DefaultMaxUnauthenticated), func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || n < 1 || n > MaxUnauthenticated {
+			return errBadValue
+		}
+		c.MaxUnauthenticated = n
+		return nil
+	}},
 	{"permissions.watched_timeout", `a duration > 0 such as "90s", "5m" or "1h30m" (default "5m")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
 		c.WatchedTimeout, err = jsonDuration(raw)
 		return err
@@ -428,6 +440,11 @@ const DefaultCLIScheduling = claude.SchedulingBatch
 
 // MaxStreams bounds daemon.max_streams: an open stream costs about 50 KB.
 const MaxStreams = 1 << 20
+
+// MaxUnauthenticated bounds daemon.max_unauthenticated_connections: each
+// such connection holds a file descriptor, and a limit past the process's
+// would let strangers use them up before it closes any.
+const MaxUnauthenticated = 1 << 16
 
 // MaxSubscriberBuffer bounds daemon.subscriber_buffer: every subscriber
 // gets a channel of that many events.
@@ -837,6 +854,10 @@ const Usage = `Settings file:
                                  (default 8192)
   daemon.max_streams             subscriptions and watches served at once; one more
                                  is refused (default 4096)
+  daemon.max_unauthenticated_connections
+                                 connections open at once that have made no request
+                                 with the token yet; one more closes the oldest, and
+                                 a warning is logged (default 256)
   permissions.watched_timeout    how long a permission request waits while someone
                                  watches its session (default "5m")
   permissions.unwatched_timeout  how long it waits while nobody does (default "24h")

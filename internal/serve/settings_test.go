@@ -35,12 +35,12 @@ func TestConfigParse(t *testing.T) {
 			"token_file": "~/secret/token",
 			"env": {"A": "1", "B": ""},
 			"log_level": "debug",
-			"daemon": {"max_payload_bytes": 2048, "full_sync": true, "subscriber_buffer": 16, "max_streams": 100},
+			"daemon": {"max_payload_bytes": 2048, "full_sync": true, "subscriber_buffer": 16, "max_streams": 100, "max_unauthenticated_connections": 1000},
 			"permissions": {"watched_timeout": "90s", "unwatched_timeout": "1h30m"}
 		}`, Settings{
 			Listen: "127.0.0.1:9000", DataDir: "/etc/cc/data", CLI: "/opt/claude/bin/claude",
 			TokenFile: "/home/u/secret/token", Env: map[string]string{"A": "1", "B": ""},
-			LogLevel: slog.LevelDebug, MaxPayloadBytes: 2048, FullSync: true, SubscriberBuffer: 16, MaxStreams: 100,
+			LogLevel: slog.LevelDebug, MaxPayloadBytes: 2048, FullSync: true, SubscriberBuffer: 16, MaxStreams: 100, MaxUnauthenticated: 1000,
 			WatchedTimeout: 90 * time.Second, UnwatchedTimeout: 90 * time.Minute,
 		}},
 		{"dotted keys", `{"daemon.full_sync": true, "permissions.watched_timeout": "1m", "daemon.max_payload_bytes": -1}`,
@@ -107,6 +107,7 @@ func TestConfigErrors(t *testing.T) {
 		{"full_sync", "{\n\"daemon\": {\"full_sync\": \"yes\"}}", `settings.json:2:25: invalid value "yes" for daemon.full_sync: must be true or false`},
 		{"subscriber_buffer", `{"daemon": {"subscriber_buffer": 0}}`, `invalid value 0 for daemon.subscriber_buffer: must be a whole number of events from 1 to 1048576`},
 		{"max_streams", `{"daemon": {"max_streams": 0}}`, `invalid value 0 for daemon.max_streams: must be a whole number of streams from 1 to 1048576 (default 4096)`},
+		{"max_unauthenticated_connections", `{"daemon": {"max_unauthenticated_connections": 100000}}`, `invalid value 100000 for daemon.max_unauthenticated_connections: must be a whole number of connections from 1 to 65536 (default 256)`},
 		{"duration number", `{"permissions": {"watched_timeout": 300}}`, `settings.json:1:37: invalid value 300 for permissions.watched_timeout: must be a duration > 0 such as "90s", "5m" or "1h30m"`},
 		{"duration unit", `{"permissions": {"unwatched_timeout": "1d"}}`, `invalid value "1d" for permissions.unwatched_timeout: must be a duration > 0 such as "30m", "24h" or "72h"`},
 		{"duration zero", `{"permissions": {"watched_timeout": "0s"}}`, `invalid value "0s" for permissions.watched_timeout`},
