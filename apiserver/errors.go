@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -97,3 +99,116 @@ func required(field, value string) error {
 	}
 	return nil
 }
+
+// internalNames are the packages whose names start the daemon's error
+// messages and the parts they wrap, as Go's errors do ("daemon: creating
+// session: sqlite: append: …"): its log keeps them, a client has no use
+// for them.
+var internalNames = []string{"daemon", "store", "sqlite", "postgres", "permission", "claude", "relay", "jsonl", "apiserver", "api"}
+
+// ClientMessage returns an error message of the daemon's in its client's
+// words: without the names of internal packages at its start and at the
+// start of each part after ": " or a line break. Quoted values (as %q
+// writes them) are left whole, whatever they hold. The API says every
+// error this way; clients may apply it to messages of older daemons and
+// of events.
+func ClientMessage(msg string) string {
+	var b strings.Builder
+	quoted, partStart := false, true
+	for i := 0; i < len(msg); {
+		if partStart && !quoted {
+			if n := internalPrefix(msg[i:]); n > 0 {
+				i += n
+				continue
+			}
+			partStart = false
+		}
+		c := msg[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(msg): // an escape: the next byte is not a quote
+			b.WriteString(msg[i : i+2])
+			i += 2
+			continue
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == '\n':
+			partStart = true
+		case !quoted && strings.HasPrefix(msg[i:], ": "):
+			b.WriteString(": ")
+			i += 2
+			partStart = true
+			continue
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return b.String()
+}
+
+// internalPrefix returns the length of the "name: " that s starts with, if
+// name is one of internalNames, else 0.
+func internalPrefix(s string) int {
+	for _, name := range internalNames {
+		if len(s) > len(name)+1 && s[:len(name)] == name && s[len(name):len(name)+2] == ": " {
+			return len(name) + 2
+		}
+	}
+	return 0
+}
+
+// clientWords is the interceptor that says every RPC's error in its
+// client's words (ClientMessage), whichever handler or layer made it: the
+// daemon's messages name its packages ("daemon: no session …"), which its
+// log keeps and a client needs not.
+type clientWords struct{}
+
+func (clientWords) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		return res, inClientWords(err)
+	}
+}
+
+func (clientWords) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (clientWords) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return inClientWords(next(ctx, conn))
+	}
+}
+
+// inClientWords returns err with its message in ClientMessage's words; its
+// code, details and metadata, and the errors it wraps, are kept.
+func inClientWords(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		if msg := ClientMessage(err.Error()); msg != err.Error() {
+			return &reworded{msg: msg, err: err}
+		}
+		return err
+	}
+	msg := ClientMessage(ce.Message())
+	if msg == ce.Message() {
+		return err
+	}
+	out := connect.NewError(ce.Code(), &reworded{msg: msg, err: ce.Unwrap()})
+	for _, d := range ce.Details() {
+		out.AddDetail(d)
+	}
+	maps.Copy(out.Meta(), ce.Meta())
+	return out
+}
+
+// reworded is err said as msg.
+type reworded struct {
+	msg string
+	err error
+}
+
+func (e *reworded) Error() string { return e.msg }
+func (e *reworded) Unwrap() error { return e.err }

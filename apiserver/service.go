@@ -90,7 +90,7 @@ func NewHandler(s *Service) http.Handler {
 		limit.max = DefaultMaxStreams
 	}
 	opts := connect.WithHandlerOptions(connect.WithReadMaxBytes(MaxRequestBytes), limitedGzip(MaxRequestBytes), jsonCodecs(),
-		connect.WithInterceptors(limit))
+		connect.WithInterceptors(clientWords{}, limit))
 	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, opts))
