@@ -296,16 +296,19 @@ var listHint = map[string]string{
 }
 
 // layerPrefix matches the names of internal layers that start the
-// daemon's messages: "daemon: ", "permission: ", "sqlite: GetSession X: ".
+// messages of older daemons: "daemon: ", "permission: ", "sqlite:
+// GetSession X: " (the store's call too).
 var layerPrefix = regexp.MustCompile(`^(daemon|permission|store|claude|apiserver): |^sqlite: [A-Za-z]+( [^:]+)?: `)
 
-// userMessage is a message of the daemon's (or the SDK's) without the
-// names of its internal layers and API methods.
+// userMessage is a message of the daemon's (or the SDK's, or an event's)
+// without the names of its internal layers and API methods: the API's own
+// rule (apiserver.ClientMessage, which the daemon applies to its errors
+// since), and the store's calls that older daemons named.
 func userMessage(msg string) string {
 	for {
 		loc := layerPrefix.FindStringIndex(msg)
 		if loc == nil || loc[1] >= len(msg) {
-			return plainWords.Replace(msg)
+			return plainWords.Replace(apiserver.ClientMessage(msg))
 		}
 		msg = msg[loc[1]:]
 	}

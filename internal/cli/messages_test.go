@@ -18,6 +18,8 @@ func TestUserMessage(t *testing.T) {
 		"plain words": "plain words",
 		"daemon: session X is idle: it has no CLI process; ResumeSession (claudectl resume) starts one": "session X is idle: it has no CLI process; claudectl resume starts one",
 		"claude: CLI exited with code 3 mid-turn (session X); stderr: boom":                             "Claude Code exited with code 3 during the turn (session X); stderr: boom",
+		"daemon: creating session: sqlite: append: disk I/O error":                                      "creating session: append: disk I/O error",
+		`daemon: invalid options.model "daemon: x": bad`:                                                `invalid options.model "daemon: x": bad`,
 	} {
 		if got := userMessage(in); got != want {
 			t.Errorf("userMessage(%q) = %q, want %q", in, got, want)
@@ -100,6 +102,30 @@ func TestHelpPlaceholders(t *testing.T) {
 			if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[0], "--") && f[1] == "value" {
 				t.Errorf("%s -h: %q", c.Name(), l)
 			}
+		}
+	}
+}
+
+// TestUnknownSessionSaidAlike: every command that takes a session id says
+// the same of one the daemon does not know, in the user's words (send
+// said "sending to session X: no session "X" (…)", rules add "adding the
+// rule: …").
+func TestUnknownSessionSaidAlike(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, args := range [][]string{
+		{"send", "no-such-session", "hello"},
+		{"resume", "no-such-session"},
+		{"fork", "no-such-session"},
+		{"close", "no-such-session"},
+		{"interrupt", "no-such-session"},
+		{"attach", "no-such-session"},
+		{"pending", "--session", "no-such-session"},
+		{"rules", "add", "Bash(ls:*)", "allow", "--session", "no-such-session"},
+	} {
+		o := claudectl(t, d.inv(), args...)
+		if want := "claudectl " + args[0] + ": no session no-such-session (claudectl sessions lists them)\n"; o.code != ExitFailure || o.stderr != want {
+			t.Errorf("%v: exit %d, stderr %q; want %d, %q", args, o.code, o.stderr, ExitFailure, want)
 		}
 	}
 }

@@ -143,6 +143,9 @@ func rulesAdd(rest []string, project, session string) (rulesCall, error) {
 				// The daemon judges the pattern: a bad one is bad usage.
 				return usagef("%s", userMessage(ce.Message()))
 			}
+			if session != "" && connect.CodeOf(err) == connect.CodeNotFound {
+				return noSession(session)
+			}
 			return dc.explain(err, "adding the rule")
 		}
 		r := res.Msg.Rule

@@ -57,6 +57,9 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 	}
 	_, err = dc.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: text}))
 	if err != nil {
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return noSession(id) // as resume, close, attach… say it
+		}
 		return dc.explain(err, fmt.Sprintf("sending to session %s", id))
 	}
 	fmt.Fprintf(env.Stdout, "Sent to session %s.\n", id)

@@ -37,7 +37,7 @@ func TestClientSessionsAndSend(t *testing.T) {
 	}
 
 	o = claudectl(t, d.inv(), "send", "no-such-session", "hello")
-	if o.code != 1 || o.stderr != "claudectl send: sending to session no-such-session: no session \"no-such-session\" (claudectl sessions lists them)\n" {
+	if o.code != 1 || o.stderr != "claudectl send: no session no-such-session (claudectl sessions lists them)\n" {
 		t.Errorf("send to unknown id: exit %d, stderr %q; want 1 and not found", o.code, o.stderr)
 	}
 
