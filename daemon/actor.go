@@ -731,16 +731,27 @@ func (a *actor) status(ctx context.Context, st store.SessionStatus, detail strin
 // goroutine; it is cancelled when the session closes.
 func (a *actor) call(ctx context.Context, fn func(context.Context, *claude.Session) error) error {
 	if a.ended() {
-		return fmt.Errorf("%w: session %s ended", ErrNotRunning, a.id)
+		return a.storeCause(fmt.Errorf("%w: session %s ended", ErrNotRunning, a.id))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(a.ctx, cancel)()
 	err := fn(ctx, a.sess)
 	if err != nil && a.ctx.Err() != nil {
-		return fmt.Errorf("%w: session %s closed: %w", ErrNotRunning, a.id, err)
+		err = fmt.Errorf("%w: session %s closed: %w", ErrNotRunning, a.id, err)
 	}
-	return err
+	return a.storeCause(err)
+}
+
+// storeCause returns err, a call's failure, as the store's when the
+// session is being stopped because its events could not be stored: the
+// call then failed for that, whatever the SDK saw first (the session's
+// end, a cancelled write), and the client is told so (Unavailable).
+func (a *actor) storeCause(err error) error {
+	if err == nil || !a.storeFailed.Load() || errors.Is(err, store.ErrWriteFailed) {
+		return err
+	}
+	return fmt.Errorf("%w: session %s was stopped: %s (%w)", store.ErrWriteFailed, a.id, a.d.lostReason(a.id), err)
 }
 
 // errSuspending: the session's CLI is being suspended (or has just
