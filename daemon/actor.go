@@ -710,14 +710,6 @@ func (a *actor) stop(ctx context.Context, reason string) {
 // commit. Waiting is stored as running (see store.StatusWaiting); failed
 // stores detail as the session's error.
 func (a *actor) status(ctx context.Context, st store.SessionStatus, detail string) {
-	a.setStatus(ctx, st, detail, true)
-}
-
-// setStatus is status, waiting for the commit or not: a status queued
-// without waiting still commits before anything the session queues after
-// it (the store's writer keeps each session's order), and a failure is
-// logged and, for a store that cannot write, stops the session as any.
-func (a *actor) setStatus(ctx context.Context, st store.SessionStatus, detail string, wait bool) {
 	stored := st
 	if st == store.StatusWaiting {
 		stored = store.StatusRunning
@@ -728,9 +720,9 @@ func (a *actor) setStatus(ctx context.Context, st store.SessionStatus, detail st
 	}
 	ev, err := a.daemonEvent(&StatusChange{Status: st, Detail: detail})
 	if err == nil {
-		err = a.record(ctx, ev, &store.SessionUpdate{Status: &stored, Error: errText}, wait)
+		err = a.record(ctx, ev, &store.SessionUpdate{Status: &stored, Error: errText}, true)
 	}
-	if err != nil && wait { // without wait, record logged it
+	if err != nil {
 		a.d.log.Error("updating status", "session", a.id, "status", st, "err", err)
 	}
 }
@@ -778,10 +770,7 @@ func (a *actor) send(ctx context.Context, text string) error {
 		}
 		a.inflight.Add(1)
 		a.idleSince.Store(0)
-		// Not waited for: the prompt, logged next, commits after it, and
-		// is refused if the store fails. A turn's start waits for one
-		// commit, not two.
-		a.setStatus(ctx, store.StatusRunning, "", false)
+		a.status(ctx, store.StatusRunning, "")
 	})
 	switch {
 	case suspending:
