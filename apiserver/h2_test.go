@@ -178,16 +178,7 @@ func guarded(t *testing.T, h http.Handler, logs io.Writer) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := apiserver.GuardListener(inner, nil)
-	served := make(chan struct{})
-	go func() { defer close(served); hs.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-		<-served
-	})
-	return ln.Addr().String()
+	return serveOn(t, hs, apiserver.GuardListener(inner, nil))
 }
 
 // floodHandler counts the requests it serves, and refuses /v1/worker as

@@ -48,6 +48,11 @@ func serve(t *testing.T, hs *http.Server) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, hs, ln)
+}
+
+// serveOn serves hs on ln until the test ends, and returns ln's address.
+func serveOn(t *testing.T, hs *http.Server, ln net.Listener) string {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

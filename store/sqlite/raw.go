@@ -21,8 +21,8 @@ import (
 // transactions a second and never cancels one: at the end of a hundred
 // turns, its goroutines were the most numerous in the daemon, each one
 // woken by its commit, ahead of the subscribers that commit had woken.
-// BenchmarkTurnEdge/result, paired: 150-210 us a turn's end before, less
-// than two thirds of it without (see the commit that made this).
+// BenchmarkTurnEdge/result, 100 turn ends, three pairs on a loaded
+// machine: 15.4/15.2/29.3 ms before, 11.7/14.7/19.6 ms after.
 //
 // Only the writer's goroutine uses a rawConn, inside sql.Conn.Raw, which
 // holds the connection for it.
