@@ -392,7 +392,8 @@ func TestWorkerReportsCLIThatKeptRunning(t *testing.T) {
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	w := &relay.Worker{URL: l.URL(), Token: "t", Logger: logger,
+	workerLogs := &logBuffer{}
+	w := &relay.Worker{URL: l.URL(), Token: "t", Logger: slog.New(slog.NewTextHandler(io.MultiWriter(workerLogs, testWriter{t}), nil)),
 		Start: func(context.Context, *relay.Command, func(string)) (relay.Process, error) {
 			return keptRunningCLI{}, nil
 		}}
@@ -413,5 +414,9 @@ func TestWorkerReportsCLIThatKeptRunning(t *testing.T) {
 	conn.Close()
 	if err := <-workerErr; err != nil {
 		t.Errorf("worker: %v", err)
+	}
+	// The worker's own log says so too, not that the CLI just exited.
+	if logs := workerLogs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "the CLI closed its output but kept running; it was stopped") || !strings.Contains(logs, "after=300ms") {
+		t.Errorf("worker's log:\n%s\nwant a warning that the CLI kept running after closing its output, stopped after 300ms", logs)
 	}
 }

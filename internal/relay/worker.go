@@ -511,6 +511,11 @@ func (w *Worker) pushExit(ctx context.Context, x *Exit) {
 	}
 	w.exitSeq.Store(seq)
 	close(w.exitSent)
+	if x.KeptRunningMS > 0 {
+		w.logger().Warn("claudectl worker: the CLI closed its output but kept running; it was stopped", "session", w.sid,
+			"after", time.Duration(x.KeptRunningMS)*time.Millisecond, "code", x.Code, "signal", x.Signal, "error", x.Error)
+		return
+	}
 	w.logger().Info("claudectl worker: the CLI exited", "session", w.sid, "code", x.Code, "signal", x.Signal, "error", x.Error)
 }
 
