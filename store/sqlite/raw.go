@@ -259,6 +259,9 @@ func (a *appender) withRaw(ctx context.Context, fn func(c *rawConn) error) error
 			a.raw = rawConn{ci: dc, stmts: make(map[string]driver.Stmt)}
 		}
 		ferr = fn(&a.raw)
+		if errors.Is(ferr, driver.ErrBadConn) {
+			return ferr // database/sql drops the connection; the next batch gets a new one
+		}
 		return nil
 	})
 	if err != nil {
