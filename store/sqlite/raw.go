@@ -119,12 +119,7 @@ func (c *rawConn) queryRow(ctx context.Context, q string, args ...any) rawRow {
 	case err != nil:
 		return rawRow{err: err}
 	}
-	for i, v := range vals {
-		if b, ok := v.([]byte); ok { // the driver's buffer: ours once copied
-			vals[i] = append([]byte(nil), b...)
-		}
-	}
-	return rawRow{vals: vals}
+	return rawRow{vals: vals} // the driver copies a row's bytes out of SQLite's memory
 }
 
 // A rawRow is a row read by queryRow, or the error reading it.
@@ -134,8 +129,7 @@ type rawRow struct {
 }
 
 // Scan copies the row's columns into dest, as sql.Row.Scan does for the
-// types the writer reads: integers, floats, strings, byte slices and
-// booleans, or an sql.Scanner.
+// types the writer reads: integers, floats and strings.
 func (r rawRow) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
@@ -152,18 +146,10 @@ func (r rawRow) Scan(dest ...any) error {
 }
 
 func scanValue(dest any, v driver.Value) error {
-	if s, ok := dest.(sql.Scanner); ok {
-		return s.Scan(v)
-	}
 	switch d := dest.(type) {
 	case *int64:
 		if n, ok := v.(int64); ok {
 			*d = n
-			return nil
-		}
-	case *int:
-		if n, ok := v.(int64); ok {
-			*d = int(n)
 			return nil
 		}
 	case *float64:
@@ -176,33 +162,12 @@ func scanValue(dest any, v driver.Value) error {
 			return nil
 		}
 	case *string:
-		switch s := v.(type) {
+		switch t := v.(type) {
 		case string:
-			*d = s
+			*d = t
 			return nil
 		case []byte:
-			*d = string(s)
-			return nil
-		}
-	case *[]byte:
-		switch s := v.(type) {
-		case []byte:
-			*d = s
-			return nil
-		case string:
-			*d = []byte(s)
-			return nil
-		case nil:
-			*d = nil
-			return nil
-		}
-	case *bool:
-		switch n := v.(type) {
-		case int64:
-			*d = n != 0
-			return nil
-		case bool:
-			*d = n
+			*d = string(t)
 			return nil
 		}
 	}
