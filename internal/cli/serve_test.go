@@ -340,6 +340,8 @@ func TestServeClientsNotice(t *testing.T) {
 			}
 			getenv := map[string]string{"XDG_CONFIG_HOME": xdg, "XDG_DATA_HOME": t.TempDir(), "HOME": t.TempDir()}
 			s := startServe(t, getenv, args...)
+			// The notice follows the "serving" log line startServe waits for.
+			waitFor(t, "the Clients: line", func() bool { return clients.MatchString(s.stderr.String()) })
 			m := clients.FindStringSubmatch(s.stderr.String())
 			if m == nil {
 				t.Fatalf("no Clients: line in\n%s", s.stderr.String())
