@@ -123,6 +123,8 @@ type Decision struct {
 
 // Decide settles a pending request. It returns the decision as the audit
 // trail stores it (without the input), and the rules an "always" stored.
+// An "always" that does not take effect (an error, or another decision
+// first) leaves none of the rules it created.
 // Errors: permission.ErrNotPending, a *permission.ResolvedError
 // (errors.Is permission.ErrAlreadyResolved), permission.ErrInvalidDecision,
 // *InvalidArgumentError: a message with an allow (only a denial tells the
@@ -187,27 +189,62 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*
 	default:
 		res = claude.Allow()
 	}
-	var stored []*store.Rule
+	var stored, created []*store.Rule
+	// undo removes the rules this decision created when it does not take
+	// effect: an "always" that failed leaves no rule nobody agreed to.
+	undo := func() {
+		for _, r := range created {
+			if err := d.RemoveRule(context.WithoutCancel(ctx), r.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				d.log.Error("removing a rule of an always that did not take effect", "request", dec.RequestID,
+					"rule", r.Spec, "rule_id", r.ID, "err", err)
+			}
+		}
+	}
 	if dec.Allow && dec.Always {
 		// The daemon keeps the rules, so that "claudectl rules rm" revokes
 		// them, in running sessions too, and its audit sees every use; the
 		// CLI gets only what no rule can say, for this process only.
-		always := d.alwaysOf(p.Request, d.cwdOf(ctx, p.SessionID), p.SessionID)
+		// The project is the session's directory, as shown with the
+		// request: unknown, a project rule would be a global one.
+		cwd, err := d.sessionCwd(ctx, p.SessionID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("daemon: nothing was decided: the session's directory, which scopes the rules always stores, cannot be read: %w", err)
+		}
+		always := d.alwaysOf(p.Request, cwd, p.SessionID)
+		// The rules there already (an equal rule is not stored twice)
+		// are not this decision's to undo.
+		had := map[int64]bool{}
+		if len(always.Rules) > 0 {
+			rules, err := d.db.Rules(ctx)
+			if err != nil {
+				return nil, nil, fmt.Errorf("daemon: nothing was decided: reading the rules: %w", err)
+			}
+			for _, r := range rules {
+				had[r.ID] = true
+			}
+		}
 		for _, sr := range always.Rules {
 			sr.CreatedBy = "always:" + by
 			if err := d.AddRule(ctx, sr); err != nil {
+				undo()
 				if le := (*store.LimitError)(nil); errors.As(err, &le) {
 					return nil, nil, fmt.Errorf("nothing was decided: always would store the rule %s, and %w; allow once instead, or remove rules first (claudectl rules rm ID)", sr.Spec, le)
 				}
-				return nil, nil, fmt.Errorf("daemon: storing rule %s: %w", sr.Spec, err)
+				return nil, nil, fmt.Errorf("daemon: nothing was decided: storing rule %s: %w", sr.Spec, err)
 			}
-			d.log.Info("rule stored for always", "request", dec.RequestID, "rule", sr.Spec, "rule_id", sr.ID, "by", by)
+			if !had[sr.ID] {
+				created = append(created, sr)
+			}
 			stored = append(stored, sr)
 		}
 		res.UpdatedPermissions = always.Session
 	}
 	if err := d.broker.Resolve(dec.RequestID, res, by); err != nil {
+		undo() // decided by someone else, expired or withdrawn meanwhile
 		return nil, nil, err
+	}
+	for _, sr := range stored {
+		d.log.Info("rule stored for always", "request", dec.RequestID, "rule", sr.Spec, "rule_id", sr.ID, "by", by)
 	}
 	return decided(p, res, by, d.broker.SettledAt(dec.RequestID)), stored, nil
 }
@@ -278,12 +315,24 @@ func (d *Daemon) alwaysOf(req *claude.PermissionRequest, cwd, sessionID string) 
 	return out
 }
 
+// cwdOf returns session id's directory, "" when it cannot be read (for
+// showing what always would do; Decide uses sessionCwd).
 func (d *Daemon) cwdOf(ctx context.Context, id string) string {
+	cwd, _ := d.sessionCwd(ctx, id)
+	return cwd
+}
+
+// sessionCwd returns session id's directory, which scopes the project
+// rules of an always.
+func (d *Daemon) sessionCwd(ctx context.Context, id string) (string, error) {
 	s, err := d.db.Session(ctx, id)
 	if err != nil {
-		return ""
+		return "", err
 	}
-	return s.Cwd
+	if s.Cwd == "" {
+		return "", fmt.Errorf("session %s has no directory", id)
+	}
+	return s.Cwd, nil
 }
 
 // AddRule parses, stores and enables a rule.
