@@ -37,10 +37,11 @@ const approveUsage = `Usage: claudectl approve [flags] REQUEST_ID
 
 Allows the pending permission request (REQUEST_ID, or a unique start of
 it: claudectl pending lists them). With --always, the CLI's suggested
-permission is also stored as a rule. The first decision wins: if someone
-else decided first, approve fails and says who. A question Claude asks
-(AskUserQuestion) needs answers, not an approval: answer it in claudectl
-attach SESSION_ID, or refuse it with claudectl deny.
+permission is also stored as a rule of the daemon's: claudectl pending
+shows these rules before, and approve prints what it did. The first
+decision wins: if someone else decided first, approve fails and says who.
+A question Claude asks (AskUserQuestion) needs answers, not an approval:
+answer it in claudectl attach SESSION_ID, or refuse it with claudectl deny.
 ` + clientFlagsHelp
 
 const denyUsage = `Usage: claudectl deny [flags] REQUEST_ID
@@ -129,5 +130,15 @@ func (c *DecideCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(env.Stdout, " (%s in session %s)", d.ToolName, d.SessionId)
 	}
 	fmt.Fprintln(env.Stdout, ".")
+	if always {
+		if parts := describeAlways(req); len(parts) > 0 {
+			fmt.Fprintln(env.Stdout, "Always also did:")
+			for _, p := range parts {
+				fmt.Fprintf(env.Stdout, "  - %s\n", p)
+			}
+		} else if req.ToolName != "" {
+			fmt.Fprintln(env.Stdout, "Always stored no rule: the request came with no suggestion the daemon keeps.")
+		}
+	}
 	return nil
 }

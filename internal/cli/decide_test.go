@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -74,6 +76,64 @@ func TestApproveQuestion(t *testing.T) {
 	}
 	if o := claudectl(t, d.inv(), "deny", reqID); o.code != 0 {
 		t.Errorf("deny on a question: exit %d, stderr %q", o.code, o.stderr)
+	}
+	d.closeSession(t, id)
+}
+
+// pending shows what approve --always would store before anyone agrees to
+// it, and approve --always says what it did: the rules rules list then has.
+func TestApproveAlwaysShowsTheRules(t *testing.T) {
+	t.Parallel()
+	d, _ := startDaemonModel(t, nil,
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch x", "description": "Create x"})),
+		claudetest.Reply(claudetest.Text("Created x.")))
+	dir := t.TempDir()
+	id := d.create(t, dir, "Create x")
+	reqID := d.permissionRequest(t, id)
+
+	o := claudectl(t, d.inv(), "pending", "--json")
+	var list []struct {
+		Always []string `json:"always"`
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &list); err != nil || o.code != 0 || len(list) != 1 {
+		t.Fatalf("pending --json: exit %d, %v: %q", o.code, err, o.stdout)
+	}
+	// The CLI suggests a Bash rule for the project (its pattern is the
+	// CLI's choice).
+	always := list[0].Always
+	bash := regexp.MustCompile(`^allow (Bash\(touch x[^)]*\)) in ` + regexp.QuoteMeta(dir) + ` \(a rule of the daemon's: claudectl rules rm revokes it\)$`)
+	var pattern string
+	for _, a := range always {
+		if m := bash.FindStringSubmatch(a); m != nil {
+			pattern = m[1]
+		}
+	}
+	if pattern == "" {
+		t.Fatalf("pending --json: always %q; want the project's Bash rule", always)
+	}
+	o = claudectl(t, d.inv(), "pending")
+	if o.code != 0 || !strings.Contains(o.stdout, "\napprove --always "+reqID+" would also:\n") {
+		t.Errorf("pending does not show what approve --always does: exit %d, stdout:\n%s", o.code, o.stdout)
+	}
+	for _, a := range always {
+		if !strings.Contains(o.stdout, "\n  - "+a+"\n") {
+			t.Errorf("pending does not show %q:\n%s", a, o.stdout)
+		}
+	}
+
+	o = claudectl(t, d.inv(), "approve", "--always", reqID)
+	if o.code != 0 || !strings.Contains(o.stdout, "Allowed "+reqID) || !strings.Contains(o.stdout, "\nAlways also did:\n") {
+		t.Errorf("approve --always does not say what it stored: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
+	for _, a := range always {
+		if !strings.Contains(o.stdout, "\n  - "+a+"\n") {
+			t.Errorf("approve --always does not say %q: %q", a, o.stdout)
+		}
+	}
+	d.waitResults(t, id, 1)
+	o = claudectl(t, d.inv(), "rules", "list")
+	if o.code != 0 || !regexp.MustCompile(`(?m)^\d+\s+allow\s+`+regexp.QuoteMeta(pattern)+`\s+project `+regexp.QuoteMeta(dir)+`$`).MatchString(o.stdout) {
+		t.Errorf("rules list after approve --always: exit %d, stdout:\n%s", o.code, o.stdout)
 	}
 	d.closeSession(t, id)
 }

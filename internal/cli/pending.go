@@ -29,7 +29,9 @@ const pendingUsage = `Usage: claudectl pending [flags]
 Lists the permission requests the daemon's sessions wait on: the request's
 id, its session, the tool, what it would do (one line) and how long it has
 waited. Answer one with claudectl approve or claudectl deny and its id, or
-a unique prefix of it; claudectl attach SESSION_ID shows it in full. A
+a unique prefix of it; claudectl attach SESSION_ID shows it in full. Below
+the list, what claudectl approve --always would do besides allowing a
+request: the rules the daemon would store, exactly. A
 question Claude asks (the AskUserQuestion tool) is answered in claudectl
 attach SESSION_ID, or refused with claudectl deny.
 ` + clientFlagsHelp
@@ -42,6 +44,9 @@ type pendingJSON struct {
 	Summary   string          `json:"summary,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	Since     *time.Time      `json:"since,omitempty"` // when it was asked, if the session's log says
+	// Always is what approve --always would do besides allowing it: the
+	// rules the daemon would store, the changes to the CLI process.
+	Always []string `json:"always,omitempty"`
 }
 
 // Run implements Command.
@@ -84,7 +89,7 @@ func (c *PendingCommand) Run(ctx context.Context, args []string) error {
 	list := make([]pendingJSON, 0, len(reqs))
 	for _, r := range reqs {
 		p := pendingJSON{RequestID: r.RequestId, SessionID: r.SessionId, Tool: r.ToolName,
-			Summary: toolSummary(r.ToolName, r.Input), Input: jsonOrString(r.Input)}
+			Summary: toolSummary(r.ToolName, r.Input), Input: jsonOrString(r.Input), Always: describeAlways(r)}
 		if t, ok := since[r.RequestId]; ok {
 			p.Since = &t
 		}
@@ -112,7 +117,19 @@ func (c *PendingCommand) Run(ctx context.Context, args []string) error {
 		summary := strings.ReplaceAll(p.Summary, "\t", " ")
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.RequestID, p.SessionID, p.Tool, age, orDash(summary))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What approve --always would store, before anyone agrees to it.
+	for _, p := range list {
+		if len(p.Always) > 0 {
+			fmt.Fprintf(env.Stdout, "\napprove --always %s would also:\n", p.RequestID)
+			for _, a := range p.Always {
+				fmt.Fprintf(env.Stdout, "  - %s\n", a)
+			}
+		}
+	}
+	return nil
 }
 
 // askedAt finds when each request was asked, from its event in its
