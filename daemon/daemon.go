@@ -554,6 +554,9 @@ func (d *Daemon) release(a *actor) {
 			d.releaseHubLocked(a.hub, false)
 		}
 		d.mu.Unlock()
+		// Its live status changes (a session the store stopped shows
+		// suspended only now) even when no event of its end was stored.
+		d.feed.changed(a.id)
 		if a.hasSlot {
 			d.slots.release(a.evicted.Load())
 		}
@@ -616,6 +619,15 @@ func (d *Daemon) overlay(s *store.Session) {
 	d.mu.Lock()
 	a := d.actors[s.ID]
 	d.mu.Unlock()
+	if a == nil || a.storeFailed.Load() {
+		// Stopped because its events could not be stored: its stored
+		// status (running, idle, starting) is the last the store took,
+		// and the suspension could not be recorded until it writes again.
+		if why := d.stoppedByStore(s.ID); why != "" {
+			s.Status, s.Error = store.StatusSuspended, why
+			return
+		}
+	}
 	switch {
 	case a == nil && s.Status == store.StatusIdle && !d.runsElsewhere(s):
 		s.Status = store.StatusSuspended // idle when a killed daemon left it: its CLI is gone

@@ -46,6 +46,17 @@ func (d *Daemon) lostReason(id string) string {
 	return "its events could not be stored"
 }
 
+// stoppedByStore says why session id was stopped because its events could
+// not be stored, while its gap record waits for the store; "" otherwise.
+func (d *Daemon) stoppedByStore(id string) string {
+	d.failures.mu.Lock()
+	defer d.failures.mu.Unlock()
+	if l := d.failures.lost[id]; l != nil {
+		return fmt.Sprintf("suspended: its events could not be stored (%s); the next prompt resumes it once the store writes again", l.reason)
+	}
+	return ""
+}
+
 // writeFailed reports whether err is the store failing to write.
 func writeFailed(err error) bool { return errors.Is(err, store.ErrWriteFailed) }
 
@@ -254,5 +265,6 @@ func (d *Daemon) recordGap(id string) error {
 		cur.from = snap.to
 	}
 	f.mu.Unlock()
+	d.feed.changed(id) // its stored status is now what it was shown as
 	return nil
 }

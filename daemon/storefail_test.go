@@ -319,3 +319,96 @@ func TestResumeStoppedAgainByTheStore(t *testing.T) {
 		t.Errorf("%d gap records, want one for each stop", gaps)
 	}
 }
+
+// While the store cannot write, a session it stopped mid-turn is shown as
+// what it is: suspended, saying why, to Session, Sessions and the session
+// watchers, not as the running its last stored status says (the status
+// change that would say suspended could not be stored). Once the store
+// writes again the stored status says suspended.
+func TestFullStoreShowsStoppedSessionSuspended(t *testing.T) {
+	td := daemontest.Start(t, nil,
+		claudetest.Reply(claudetest.ToolUseID("toolu_f1", "Bash", map[string]any{"command": "rm -rf /tmp/x", "description": "clean"})),
+		claudetest.Reply(claudetest.Text("Stopped.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "clean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, d, ctx, s.ID) // mid-turn: stored running
+	watched := make(chan *store.Session, 64)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for ch, err := range d.WatchSessions(wctx) {
+			if err != nil {
+				return
+			}
+			for _, ws := range ch.Sessions {
+				if ws.ID == s.ID {
+					select {
+					case watched <- ws:
+					case <-wctx.Done():
+						return
+					}
+				}
+			}
+		}
+	}()
+
+	fillStore(t, td)
+	// The interrupt's line to the CLI cannot be logged: the session stops.
+	if err := d.Interrupt(ctx, s.ID, "test"); !errors.Is(err, store.ErrWriteFailed) {
+		t.Fatalf("Interrupt on a full store: %v", err)
+	}
+	for d.Running() > 0 { // the CLI is closed
+		time.Sleep(10 * time.Millisecond)
+	}
+	if h, waiting := d.StoreHealth(); h.Err == nil || waiting != 1 {
+		t.Fatalf("the store recovered by itself (%v, %d waiting): the test stages nothing", h.Err, waiting)
+	}
+	if st, err := td.DB().Session(ctx, s.ID); err != nil || st.Status != store.StatusRunning {
+		t.Fatalf("stored status while full: %+v, %v; the test wants running, as the store could not record the stop", st, err)
+	}
+	got, err := d.Session(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.StatusSuspended || !strings.Contains(got.Error, "disk full") {
+		t.Errorf("Session while the store is full: status %s, error %q; want suspended, saying the disk is full", got.Status, got.Error)
+	}
+	all, err := d.Sessions(ctx, store.SessionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ls := range all {
+		if ls.ID == s.ID && ls.Status != store.StatusSuspended {
+			t.Errorf("Sessions while the store is full: %s is %s, want suspended", ls.ID, ls.Status)
+		}
+	}
+	deadline := time.After(10 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case ws := <-watched:
+			seen = ws.Status == store.StatusSuspended
+		case <-deadline:
+			t.Fatal("WatchSessions never showed the stopped session suspended")
+		}
+	}
+
+	if err := sqlitetest.Fill(td.DB().(*sqlite.DB), false); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if h, waiting := d.StoreHealth(); h.Err == nil && waiting == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the gap record was never stored")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if got, err := td.DB().Session(ctx, s.ID); err != nil || got.Status != store.StatusSuspended {
+		t.Errorf("stored status once the store writes again: %+v, %v", got, err)
+	}
+}
