@@ -119,7 +119,10 @@ func (a *actor) start(ctx context.Context) error {
 	} else {
 		a.status(ctx, store.StatusStarting, "")
 		gen, err := a.d.db.NewProcess(ctx, a.id)
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrWriteFailed):
+			return a.fail(ctx, fmt.Errorf("daemon: session %s could not start: %w", a.id, storeError(err)))
+		case err != nil:
 			return a.fail(ctx, fmt.Errorf("daemon: new process: %w", err))
 		}
 		a.process = gen
@@ -746,12 +749,14 @@ func (a *actor) call(ctx context.Context, fn func(context.Context, *claude.Sessi
 // storeCause returns err, a call's failure, as the store's when the
 // session is being stopped because its events could not be stored: the
 // call then failed for that, whatever the SDK saw first (the session's
-// end, a cancelled write), and the client is told so (Unavailable).
+// end, a cancelled write, its line refused unrecorded), and the client is
+// told so (Unavailable) in the store's words, not the layers' the failure
+// went through (those are in the daemon's log).
 func (a *actor) storeCause(err error) error {
-	if err == nil || !a.storeFailed.Load() || errors.Is(err, store.ErrWriteFailed) {
+	if err == nil || !a.storeFailed.Load() {
 		return err
 	}
-	return fmt.Errorf("%w: session %s was stopped: %s (%w)", store.ErrWriteFailed, a.id, a.d.lostReason(a.id), err)
+	return fmt.Errorf("session %s was stopped: its events could not be stored: %w", a.id, a.d.lostCause(a.id, err))
 }
 
 // errSuspending: the session's CLI is being suspended (or has just

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +24,41 @@ import (
 type lostEvents struct {
 	n        int64
 	from, to time.Time
-	reason   string
+	cause    error  // the latest failure, in the store's words (storeError)
+	reason   string // cause's text
+}
+
+// storeError returns the part of err, a write failure, that says why in
+// the store's words ("the store cannot write: disk full (data dir …)"),
+// without the layers that wrapped it on the way ("sqlite: append: "):
+// what a client is told, and what the session's gap record keeps. The log
+// keeps err whole.
+func storeError(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if strings.HasPrefix(e.Error(), store.ErrWriteFailed.Error()) && errors.Is(e, store.ErrWriteFailed) {
+			return e
+		}
+	}
+	return err
+}
+
+// lostCause returns why session id was stopped by the store, wrapping
+// store.ErrWriteFailed: its recorded failure, else err's, else the bare
+// sentinel.
+func (d *Daemon) lostCause(id string, err error) error {
+	d.failures.mu.Lock()
+	var cause error
+	if l := d.failures.lost[id]; l != nil {
+		cause = l.cause
+	}
+	d.failures.mu.Unlock()
+	switch {
+	case cause != nil:
+		return cause
+	case errors.Is(err, store.ErrWriteFailed):
+		return storeError(err)
+	}
+	return store.ErrWriteFailed
 }
 
 // storeFailures tracks the sessions that lost events, until their gap
@@ -90,7 +125,8 @@ func (a *actor) lost(err error) {
 		f.lost[a.id] = l
 	}
 	l.n++
-	l.to, l.reason = now, err.Error()
+	l.to, l.cause = now, storeError(err)
+	l.reason = l.cause.Error()
 	f.mu.Unlock()
 	if a.storeFailed.CompareAndSwap(false, true) {
 		go a.stopForStore(err)
@@ -102,7 +138,7 @@ func (a *actor) lost(err error) {
 // recovers.
 func (a *actor) stopForStore(err error) {
 	a.d.log.Error("the store cannot write: suspending the session", "session", a.id, "err", err)
-	reason := fmt.Sprintf("suspended: its events could not be stored (%v); the next prompt resumes it once the store writes again", err)
+	reason := fmt.Sprintf("suspended: its events could not be stored (%v); the next prompt resumes it once the store writes again", storeError(err))
 	a.do(func(st *actorState) {
 		if st.closing {
 			return
@@ -110,7 +146,7 @@ func (a *actor) stopForStore(err error) {
 		st.suspendMsg = reason
 		a.beginClose(st)
 	})
-	a.failSubscribers(fmt.Errorf("%w: session %s stopped: %v", store.ErrWriteFailed, a.id, err))
+	a.failSubscribers(fmt.Errorf("session %s was stopped: its events could not be stored: %w", a.id, storeError(err)))
 	a.d.probeStore()
 }
 
@@ -232,7 +268,7 @@ func (d *Daemon) storeWrites(ctx context.Context, sessionID string) error {
 // (ErrWriteFailed) while the store still cannot write.
 func (d *Daemon) settleLost(id string) error {
 	if err := d.recordGap(id); err != nil {
-		return fmt.Errorf("daemon: session %s was stopped because the store cannot write, and still cannot: %w", id, err)
+		return fmt.Errorf("daemon: session %s was stopped because its events could not be stored, and they still cannot be: %w", id, storeError(err))
 	}
 	return nil
 }

@@ -47,6 +47,19 @@ func fillStore(t *testing.T, td *daemontest.Daemon) {
 	}
 }
 
+// inUserWords fails the test if msg, which a client shows, names the
+// daemon's internal layers (a package, the store's call) or says a
+// consequence (a cancelled write) instead of the store's failure.
+func inUserWords(t *testing.T, what, msg string) {
+	t.Helper()
+	msg = strings.TrimPrefix(msg, "daemon: ") // the API strips a leading package name
+	for _, internal := range []string{"sqlite:", "postgres:", "daemon:", "claude:", "append:", "context canceled", "not running"} {
+		if strings.Contains(msg, internal) {
+			t.Errorf("%s says %q: %s", what, internal, msg)
+		}
+	}
+}
+
 // A full store stops the session loudly: the prompt is refused before it
 // reaches the CLI, subscribers get the error, Health says why; once the
 // store writes again the log records the gap and the next prompt resumes
@@ -82,10 +95,13 @@ func TestFullStoreStopsSessionLoudly(t *testing.T) {
 	if !strings.Contains(err.Error(), "disk full") {
 		t.Errorf("Send's error does not say why: %v", err)
 	}
+	inUserWords(t, "Send's error", err.Error())
 	select {
 	case err := <-subErr:
 		if !errors.Is(err, store.ErrWriteFailed) {
 			t.Errorf("the subscriber ended with %v, want the store's failure", err)
+		} else {
+			inUserWords(t, "the subscriber's error", err.Error())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the subscriber was not told")
@@ -105,6 +121,8 @@ func TestFullStoreStopsSessionLoudly(t *testing.T) {
 	}
 	if err := d.Send(ctx, s.ID, "still full"); !errors.Is(err, store.ErrWriteFailed) {
 		t.Errorf("Send to the stopped session while still full: %v", err)
+	} else {
+		inUserWords(t, "Send's error while still full", err.Error())
 	}
 
 	if err := sqlitetest.Fill(td.DB().(*sqlite.DB), false); err != nil {
@@ -131,6 +149,7 @@ func TestFullStoreStopsSessionLoudly(t *testing.T) {
 	if gap == nil || gap.Lost < 1 || gap.From.IsZero() || gap.To.Before(gap.From) || !strings.Contains(gap.Reason, "disk full") {
 		t.Fatalf("gap record: %+v", gap)
 	}
+	inUserWords(t, "the gap record's reason", gap.Reason)
 	// The next prompt resumes the session.
 	if err := d.Send(ctx, s.ID, "are you back?"); err != nil {
 		t.Fatal(err)
@@ -359,11 +378,18 @@ func TestFullStoreShowsStoppedSessionSuspended(t *testing.T) {
 	// The interrupt's line to the CLI cannot be logged: the session stops.
 	if err := d.Interrupt(ctx, s.ID, "test"); !errors.Is(err, store.ErrWriteFailed) {
 		t.Fatalf("Interrupt on a full store: %v", err)
+	} else {
+		inUserWords(t, "Interrupt's error", err.Error())
 	}
 	for d.Running() > 0 { // the CLI is closed
 		time.Sleep(10 * time.Millisecond)
 	}
-	if h, waiting := d.StoreHealth(); h.Err == nil || waiting != 1 {
+	if _, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hello"); !errors.Is(err, store.ErrWriteFailed) {
+		t.Errorf("Create on a full store: %v", err)
+	} else {
+		inUserWords(t, "Create's error", err.Error())
+	}
+	if h, waiting := d.StoreHealth(); h.Err == nil || waiting < 1 {
 		t.Fatalf("the store recovered by itself (%v, %d waiting): the test stages nothing", h.Err, waiting)
 	}
 	if st, err := td.DB().Session(ctx, s.ID); err != nil || st.Status != store.StatusRunning {
@@ -376,6 +402,7 @@ func TestFullStoreShowsStoppedSessionSuspended(t *testing.T) {
 	if got.Status != store.StatusSuspended || !strings.Contains(got.Error, "disk full") {
 		t.Errorf("Session while the store is full: status %s, error %q; want suspended, saying the disk is full", got.Status, got.Error)
 	}
+	inUserWords(t, "the stopped session's error", got.Error)
 	all, err := d.Sessions(ctx, store.SessionFilter{})
 	if err != nil {
 		t.Fatal(err)
