@@ -384,6 +384,22 @@ func TestFullStoreShowsStoppedSessionSuspended(t *testing.T) {
 	for d.Running() > 0 { // the CLI is closed
 		time.Sleep(10 * time.Millisecond)
 	}
+	// A subscriber that comes now gets the stored events, then the
+	// store's failure: not a wait for a CLI that cannot start.
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	var subErr error
+	for _, err := range d.Subscribe(sctx, s.ID, 0) {
+		if err != nil {
+			subErr = err
+			break
+		}
+	}
+	scancel()
+	if !errors.Is(subErr, store.ErrWriteFailed) {
+		t.Errorf("Subscribe to the stopped session while the store is full ended with %v, want the store's failure", subErr)
+	} else {
+		inUserWords(t, "the new subscriber's error", subErr.Error())
+	}
 	if _, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hello"); !errors.Is(err, store.ErrWriteFailed) {
 		t.Errorf("Create on a full store: %v", err)
 	} else {

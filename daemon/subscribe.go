@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"runtime"
 	"sync"
@@ -507,7 +508,9 @@ const subscribeBatch = 256
 // whose CLI ends interrupted or idle goes on with the events of the next
 // one) until ctx ends, the daemon closes, or the session ends for good:
 // closed or failed, after its last event. For a session stored closed or
-// failed without a CLI it ends after the stored events. A subscriber that
+// failed without a CLI it ends after the stored events; for one the store
+// stopped, while the store cannot record that yet, it ends after them with
+// the store's failure (store.ErrWriteFailed). A subscriber that
 // falls behind reads the events it missed from the store, so it is never
 // dropped and never slows the session. Errors of the replay are the
 // store's (store.ErrNotFound, store.ErrUnavailable).
@@ -525,6 +528,10 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		var poll <-chan time.Time
 		tailing := false // the daemon's tailer publishes into h
 		var w *waiter
+		// stopped: the store stopped the session and cannot record it yet:
+		// nothing comes until it writes again, and the subscriber is told
+		// so after the stored events, as the session's subscribers were.
+		var stopped error
 		if h != nil {
 			defer d.releaseHub(h, true)
 			w = h.join()
@@ -533,6 +540,9 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			hasActor := h.actor
 			d.mu.Unlock()
 			if !hasActor {
+				if d.stoppedByStore(id) != "" {
+					stopped = fmt.Errorf("session %s was stopped: its events could not be stored: %w", id, d.lostCause(id, nil))
+				}
 				s, err := d.stored(ctx, id)
 				if err != nil {
 					yield(Event{}, err)
@@ -554,6 +564,10 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 		}
 		last := after
 		if !d.replay(ctx, id, &last, yield) || h == nil {
+			return
+		}
+		if stopped != nil {
+			yield(Event{}, stopped)
 			return
 		}
 		if tailing {

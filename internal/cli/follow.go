@@ -117,7 +117,13 @@ func (f *follower) follow(ctx context.Context) error {
 		case transient(err):
 			if lostAt.IsZero() {
 				lostAt = time.Now()
-				fmt.Fprintf(f.env.Stderr, "claudectl: lost the daemon at %s (%v); reconnecting\n", f.dc.addr, err)
+				if errors.As(err, &ce) && connect.IsWireError(ce) && ce.Code() == connect.CodeUnavailable {
+					// The daemon answered: it cannot serve the session now
+					// (its store cannot write, say), and says why.
+					fmt.Fprintf(f.env.Stderr, "claudectl: the daemon cannot follow session %s now: %s; trying again\n", f.id, userMessage(ce.Message()))
+				} else {
+					fmt.Fprintf(f.env.Stderr, "claudectl: lost the daemon at %s (%v); reconnecting\n", f.dc.addr, err)
+				}
 			} else if time.Since(lostAt) > reconnectTimeout {
 				return f.dc.explain(err, fmt.Sprintf("following session %s", f.id))
 			}
