@@ -71,11 +71,19 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	if r.Result.Allow {
 		behavior = "allow"
 	}
-	if err := a.audit(bg, req, requested, r.At, r.Result, behavior, r.By, nil); err != nil && r.Result.Allow {
+	err = a.audit(bg, req, requested, r.At, r.Result, behavior, r.By, nil)
+	if w, ok := a.d.audits.LoadAndDelete(req.RequestID); ok { // a client's Decide waits
+		w.(chan error) <- err
+	}
+	if err != nil && r.Result.Allow {
 		return unaudited(err), nil
 	}
 	return r.Result, nil
 }
+
+// auditWait bounds how long Decide waits for the session to record its
+// decision (one write; a session whose CLI went away may never).
+const auditWait = 30 * time.Second
 
 // audit writes the decision to the audit trail and logs it as an event.
 // It returns an error when the trail cannot hold it: the decision must not
@@ -239,9 +247,25 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*
 		}
 		res.UpdatedPermissions = always.Session
 	}
+	// The client hears the decision once the audit trail holds it: one it
+	// cannot hold (the store failed after the check above) does not take
+	// effect (an allow is a denial to the CLI), and the client is told so,
+	// not "allowed".
+	audited := make(chan error, 1)
+	d.audits.Store(dec.RequestID, audited)
+	defer d.audits.Delete(dec.RequestID)
 	if err := d.broker.Resolve(dec.RequestID, res, by); err != nil {
 		undo() // decided by someone else, expired or withdrawn meanwhile
 		return nil, nil, err
+	}
+	select {
+	case err := <-audited:
+		if err != nil {
+			undo() // the CLI was denied: the always did not take effect
+			return nil, nil, fmt.Errorf("daemon: the decision was not sent: it could not be recorded: %w", storeError(err))
+		}
+	case <-time.After(auditWait):
+	case <-ctx.Done():
 	}
 	for _, sr := range stored {
 		d.log.Info("rule stored for always", "request", dec.RequestID, "rule", sr.Spec, "rule_id", sr.ID, "by", by)

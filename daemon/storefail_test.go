@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -453,5 +455,58 @@ func TestFullStoreShowsStoppedSessionSuspended(t *testing.T) {
 	}
 	if got, err := td.DB().Session(ctx, s.ID); err != nil || got.Status != store.StatusSuspended {
 		t.Errorf("stored status once the store writes again: %+v, %v", got, err)
+	}
+}
+
+// auditFull is a store that, while armed, cannot hold a decision in its
+// audit trail; every other write goes through (as on a full disk whose
+// small writes still fit in the WAL's reused blocks: the daemon's probe
+// write succeeds, the decision's does not).
+type auditFull struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (f *auditFull) AddDecision(ctx context.Context, d *store.Decision) error {
+	if f.armed.Load() {
+		return fmt.Errorf("sqlite: AddDecision %q: %w", d.RequestID, errSessionFull)
+	}
+	return f.Store.AddDecision(ctx, d)
+}
+
+// A decision the audit trail cannot hold is refused to its client as the
+// store's failure (Unavailable), not acknowledged as allowed while the CLI
+// is denied the tool.
+func TestDecisionNotAuditedIsRefused(t *testing.T) {
+	if daemontest.OnPostgres() {
+		t.Skip("staged on SQLite: the wrapper would hide the PostgreSQL store's optional interfaces")
+	}
+	full := &auditFull{}
+	td := daemontest.Start(t, &daemontest.Options{WrapStore: func(s store.Store) store.Store { full.Store = s; return full }},
+		claudetest.Reply(claudetest.ToolUseID("toolu_a1", "Bash", map[string]any{"command": "touch audited.txt", "description": "touch"})),
+		claudetest.Reply(claudetest.Text("Done.")))
+	d, ctx := td.D, td.Ctx
+	dir := t.TempDir()
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: dir}, "touch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, d, ctx, s.ID)
+	req := d.Pending(s.ID)[0].Request.RequestID
+	full.armed.Store(true)
+	got, _, err := d.Decide(ctx, daemon.Decision{RequestID: req, Allow: true, Client: "test"})
+	if !errors.Is(err, store.ErrWriteFailed) {
+		t.Fatalf("Decide whose decision the audit trail cannot hold: %+v, %v; want the store's failure", got, err)
+	}
+	inUserWords(t, "Decide's error", err.Error())
+	if !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("Decide's error does not say why: %v", err)
+	}
+	full.armed.Store(false)
+	for d.Running() > 0 { // the store stopped the session
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "audited.txt")); err == nil {
+		t.Error("the tool ran although its decision was never recorded")
 	}
 }
