@@ -119,6 +119,9 @@ func ClientMessage(msg string) string {
 		if partStart && !quoted {
 			if n := internalPrefix(msg[i:]); n > 0 {
 				i += n
+				if store := msg[i-n : i-2]; store == "sqlite" || store == "postgres" {
+					i += storeMethod(msg[i:]) // "sqlite: CreateSession: …"
+				}
 				continue
 			}
 			partStart = false
@@ -147,6 +150,21 @@ func ClientMessage(msg string) string {
 
 // internalPrefix returns the length of the "name: " that s starts with, if
 // name is one of internalNames, else 0.
+// storeMethod returns the length of the name of a store's method
+// starting s with its ": " ("CreateSession: "), 0 when s does not start
+// with one: the stores name the call an error came from, which a client
+// never made.
+func storeMethod(s string) int {
+	n := 0
+	for n < len(s) && (s[n] >= 'A' && s[n] <= 'Z' || n > 0 && (s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z')) {
+		n++
+	}
+	if n > 0 && strings.HasPrefix(s[n:], ": ") {
+		return n + 2
+	}
+	return 0
+}
+
 func internalPrefix(s string) int {
 	for _, name := range internalNames {
 		if len(s) > len(name)+1 && s[:len(name)] == name && s[len(name):len(name)+2] == ": " {

@@ -12,12 +12,16 @@ import (
 
 func TestClientMessage(t *testing.T) {
 	for in, want := range map[string]string{
-		`daemon: no session "x" (claudectl sessions lists them)`:   `no session "x" (claudectl sessions lists them)`,
-		"daemon: creating session: sqlite: append: disk I/O error": "creating session: append: disk I/O error",
-		"daemon: session is not running: session S is closed":      "session is not running: session S is closed",
-		"claude: session ended: claude: CLI exited with code 1":    "session ended: CLI exited with code 1",
-		"daemon: sqlite: x":   "x",
-		"store: a\ndaemon: b": "a\nb",
+		`daemon: no session "x" (claudectl sessions lists them)`:                             `no session "x" (claudectl sessions lists them)`,
+		"daemon: creating session: sqlite: append: disk I/O error":                           "creating session: append: disk I/O error",
+		"daemon: session is not running: session S is closed":                                "session is not running: session S is closed",
+		"claude: session ended: claude: CLI exited with code 1":                              "session ended: CLI exited with code 1",
+		"daemon: creating session: sqlite: CreateSession: the store cannot write: disk full": "creating session: the store cannot write: disk full",
+		"postgres: AddRule: x":       "x",
+		"sqlite: GetSession S: gone": "GetSession S: gone", // a call with its argument stays: "S: gone" would say less
+		"daemon: Note: x":            "Note: x", // only the stores' calls
+		"daemon: sqlite: x":          "x",
+		"store: a\ndaemon: b":        "a\nb",
 		`daemon: invalid options.cwd "daemon: x": must be absolute`: `invalid options.cwd "daemon: x": must be absolute`, // a client's value, whole
 		`daemon: invalid model "a\"b: daemon: c": bad`:              `invalid model "a\"b: daemon: c": bad`,
 		"plain words: with a colon":                                 "plain words: with a colon",
