@@ -19,7 +19,7 @@ func TestClientMessage(t *testing.T) {
 		"daemon: creating session: sqlite: CreateSession: the store cannot write: disk full": "creating session: the store cannot write: disk full",
 		"postgres: AddRule: x":       "x",
 		"sqlite: GetSession S: gone": "GetSession S: gone", // a call with its argument stays: "S: gone" would say less
-		"daemon: Note: x":            "Note: x", // only the stores' calls
+		"daemon: Note: x":            "Note: x",            // only the stores' calls
 		"daemon: sqlite: x":          "x",
 		"store: a\ndaemon: b":        "a\nb",
 		`daemon: invalid options.cwd "daemon: x": must be absolute`: `invalid options.cwd "daemon: x": must be absolute`, // a client's value, whole
