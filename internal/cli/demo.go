@@ -165,6 +165,29 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string, tokenInURL
 		claudetest.DemoKeywords, bar)
 }
 
+// logBanner is the banner as one line of the daemon's log, for
+// log_format json, whose every line is a JSON object: the scripted model,
+// the data directory, where clients reach the daemon and the prompts to
+// try. The web page's address never carries the token there (a log is
+// not a terminal); tokenFile is the configured token_file, "" when the
+// daemon generated its token.
+func (d *demo) logBanner(srv *serve.Server, dataDir, tokenFile string) {
+	if srv.TokenFile != "" {
+		tokenFile = srv.TokenFile
+	}
+	var prompts []string
+	for line := range strings.Lines(claudetest.DemoKeywords) {
+		if p, _, ok := strings.Cut(strings.TrimSpace(line), "  "); ok {
+			prompts = append(prompts, p)
+		}
+	}
+	srv.Log.Info("demo: every session talks to a scripted model, not to Claude; no API key is used and nothing leaves this machine",
+		"scripted_model", d.model.URL, "server", "http://"+srv.Addr, "web_page", "http://"+srv.Addr+"/",
+		"data_dir", dataDir, "data_dir_temporary", d.dataDir != "", "token_file", tokenFile,
+		"client_env", "CLAUDECTL_SERVER=http://"+srv.Addr+" CLAUDECTL_TOKEN=$(cat "+shellQuote(tokenFile)+")",
+		"try", selfCommand()+" run 'tour'", "prompts", prompts)
+}
+
 // selfCommand is how the user runs this claudectl: "claudectl" when that
 // is what PATH finds, else the executable's path (relative to the working
 // directory when under it, as ./bin/claudectl).

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -263,5 +264,61 @@ func TestServeTokenInURLOnlyOnATerminal(t *testing.T) {
 				t.Errorf("demo %v, stderr no terminal: it does not say where the token is:\n%s", demoMode, out)
 			}
 		}
+	}
+}
+
+// TestServeDemoJSONLogs: with --log-format json every line serve --demo
+// writes is a JSON object, its banner too (one line with what the text
+// banner says: the scripted model, the data directory, how clients reach
+// the daemon), so "serve --demo --log-format json 2>&1 | jq" works.
+func TestServeDemoJSONLogs(t *testing.T) {
+	var stdout, stderr lockedBuffer
+	env := &Env{Stdout: &stdout, Stderr: &stderr, StderrIsTerminal: func() bool { return true },
+		Getenv: func(k string) string { return map[string]string{"HOME": t.TempDir(), "PATH": os.Getenv("PATH")}[k] }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	addr := freeAddr(t)
+	go func() {
+		code <- Main(ctx, env, []string{"serve", "--demo", "--log-format", "json", "--listen", addr, "--cli", claudetest.CLIPath(t)})
+	}()
+	waitFor(t, "the demo's banner", func() bool {
+		return strings.Contains(stderr.String(), `"scripted_model"`) || strings.Contains(stderr.String(), "Ctrl-C stops the demo.")
+	})
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("serve --demo exit %d; stderr:\n%s", c, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve --demo did not stop; stderr:\n%s", stderr.String())
+	}
+	var demoLine map[string]any
+	for line := range strings.Lines(stderr.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("a line of serve --demo --log-format json is not JSON: %q", line)
+			continue
+		}
+		if rec["scripted_model"] != nil {
+			demoLine = rec
+		}
+	}
+	if demoLine == nil {
+		t.Fatalf("no demo line in:\n%s", stderr.String())
+	}
+	for k, want := range map[string]string{"server": "http://" + addr, "scripted_model": "http://127.0.0.1:"} {
+		if got, _ := demoLine[k].(string); !strings.HasPrefix(got, want) {
+			t.Errorf("the demo line's %s is %q, want %q…: %v", k, got, want, demoLine)
+		}
+	}
+	for _, k := range []string{"data_dir", "token_file", "try"} {
+		if s, _ := demoLine[k].(string); s == "" {
+			t.Errorf("the demo line has no %s: %v", k, demoLine)
+		}
+	}
+	if strings.Contains(stderr.String(), "#token=") {
+		t.Errorf("a JSON log line carries the token in the page's address:\n%s", stderr.String())
 	}
 }

@@ -133,7 +133,11 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	if dm != nil {
+	switch {
+	case dm == nil:
+	case cfg.LogFormat == "json": // every line a JSON object, the banner's too
+		dm.logBanner(srv, cfg.DataDir, cfg.TokenFile)
+	default:
 		dm.banner(env.Stderr, srv, cfg.DataDir, tokenInURL)
 	}
 	stopping := "SIGTERM"
