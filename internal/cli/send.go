@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -24,6 +26,11 @@ const sendUsage = `Usage: claudectl send [flags] SESSION_ID TEXT...
 Sends TEXT to the session as a user message: a new turn, or queued behind
 the running one. Several words are joined with spaces. SESSION_ID may be
 a unique start of the id.
+
+A suspended session is resumed first; when the daemon's
+sessions.max_running sessions all have work, it waits (queued) for a free
+slot: send says so and returns once the prompt is sent, and Ctrl-C gives
+up (the prompt is not sent and the session is left as it was).
 ` + clientFlagsHelp
 
 // Run implements Command.
@@ -55,8 +62,11 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = dc.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: text}))
+	err = sendWaiting(ctx, env, dc, id, text)
 	if err != nil {
+		if se := (*statusError)(nil); errors.As(err, &se) {
+			return err // said already
+		}
 		if connect.CodeOf(err) == connect.CodeNotFound {
 			return noSession(id) // as resume, close, attach… say it
 		}
@@ -64,4 +74,66 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "Sent to session %s.\n", id)
 	return nil
+}
+
+// sendWaiting sends text to session id. The Send call lasts while the
+// session waits for a slot (a suspended session resumed beyond
+// sessions.max_running): after queuedProbeAfter it looks whether the
+// session is queued and says so, rather than hang silently.
+func sendWaiting(ctx context.Context, env *Env, dc *daemonClient, id, text string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sent := make(chan error, 1)
+	go func() {
+		_, err := dc.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: text}))
+		sent <- err
+	}()
+	probe := time.NewTimer(queuedProbeAfter)
+	defer probe.Stop()
+	next := 2 * queuedProbeAfter
+	for {
+		select {
+		case err := <-sent:
+			return err
+		case <-probe.C:
+			if queued, detail := sessionQueued(ctx, dc, id); queued {
+				fmt.Fprintf(env.Stderr, "claudectl: session %s is queued: %s; the prompt goes to it then (Ctrl-C gives up: the prompt is not sent)\n", id, queueText(detail))
+				err := <-sent
+				if err != nil && ctx.Err() != nil {
+					return exitWith(ExitInterrupted, "gave up waiting for a slot: the prompt was not sent to session %s, which is left as it was", id)
+				}
+				return err
+			}
+			probe.Reset(next) // a turn that runs, a CLI slow to start: look again, less and less often
+			next = min(2*next, 30*time.Second)
+		}
+	}
+}
+
+// sessionQueued reports whether session id waits for a slot, with the
+// daemon's word on its place in the queue (its last "queued" status
+// change) when it finds it among the session's latest events.
+func sessionQueued(ctx context.Context, dc *daemonClient, id string) (queued bool, detail string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	res, err := dc.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+	if err != nil || res.Msg.GetSession().GetStatus() != v1.SessionStatus_SESSION_STATUS_QUEUED {
+		return false, ""
+	}
+	last := res.Msg.GetSession().GetLastSeq()
+	stream, err := dc.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: max(0, last-16)}))
+	if err != nil {
+		return true, ""
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		ev := stream.Msg().GetEvent()
+		if sc := ev.GetStatusChange(); sc.GetStatus() == v1.SessionStatus_SESSION_STATUS_QUEUED {
+			detail = sc.GetDetail()
+		}
+		if ev.GetSeq() >= last {
+			break
+		}
+	}
+	return true, detail
 }
