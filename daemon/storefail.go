@@ -163,12 +163,21 @@ func (d *Daemon) probeStore() {
 	go d.writeGaps()
 }
 
+// storeWarnEvery is how often writeGaps logs that the store still cannot
+// write.
+const storeWarnEvery = time.Minute
+
 // writeGaps tries, every storeProbeInterval, to store the gap record and
 // suspended status of each session that lost events and whose CLI is
 // gone, until none is left or the daemon closes.
 func (d *Daemon) writeGaps() {
 	t := time.NewTicker(d.storeProbe)
 	defer t.Stop()
+	// One warning when the probes start failing, then one a minute with
+	// how many failed meanwhile: a disk full for hours must not fill the
+	// journal at one line a second.
+	var warned time.Time
+	failed := 0
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -193,7 +202,10 @@ func (d *Daemon) writeGaps() {
 				continue // its end is still being recorded (or lost)
 			}
 			if err := d.recordGap(id); err != nil {
-				d.log.Warn("the store still cannot write", "session", id, "err", err)
+				if failed++; warned.IsZero() || time.Since(warned) >= storeWarnEvery {
+					d.log.Warn("the store still cannot write", "session", id, "tries", failed, "err", err)
+					warned, failed = time.Now(), 0
+				}
 				break
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,7 +68,8 @@ func inUserWords(t *testing.T, what, msg string) {
 // store writes again the log records the gap and the next prompt resumes
 // the session.
 func TestFullStoreStopsSessionLoudly(t *testing.T) {
-	td := daemontest.Start(t, nil,
+	logs := new(lockedLog)
+	td := daemontest.Start(t, &daemontest.Options{Log: logs},
 		claudetest.Reply(claudetest.Text("Hello.")),
 		claudetest.Reply(claudetest.Text("Back again.")))
 	d, ctx := td.D, td.Ctx
@@ -125,6 +127,13 @@ func TestFullStoreStopsSessionLoudly(t *testing.T) {
 		t.Errorf("Send to the stopped session while still full: %v", err)
 	} else {
 		inUserWords(t, "Send's error while still full", err.Error())
+	}
+
+	// The store is tried again every 50 ms (daemontest): one warning,
+	// not one a try.
+	time.Sleep(15 * 50 * time.Millisecond)
+	if n := strings.Count(logs.String(), "the store still cannot write"); n != 1 {
+		t.Errorf("the daemon warned %d times in 15 tries that the store still cannot write, want once (then once a minute)", n)
 	}
 
 	if err := sqlitetest.Fill(td.DB().(*sqlite.DB), false); err != nil {
@@ -509,4 +518,22 @@ func TestDecisionNotAuditedIsRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "audited.txt")); err == nil {
 		t.Error("the tool ran although its decision was never recorded")
 	}
+}
+
+// lockedLog collects a daemon's log lines, safe for its goroutines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

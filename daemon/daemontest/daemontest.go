@@ -74,6 +74,9 @@ type Options struct {
 	// WrapStore, if set, wraps the store the daemon writes to (DB returns
 	// the store itself), to inject its failures.
 	WrapStore func(store.Store) store.Store
+	// Log, if set, receives the daemon's log lines of level Info and above
+	// (text format); without it the daemon logs nothing.
+	Log io.Writer
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -119,6 +122,9 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1), CLIScheduling: o.CLIScheduling,
 	}}
 	d.settings.StoreURL, d.settings.DaemonName = o.StoreURL, o.DaemonName
+	if o.Log != nil {
+		d.settings.LogLevel = slog.LevelInfo
+	}
 	if o.StoreURL == "" && OnPostgres() {
 		d.settings.StoreURL = pgtest.New(t)
 	}
@@ -131,7 +137,11 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 func (d *Daemon) open() {
 	t := d.t
 	t.Helper()
-	srv, err := serve.Start(d.Ctx, &d.settings, &serve.Options{Stderr: io.Discard, ReadBufferSize: d.opts.ReadBufferSize,
+	logs := io.Discard
+	if d.opts.Log != nil {
+		logs = d.opts.Log
+	}
+	srv, err := serve.Start(d.Ctx, &d.settings, &serve.Options{Stderr: logs, ReadBufferSize: d.opts.ReadBufferSize,
 		Transport: d.opts.Transport, Getenv: func(string) string { return "" }, StoreRetryInterval: 50 * time.Millisecond,
 		WrapStore: d.opts.WrapStore})
 	if err != nil {

@@ -45,7 +45,7 @@ func lockDataDir(dir string, log *slog.Logger) (*dataDirLock, error) {
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("data directory %s is open to other users (mode %04o) and cannot be tightened: %w", dir, fi.Mode().Perm(), err)
 		}
-		log.Warn("tightened the data directory to 0700: it held transcripts readable by other users", "dir", dir,
+		log.Warn("tightened the data directory to 0700: other users could read it, and it holds the sessions' transcripts", "dir", dir,
 			"was", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
 	path := filepath.Join(dir, "claudectl.lock")
