@@ -205,7 +205,7 @@ func (f *follower) handle(ctx context.Context, ev *v1.Event) bool {
 		f.mu.Lock()
 		f.interruptedBy = k.Interrupted.GetBy()
 		f.mu.Unlock()
-		if !f.asJSON && (f.attach || f.verbose) {
+		if !f.asJSON && f.attach { // run says it as it ends
 			f.endLine()
 			fmt.Fprintf(f.env.Stderr, "claudectl: turn interrupted by %s\n", k.Interrupted.GetBy())
 		}

@@ -64,7 +64,8 @@ client ends the run with "interrupted by <client>" and status 130.
 with --server.
 
 Exit status: 0 success, 1 the turn ended in an error or the CLI (or the
-daemon) failed, 2 bad usage, 130 interrupted; without --server, as
+daemon) failed, 2 bad usage, 130 interrupted (Ctrl-C, or another client),
+143 stopped by SIGTERM or SIGHUP; without --server, as
 claudectl doctor: 69 the CLI does not run or prints no version, 72 the CLI
 is not installed, 78 the CLI is too old.
 `

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,32 +79,45 @@ func TestRunServerKeep(t *testing.T) {
 	}
 }
 
-// An interrupt from another client ends the run saying who it was.
+// An interrupt from another client ends the run saying who it was, once
+// (--verbose too).
 func TestRunServerInterruptedByAnother(t *testing.T) {
 	t.Parallel()
-	slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 2000))}, ChunkSize: 5, DeltaDelay: 50 * time.Millisecond}
-	d, _ := startDaemonModel(t, nil, slow)
-	started := make(chan struct{})
-	go func() {
-		<-started
-		res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
-		if err != nil || len(res.Msg.Sessions) != 1 {
-			t.Errorf("sessions: %v (%v)", res, err)
-			return
-		}
-		if _, err := d.sessions.Interrupt(d.ctx, connect.NewRequest(&v1.InterruptRequest{SessionId: res.Msg.Sessions[0].Id, Client: "alice"})); err != nil {
-			t.Errorf("interrupt: %v", err)
-		}
-	}()
-	o := claudectl(t, invocation{stdout: &firstWrite{ch: started}, getenv: d.tokenEnv()}, "run", "--server", d.url, "--cwd", t.TempDir(), "go slowly")
-	if o.code != ExitInterrupted {
-		t.Errorf("exit %d, want %d", o.code, ExitInterrupted)
-	}
-	if !strings.Contains(o.stderr, "claudectl: the turn was interrupted by client:alice\n") {
-		t.Errorf("stderr does not say who interrupted: %q", o.stderr)
-	}
-	if strings.Contains(o.stderr+o.stdout, "ede_diagnostic") {
-		t.Errorf("the CLI's internal diagnostic is shown: %q", o.stderr)
+	for _, verbose := range []bool{false, true} {
+		t.Run(fmt.Sprintf("verbose=%v", verbose), func(t *testing.T) {
+			t.Parallel()
+			slow := claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(strings.Repeat("slow ", 2000))}, ChunkSize: 5, DeltaDelay: 50 * time.Millisecond}
+			d, _ := startDaemonModel(t, nil, slow)
+			started := make(chan struct{})
+			go func() {
+				<-started
+				res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+				if err != nil || len(res.Msg.Sessions) != 1 {
+					t.Errorf("sessions: %v (%v)", res, err)
+					return
+				}
+				if _, err := d.sessions.Interrupt(d.ctx, connect.NewRequest(&v1.InterruptRequest{SessionId: res.Msg.Sessions[0].Id, Client: "alice"})); err != nil {
+					t.Errorf("interrupt: %v", err)
+				}
+			}()
+			args := []string{"run", "--server", d.url, "--cwd", t.TempDir()}
+			if verbose {
+				args = append(args, "--verbose")
+			}
+			o := claudectl(t, invocation{stdout: &firstWrite{ch: started}, getenv: d.tokenEnv()}, append(args, "go slowly")...)
+			if o.code != ExitInterrupted {
+				t.Errorf("exit %d, want %d", o.code, ExitInterrupted)
+			}
+			if !strings.Contains(o.stderr, "claudectl: the turn was interrupted by client:alice\n") {
+				t.Errorf("stderr does not say who interrupted: %q", o.stderr)
+			}
+			if n := strings.Count(o.stderr, "interrupted by"); n != 1 {
+				t.Errorf("stderr says who interrupted %d times: %q", n, o.stderr)
+			}
+			if strings.Contains(o.stderr+o.stdout, "ede_diagnostic") {
+				t.Errorf("the CLI's internal diagnostic is shown: %q", o.stderr)
+			}
+		})
 	}
 }
 
