@@ -486,6 +486,27 @@ func newCgroupName() string {
 	return fmt.Sprintf("%s%d-%d-%s", cgroupPrefix, os.Getpid(), selfStart, randomHex(6))
 }
 
+// KillLeftovers kills what the tools of CLIs started by an earlier
+// process left running, and removes the cgroups that held them, when that
+// process is gone without cleaning up (killed with SIGKILL, say): a
+// [ProcessTransport] does it when it first starts a CLI, in the cgroups
+// it makes its own under; a daemon calls it when it starts, so that what
+// an earlier run of it left does not wait for its next CLI. Only cgroups
+// of this process's own cgroup (as the earlier process's, when it ran in
+// the same one: a service restarted) are looked at; leftovers that only
+// an environment variable marked are not found. It does nothing on other
+// systems, or where cgroups cannot be written.
+func KillLeftovers() {
+	if parent, err := ownCgroupDir("cgroup2", ""); err == nil {
+		cleanLeftovers(parent, true)
+	}
+	for _, controller := range []string{"pids", "freezer"} {
+		if parent, err := ownCgroupDir("cgroup", controller); err == nil {
+			cleanLeftovers(parent, false)
+		}
+	}
+}
+
 var (
 	leftoversMu   sync.Mutex
 	leftoversDone = map[string]bool{}

@@ -227,10 +227,15 @@ func killAll(pids map[string]int) {
 }
 
 // A cgroup left by a host process that died (named after a pid that is not
-// running) is emptied and removed by the next Start.
+// running) is emptied and removed by the next Start, or by KillLeftovers
+// (which a daemon calls as it starts).
 func TestLeftoverCgroupsCleaned(t *testing.T) {
-	for _, mech := range []string{"cgroup2", "cgroup1-pids", "cgroup1-freezer"} {
-		t.Run(mech, func(t *testing.T) {
+	for _, c := range []struct{ mech, by string }{
+		{"cgroup2", "start"}, {"cgroup1-pids", "start"}, {"cgroup1-freezer", "start"},
+		{"cgroup2", "KillLeftovers"}, {"cgroup1-pids", "KillLeftovers"},
+	} {
+		mech := c.mech
+		t.Run(mech+"/"+c.by, func(t *testing.T) {
 			fstype, controller := "cgroup", strings.TrimPrefix(mech, "cgroup1-")
 			if mech == "cgroup2" {
 				fstype, controller = "cgroup2", ""
@@ -253,8 +258,12 @@ func TestLeftoverCgroupsCleaned(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer claude.SetTreeMechanism(mech)()
-			s := startFake(t, context.Background(), "echo")
-			defer s.Close()
+			if c.by == "start" {
+				s := startFake(t, context.Background(), "echo")
+				defer s.Close()
+			} else {
+				claude.KillLeftovers()
+			}
 			done := make(chan error, 1)
 			go func() { done <- sleeper.Wait() }()
 			select {

@@ -21,3 +21,6 @@ func (t *procTree) startFailed() bool             { return false }
 func (t *procTree) started(int)                   {}
 func (t *procTree) abandon()                      {}
 func (t *procTree) kill()                         {}
+
+// KillLeftovers does nothing outside Linux (see the Linux version).
+func KillLeftovers() {}

@@ -188,6 +188,10 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if srv.lock, err = lockDataDir(dataDir, log); err != nil {
 		return nil, err
 	}
+	// What the tools of an earlier run's CLIs left, if it was killed
+	// before it could end them (SIGKILL), ends now rather than at the
+	// first CLI this run starts.
+	claude.KillLeftovers()
 	if serverOpts.Token == "" { // a token always, loopback included
 		if serverOpts.Token, err = loadOrCreateToken(dataDir); err != nil {
 			return nil, err
