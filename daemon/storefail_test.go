@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,7 +67,7 @@ func inUserWords(t *testing.T, what, msg string) {
 // store writes again the log records the gap and the next prompt resumes
 // the session.
 func TestFullStoreStopsSessionLoudly(t *testing.T) {
-	logs := new(lockedLog)
+	logs := new(daemontest.LogBuffer)
 	td := daemontest.Start(t, &daemontest.Options{Log: logs},
 		claudetest.Reply(claudetest.Text("Hello.")),
 		claudetest.Reply(claudetest.Text("Back again.")))
@@ -518,22 +517,4 @@ func TestDecisionNotAuditedIsRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "audited.txt")); err == nil {
 		t.Error("the tool ran although its decision was never recorded")
 	}
-}
-
-// lockedLog collects a daemon's log lines, safe for its goroutines.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,3 +198,23 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (b *bearer) CloseIdleConnections() { b.next.CloseIdleConnections() }
+
+// LogBuffer collects a daemon's log lines (Options.Log), safe for its
+// goroutines.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was logged so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
