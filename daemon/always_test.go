@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon"
@@ -137,5 +139,94 @@ func TestAlwaysThatFailsStoresNoRule(t *testing.T) {
 				t.Fatalf("asked %d times, want 1", asked)
 			}
 		})
+	}
+}
+
+// decideRace is a store whose CreateRule runs a hook first and whose
+// audit writes wait until release is closed.
+type decideRace struct {
+	store.Store
+	beforeCreateRule func()
+	release          chan struct{}
+}
+
+func (s decideRace) CreateRule(ctx context.Context, r *store.Rule) error {
+	s.beforeCreateRule()
+	return s.Store.CreateRule(ctx, r)
+}
+
+func (s decideRace) AddDecision(ctx context.Context, d *store.Decision) error {
+	select {
+	case <-s.release:
+	case <-time.After(20 * time.Second):
+	}
+	return s.Store.AddDecision(ctx, d)
+}
+
+// Two clients decide one request at once (a desk and a phone): Bob's
+// always is storing its rule when Alice's deny settles the request. Alice
+// hears once her decision is audited, Bob that it was decided already.
+// The audit is held until Bob has his answer, so that his Decide's
+// bookkeeping has run by then: it once dropped Alice's wait for her
+// audit, which left her to a 30 s timeout.
+func TestConcurrentDecidesAnswerAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	var (
+		daemonOf  atomic.Pointer[daemon.Daemon]
+		sessionID atomic.Value
+	)
+	bobStoring := make(chan struct{})
+	var once sync.Once
+	hook := func() { // Bob's rules wait until Alice has settled the request
+		once.Do(func() { close(bobStoring) })
+		for deadline := time.Now().Add(20 * time.Second); len(daemonOf.Load().Pending(sessionID.Load().(string))) > 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	td := daemontest.Start(t, &daemontest.Options{WrapStore: func(s store.Store) store.Store { return decideRace{s, hook, release} }},
+		claudetest.Reply(claudetest.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "make a file"})),
+		claudetest.Reply(claudetest.Text("Done.")))
+	daemonOf.Store(td.D)
+	s, err := td.D.Create(td.Ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "make a file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionID.Store(s.ID)
+	waitPending(t, td.D, td.Ctx, s.ID)
+	id := td.D.Pending(s.ID)[0].Request.RequestID
+
+	bob := make(chan error, 1)
+	go func() {
+		_, _, err := td.D.Decide(td.Ctx, daemon.Decision{RequestID: id, Allow: true, Always: true, Client: "bob"})
+		bob <- err
+	}()
+	<-bobStoring
+	alice := make(chan error, 1)
+	go func() {
+		_, _, err := td.D.Decide(td.Ctx, daemon.Decision{RequestID: id, Client: "alice"})
+		alice <- err
+	}()
+	select {
+	case err := <-bob:
+		if !errors.Is(err, permission.ErrAlreadyResolved) {
+			t.Errorf("Bob's always after Alice's deny: %v, want ErrAlreadyResolved", err)
+		}
+	case err := <-alice:
+		t.Fatalf("Alice was answered (%v) before her decision was audited", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Bob was not answered")
+	}
+	close(release) // Alice's audit goes on
+	select {
+	case err := <-alice:
+		if err != nil {
+			t.Errorf("Alice's deny: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Alice was not answered within 10 s of her audit")
+	}
+	decs, err := td.D.Decisions(td.Ctx, store.DecisionFilter{SessionID: s.ID})
+	if err != nil || len(decs) != 1 || decs[0].By != "client:alice" {
+		t.Errorf("audit trail: %v (%v), want Alice's decision", decs, err)
 	}
 }

@@ -145,7 +145,7 @@ type Daemon struct {
 	slots       *slots
 	failures    storeFailures
 	storeProbe  time.Duration // how often the store is tried again after it failed
-	audits      sync.Map      // request id → chan error: a Decide waiting for its decision's audit
+	audits      sync.Map      // request id → *auditOutcome, while its session's callback holds it
 
 	lease         store.Leaser // nil: the store has no leases (one daemon)
 	leaseTTL      time.Duration

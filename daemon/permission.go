@@ -38,6 +38,11 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 			return res, nil
 		}
 	}
+	// Its audit's outcome, for the Decide that settles it, from before any
+	// client can see it until the audit is written.
+	outcome := &auditOutcome{done: make(chan struct{})}
+	a.d.audits.Store(req.RequestID, outcome)
+	defer a.d.audits.CompareAndDelete(req.RequestID, outcome)
 	// Held first, logged second: a client that sees the event can decide
 	// at once. The resolution is logged by this goroutine after <-ch, so
 	// it always follows the request in the log.
@@ -72,13 +77,19 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		behavior = "allow"
 	}
 	err = a.audit(bg, req, requested, r.At, r.Result, behavior, r.By, nil)
-	if w, ok := a.d.audits.LoadAndDelete(req.RequestID); ok { // a client's Decide waits
-		w.(chan error) <- err
-	}
+	outcome.err = err
+	close(outcome.done) // the Decide that settled it answers its client now
 	if err != nil && r.Result.Allow {
 		return unaudited(err), nil
 	}
 	return r.Result, nil
+}
+
+// An auditOutcome is whether a request's decision reached the audit trail:
+// err is set before done is closed.
+type auditOutcome struct {
+	done chan struct{}
+	err  error
 }
 
 // auditWait bounds how long Decide waits for the session to record its
@@ -251,21 +262,28 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*
 	// cannot hold (the store failed after the check above) does not take
 	// effect (an allow is a denial to the CLI), and the client is told so,
 	// not "allowed".
-	audited := make(chan error, 1)
-	d.audits.Store(dec.RequestID, audited)
-	defer d.audits.Delete(dec.RequestID)
+	// Looked up before Resolve: the session's callback, once it has the
+	// decision, may write the audit and let go of the request before this
+	// goroutine runs again. Concurrent Decides find the same one; the one
+	// whose Resolve wins waits on it.
+	var audited *auditOutcome
+	if o, ok := d.audits.Load(dec.RequestID); ok {
+		audited = o.(*auditOutcome)
+	}
 	if err := d.broker.Resolve(dec.RequestID, res, by); err != nil {
 		undo() // decided by someone else, expired or withdrawn meanwhile
 		return nil, nil, err
 	}
-	select {
-	case err := <-audited:
-		if err != nil {
-			undo() // the CLI was denied: the always did not take effect
-			return nil, nil, fmt.Errorf("daemon: the decision was not sent: it could not be recorded: %w", storeError(err))
+	if audited != nil {
+		select {
+		case <-audited.done:
+			if err := audited.err; err != nil {
+				undo() // the CLI was denied: the always did not take effect
+				return nil, nil, fmt.Errorf("daemon: the decision was not sent: it could not be recorded: %w", storeError(err))
+			}
+		case <-time.After(auditWait):
+		case <-ctx.Done():
 		}
-	case <-time.After(auditWait):
-	case <-ctx.Done():
 	}
 	for _, sr := range stored {
 		d.log.Info("rule stored for always", "request", dec.RequestID, "rule", sr.Spec, "rule_id", sr.ID, "by", by)
