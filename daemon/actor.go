@@ -756,7 +756,7 @@ func (a *actor) storeCause(err error) error {
 	if err == nil || !a.storeFailed.Load() {
 		return err
 	}
-	return fmt.Errorf("session %s was stopped: its events could not be stored: %w", a.id, a.d.lostCause(a.id, err))
+	return a.d.stoppedError(a.id, err)
 }
 
 // errSuspending: the session's CLI is being suspended (or has just

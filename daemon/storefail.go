@@ -42,10 +42,10 @@ func storeError(err error) error {
 	return err
 }
 
-// lostCause returns why session id was stopped by the store, wrapping
-// store.ErrWriteFailed: its recorded failure, else err's, else the bare
-// sentinel.
-func (d *Daemon) lostCause(id string, err error) error {
+// stoppedError is what session id's clients are told once the store has
+// stopped it: why, in the store's words (wrapping store.ErrWriteFailed):
+// its recorded failure, else err's, else the bare sentinel.
+func (d *Daemon) stoppedError(id string, err error) error {
 	d.failures.mu.Lock()
 	var cause error
 	if l := d.failures.lost[id]; l != nil {
@@ -54,11 +54,12 @@ func (d *Daemon) lostCause(id string, err error) error {
 	d.failures.mu.Unlock()
 	switch {
 	case cause != nil:
-		return cause
 	case errors.Is(err, store.ErrWriteFailed):
-		return storeError(err)
+		cause = storeError(err)
+	default:
+		cause = store.ErrWriteFailed
 	}
-	return store.ErrWriteFailed
+	return fmt.Errorf("session %s was stopped: its events could not be stored: %w", id, cause)
 }
 
 // storeFailures tracks the sessions that lost events, until their gap
@@ -81,13 +82,19 @@ func (d *Daemon) lostReason(id string) string {
 	return "its events could not be stored"
 }
 
+// suspendedFor is the detail of a session the store stopped; why is the
+// store's failure, in its words.
+func suspendedFor(why string) string {
+	return "suspended: its events could not be stored (" + why + "); the next prompt resumes it once the store writes again"
+}
+
 // stoppedByStore says why session id was stopped because its events could
 // not be stored, while its gap record waits for the store; "" otherwise.
 func (d *Daemon) stoppedByStore(id string) string {
 	d.failures.mu.Lock()
 	defer d.failures.mu.Unlock()
 	if l := d.failures.lost[id]; l != nil {
-		return fmt.Sprintf("suspended: its events could not be stored (%s); the next prompt resumes it once the store writes again", l.reason)
+		return suspendedFor(l.reason)
 	}
 	return ""
 }
@@ -138,7 +145,7 @@ func (a *actor) lost(err error) {
 // recovers.
 func (a *actor) stopForStore(err error) {
 	a.d.log.Error("the store cannot write: suspending the session", "session", a.id, "err", err)
-	reason := fmt.Sprintf("suspended: its events could not be stored (%v); the next prompt resumes it once the store writes again", storeError(err))
+	reason := suspendedFor(storeError(err).Error())
 	a.do(func(st *actorState) {
 		if st.closing {
 			return
@@ -146,7 +153,7 @@ func (a *actor) stopForStore(err error) {
 		st.suspendMsg = reason
 		a.beginClose(st)
 	})
-	a.failSubscribers(fmt.Errorf("session %s was stopped: its events could not be stored: %w", a.id, storeError(err)))
+	a.failSubscribers(a.d.stoppedError(a.id, err))
 	a.d.probeStore()
 }
 

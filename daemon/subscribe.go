@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"iter"
 	"runtime"
 	"sync"
@@ -541,7 +540,7 @@ func (d *Daemon) Subscribe(ctx context.Context, id string, after int64) iter.Seq
 			d.mu.Unlock()
 			if !hasActor {
 				if d.stoppedByStore(id) != "" {
-					stopped = fmt.Errorf("session %s was stopped: its events could not be stored: %w", id, d.lostCause(id, nil))
+					stopped = d.stoppedError(id, nil)
 				}
 				s, err := d.stored(ctx, id)
 				if err != nil {

@@ -313,27 +313,41 @@ func findQueued(ctx context.Context, dc *daemonClient, cwd string, since time.Ti
 	if err != nil {
 		return false, ""
 	}
-	var ids []string
+	var found []*v1.Session
 	for _, s := range res.Msg.Sessions {
 		// A few seconds of leeway: the daemon's clock may not be this one.
 		if s.Cwd == cwd && !s.GetCreatedAt().AsTime().Before(since.Add(-5*time.Second)) {
-			ids = append(ids, s.Id)
+			found = append(found, s)
 		}
 	}
-	if len(ids) != 1 {
-		return len(ids) > 0, ""
+	if len(found) != 1 {
+		return len(found) > 0, ""
 	}
-	stream, err := dc.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: ids[0]}))
+	return true, lastQueuedDetail(ctx, dc, found[0].Id, 0, found[0].GetLastSeq())
+}
+
+// lastQueuedDetail returns the daemon's word on session id's place in the
+// queue: the detail of its latest "queued" status change among its events
+// after after up to last, "" when there is none.
+func lastQueuedDetail(ctx context.Context, dc *daemonClient, id string, after, last int64) (detail string) {
+	if last <= after {
+		return ""
+	}
+	stream, err := dc.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: after}))
 	if err != nil {
-		return true, ""
+		return ""
 	}
 	defer stream.Close()
 	for stream.Receive() {
-		if sc := stream.Msg().GetEvent().GetStatusChange(); sc.GetStatus() == v1.SessionStatus_SESSION_STATUS_QUEUED {
-			return true, sc.GetDetail()
+		ev := stream.Msg().GetEvent()
+		if sc := ev.GetStatusChange(); sc.GetStatus() == v1.SessionStatus_SESSION_STATUS_QUEUED {
+			detail = sc.GetDetail()
+		}
+		if ev.GetSeq() >= last {
+			break
 		}
 	}
-	return true, ""
+	return detail
 }
 
 // queueDetail matches the daemon's word on a queued session: "waiting for

@@ -121,19 +121,5 @@ func sessionQueued(ctx context.Context, dc *daemonClient, id string) (queued boo
 		return false, ""
 	}
 	last := res.Msg.GetSession().GetLastSeq()
-	stream, err := dc.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: max(0, last-16)}))
-	if err != nil {
-		return true, ""
-	}
-	defer stream.Close()
-	for stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		if sc := ev.GetStatusChange(); sc.GetStatus() == v1.SessionStatus_SESSION_STATUS_QUEUED {
-			detail = sc.GetDetail()
-		}
-		if ev.GetSeq() >= last {
-			break
-		}
-	}
-	return true, detail
+	return true, lastQueuedDetail(ctx, dc, id, max(0, last-16), last)
 }
