@@ -173,7 +173,7 @@ func (s *Service) WatchPending(ctx context.Context, req *connect.Request[v1.Watc
 				By: st.By, At: timestamppb.New(st.At)}
 		}
 		if err := stream.Send(out); err != nil {
-			return err
+			return stalledOr(ctx, err)
 		}
 	}
 	return nil

@@ -49,6 +49,13 @@ type ServerOptions struct {
 	// InsecureCleartext allows a token over plain HTTP on an address that
 	// is not loopback (behind a TLS-terminating proxy, say).
 	InsecureCleartext bool
+	// WriteTimeout closes an HTTP/2 connection whose socket has accepted
+	// nothing for this long (5 s at most) while the server had something
+	// to write: a client that stopped reading the connection altogether,
+	// whose streams cannot even be reset (HTTP/1's writes are watched per
+	// call: Service.StreamWriteTimeout). Zero means
+	// DefaultStreamWriteTimeout, negative never.
+	WriteTimeout time.Duration
 }
 
 // ErrCleartext is returned by NewServer for a non-loopback address without
@@ -102,7 +109,17 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 	// the standard logger, in plain text past the configured format and
 	// level, and anyone who can open a socket can cause one per connection:
 	// Debug, where they help whoever looks into a client's failure.
-	return &http.Server{Addr: addr, Handler: h, Protocols: &p, TLSConfig: opts.TLS, ReadHeaderTimeout: 10 * time.Second,
+	// A connection whose socket takes nothing holds every message its
+	// streams were writing, large or small, and none of them can even be
+	// reset: it is closed after the grace a large message gets.
+	var h2 http.HTTP2Config
+	switch {
+	case opts.WriteTimeout == 0:
+		h2.WriteByteTimeout = min(DefaultStreamWriteTimeout, stallGrace)
+	case opts.WriteTimeout > 0:
+		h2.WriteByteTimeout = min(opts.WriteTimeout, stallGrace)
+	}
+	return &http.Server{Addr: addr, Handler: h, Protocols: &p, HTTP2: &h2, TLSConfig: opts.TLS, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, ConnContext: withConn,
 		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)}, nil
 }

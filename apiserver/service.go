@@ -6,8 +6,10 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -36,6 +38,17 @@ type Service struct {
 	// once; one more is refused with ResourceExhausted. Zero means
 	// DefaultMaxStreams.
 	MaxStreams int
+	// StreamWriteTimeout is how long a client may accept nothing of an
+	// answer under way before its stream is ended (stall.go); zero means
+	// DefaultStreamWriteTimeout, negative never.
+	StreamWriteTimeout time.Duration
+	// StreamUnsentBytes is the largest message a stream keeps waiting
+	// for a client that stopped reading longer than a few seconds; zero
+	// means DefaultStreamUnsentBytes.
+	StreamUnsentBytes int
+	// Logger receives the streams ended for their stalled clients; nil
+	// means slog.Default().
+	Logger *slog.Logger
 }
 
 var (
@@ -109,7 +122,17 @@ func NewHandler(s *Service) http.Handler {
 	if s.Page != nil {
 		mux.Handle("/", s.Page)
 	}
-	return limitBodies(mux) // limits.go
+	stalls := stallLimits{timeout: s.StreamWriteTimeout, unsent: s.StreamUnsentBytes, log: s.Logger}
+	if stalls.timeout == 0 {
+		stalls.timeout = DefaultStreamWriteTimeout
+	}
+	if stalls.unsent <= 0 {
+		stalls.unsent = DefaultStreamUnsentBytes
+	}
+	if stalls.log == nil {
+		stalls.log = slog.Default()
+	}
+	return limitBodies(watchStalls(mux, stalls)) // limits.go, stall.go
 }
 
 // WorkerPath is where remote workers connect ("claudectl worker --connect

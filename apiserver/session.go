@@ -152,12 +152,20 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[v1.Subscri
 	if req.Msg.AfterSeq < 0 {
 		return invalid("after_seq", strconv.FormatInt(req.Msg.AfterSeq, 10), "must be 0 or more")
 	}
+	sw := stallOf(ctx)
+	if sw != nil {
+		sw.session = req.Msg.SessionId
+		sw.sent.Store(req.Msg.AfterSeq)
+	}
 	for ev, err := range s.D.Subscribe(ctx, req.Msg.SessionId, req.Msg.AfterSeq) {
 		if err != nil {
 			return toConnect(err)
 		}
 		if err := stream.Send(&v1.SubscribeResponse{Event: eventToProto(&ev)}); err != nil {
-			return err
+			return stalledOr(ctx, err)
+		}
+		if sw != nil {
+			sw.sent.Store(ev.Seq)
 		}
 	}
 	return nil
@@ -174,7 +182,7 @@ func (s *Service) WatchSessions(ctx context.Context, _ *connect.Request[v1.Watch
 			out.Sessions = append(out.Sessions, s.sessionToProto(ss))
 		}
 		if err := stream.Send(out); err != nil {
-			return err
+			return stalledOr(ctx, err)
 		}
 	}
 	return nil

@@ -53,6 +53,11 @@ type Options struct {
 	MaxPayloadBytes int
 	// MaxStreams is the daemon.max_streams setting (0: its default).
 	MaxStreams int
+	// StreamWriteTimeout and StreamUnsentBytes are the
+	// daemon.stream_write_timeout and daemon.stream_unsent_bytes settings
+	// (0: their defaults).
+	StreamWriteTimeout time.Duration
+	StreamUnsentBytes  int
 	// Broker configures the permission broker's timeouts (nil: its
 	// defaults).
 	Broker *permission.BrokerOptions
@@ -117,6 +122,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 	d := &Daemon{Ctx: ctx, Model: srv, t: t, opts: o, settings: serve.Settings{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), CLI: bin, Token: o.Token, Env: srv.EnvMap(t.TempDir()),
 		SubscriberBuffer: o.SubscriberBuffer, MaxPayloadBytes: o.MaxPayloadBytes, MaxStreams: o.MaxStreams,
+		StreamWriteTimeout: o.StreamWriteTimeout, StreamUnsentBytes: o.StreamUnsentBytes,
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
 		WorkerToken: o.WorkerToken, WorkerWait: 60 * time.Second,
 		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,

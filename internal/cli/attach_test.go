@@ -331,7 +331,7 @@ func TestAttachResubscribes(t *testing.T) {
 	if want := "> talk\n\n" + strings.TrimSpace(strings.Repeat("word ", words)) + "\n"; strings.TrimRight(o.stdout, " \n")+"\n" != want {
 		t.Errorf("stdout is not the reply once, whole (%d words)", strings.Count(o.stdout, "word"))
 	}
-	if strings.Contains(o.stderr, "dropped this client for falling behind") {
+	if strings.Contains(o.stderr, "ended this client's stream") {
 		t.Error("the daemon dropped the client instead of catching it up from the store")
 	}
 }

@@ -111,8 +111,11 @@ func (f *follower) follow(ctx context.Context) error {
 		}
 		var ce *connect.Error
 		switch {
-		case errors.As(err, &ce) && ce.Code() == connect.CodeResourceExhausted:
-			fmt.Fprintf(f.env.Stderr, "claudectl: the daemon dropped this client for falling behind; catching up from event %d\n", f.lastSeq+1)
+		case errors.As(err, &ce) && ce.Code() == connect.CodeResourceExhausted, streamReset(err):
+			// The daemon ends the stream of a client that stopped reading
+			// (daemon.stream_write_timeout): this one, held up by a
+			// terminal that did not take its output, say.
+			fmt.Fprintf(f.env.Stderr, "claudectl: the daemon ended this client's stream (it had stopped reading); catching up from event %d\n", f.lastSeq+1)
 			backoff = minBackoff
 		case transient(err):
 			if lostAt.IsZero() {
@@ -176,6 +179,14 @@ func transient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// streamReset reports whether err is an HTTP/2 stream the daemon reset
+// (RST_STREAM INTERNAL_ERROR, which Connect reports as Internal): what a
+// stream ended for a stalled client looks like over HTTP/2, its message
+// being cut short.
+func streamReset(err error) bool {
+	return connect.CodeOf(err) == connect.CodeInternal && strings.Contains(err.Error(), "INTERNAL_ERROR; received from peer")
 }
 
 // handle shows one event and acts on it; true stops follow.

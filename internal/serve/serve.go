@@ -167,7 +167,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 
 	// Refuse a bad listen address before touching the store.
 	serverOpts := &apiserver.ServerOptions{Token: s.Token, AllowedHosts: s.AllowedHosts,
-		AllowedOrigins: s.AllowedOrigins, Logger: log, InsecureCleartext: s.InsecureCleartext, WorkerToken: s.WorkerToken}
+		AllowedOrigins: s.AllowedOrigins, Logger: log, InsecureCleartext: s.InsecureCleartext, WorkerToken: s.WorkerToken,
+		WriteTimeout: s.StreamWriteTimeout}
 	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
 		if err != nil {
@@ -225,6 +226,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		return nil, err
 	}
 	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler(), MaxStreams: s.MaxStreams,
+		StreamWriteTimeout: s.StreamWriteTimeout, StreamUnsentBytes: s.StreamUnsentBytes, Logger: log,
 		StoreLocation: srv.StoreLocation}), serverOpts)
 	if err != nil {
 		return nil, err

@@ -54,6 +54,11 @@ type Settings struct {
 	FullSync         bool
 	SubscriberBuffer int // 0: default (8192)
 	MaxStreams       int // 0: default (apiserver.DefaultMaxStreams)
+	// StreamWriteTimeout and StreamUnsentBytes bound what a client that
+	// stops reading costs (apiserver.Service); zero means their defaults,
+	// a negative timeout never.
+	StreamWriteTimeout time.Duration
+	StreamUnsentBytes  int
 	// MaxUnauthenticated is how many connections may be open that have
 	// not made a request with the token (apiserver.GuardOptions.Max); 0
 	// means apiserver.DefaultMaxUnauthenticated.
@@ -288,6 +293,22 @@ var configKeys = []configKey{
 		c.MaxStreams = n
 		return nil
 	}},
+	{"daemon.stream_write_timeout", `a duration > 0 such as "30s" or "2m", or "never" (default "30s")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		if s, err := jsonString(raw); err == nil && s == "never" {
+			c.StreamWriteTimeout = -1
+			return nil
+		}
+		c.StreamWriteTimeout, err = jsonDuration(raw)
+		return err
+	}},
+	{"daemon.stream_unsent_bytes", fmt.Sprintf("a whole number of bytes from %d to %d (default %d)", MinStreamUnsentBytes, MaxStreamUnsentBytes, apiserver.DefaultStreamUnsentBytes), func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || n < MinStreamUnsentBytes || n > MaxStreamUnsentBytes {
+			return errBadValue
+		}
+		c.StreamUnsentBytes = n
+		return nil
+	}},
 	{"daemon.max_unauthenticated_connections", fmt.Sprintf("a whole number of connections from 1 to %d (default %d)", MaxUnauthenticated, apiserver.DefaultMaxUnauthenticated), func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		n, err := jsonInt(raw)
 		if err != nil || n < 1 || n > MaxUnauthenticated {
@@ -440,6 +461,15 @@ const DefaultCLIScheduling = claude.SchedulingBatch
 
 // MaxStreams bounds daemon.max_streams: an open stream costs about 50 KB.
 const MaxStreams = 1 << 20
+
+// MinStreamUnsentBytes and MaxStreamUnsentBytes bound
+// daemon.stream_unsent_bytes: below a few pieces every message of a
+// streaming session would count as large; above the payload limit the
+// setting would mean nothing.
+const (
+	MinStreamUnsentBytes = 16 << 10
+	MaxStreamUnsentBytes = 64 << 20
+)
 
 // MaxUnauthenticated bounds daemon.max_unauthenticated_connections: each
 // such connection holds a file descriptor, and a limit past the process's
@@ -854,6 +884,12 @@ const Usage = `Settings file:
                                  (default 8192)
   daemon.max_streams             subscriptions and watches served at once; one more
                                  is refused (default 4096)
+  daemon.stream_write_timeout    a stream whose client accepts nothing of it for
+                                 this long is ended (it may subscribe again from
+                                 its last event); "never" to keep it (default "30s")
+  daemon.stream_unsent_bytes     a stream whose client stopped reading for 5s while
+                                 a larger message waits for it is ended then
+                                 (default 262144, 256 KiB)
   daemon.max_unauthenticated_connections
                                  connections open at once that have made no request
                                  with the token yet; one more closes the oldest, and

@@ -160,9 +160,14 @@ func (db *DB) prepare(ev *store.Event, now time.Time) error {
 
 // Replay paging: a page is read whole and its rows closed before any event
 // is yielded, so a slow consumer never holds a connection.
+// A page is also what a consumer that stops reading holds beside the event
+// it is given (a subscriber whose client stalled, until the API ends its
+// stream): about 256 KiB, or one event larger than that alone; with 4 MiB
+// pages, 200 stalled subscribers of a session of 2 MB messages held 12 MB
+// each.
 const (
 	pageEvents = 512
-	pageBytes  = 4 << 20
+	pageBytes  = 256 << 10
 )
 
 // Events returns the events of session id after seq after, in order,
