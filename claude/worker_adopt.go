@@ -65,7 +65,7 @@ func (l *WorkerListener) adoptReturn(wl *workerLink, hello *relay.Frame) *worker
 	l.mu.Unlock()
 	switch {
 	case err != nil && errors.Is(err, ErrUnknownRelaySession):
-		l.logger().Warn("claude: worker came back for a session that is over", "worker", wl.name, "session", sid, "err", err)
+		l.logger().Warn("claude: worker came back for a session that is over", "worker", wl.name, "session", relay.Clip(sid), "err", err)
 		relay.WriteFrame(l.ctx, wl.c, &relay.Header{Type: relay.TypeReject, Error: err.Error()}, nil)
 		wl.c.Close(websocket.StatusNormalClosure, "")
 		return nil
@@ -74,7 +74,7 @@ func (l *WorkerListener) adoptReturn(wl *workerLink, hello *relay.Frame) *worker
 		if err != nil {
 			why = err.Error()
 		}
-		l.logger().Info("claude: worker came back for a session served elsewhere", "worker", wl.name, "session", sid, "reason", why)
+		l.logger().Info("claude: worker came back for a session served elsewhere", "worker", wl.name, "session", relay.Clip(sid), "reason", why)
 		wl.c.Close(websocket.StatusTryAgainLater, truncateReason(why))
 		return nil
 	}

@@ -78,7 +78,7 @@ func (wl *workerLink) serve(rc *workerConn, from uint64) {
 	if rc == nil {
 		if wl.claim != "" {
 			if !l.claimed(wl.claim, wl.name, wl) {
-				l.logger().Warn("claude: worker opened a link for a session nobody waits for", "worker", wl.name, "session", wl.claim)
+				l.logger().Warn("claude: worker opened a link for a session nobody waits for", "worker", wl.name, "session", relay.Clip(wl.claim))
 				relay.WriteFrame(ctx, wl.c, &relay.Header{Type: relay.TypeReject, Error: "no session " + wl.claim + " waits for worker " + wl.name}, nil)
 				wl.c.Close(websocket.StatusNormalClosure, "")
 				close(wl.gone)

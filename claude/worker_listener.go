@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -262,6 +263,14 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.serveControl(c, hello.Register, r.RemoteAddr)
 		return
 	}
+	if hello.Worker != "" {
+		// A one-session worker's name is bounded as a registered one's
+		// is: it becomes the session's worker name and goes into logs.
+		if err := relay.ValidName(hello.Worker); err != nil {
+			l.refuseLink(c, r.RemoteAddr, hello, err.Error()+": give the worker another --name")
+			return
+		}
+	}
 	wl := &workerLink{l: l, c: c, name: hello.Worker, remote: r.RemoteAddr, assign: make(chan assignment, 1), gone: make(chan struct{})}
 	if wl.name == "" {
 		wl.name = r.RemoteAddr
@@ -278,7 +287,7 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rc == nil && wasEnded && time.Now().Before(ended.until) {
 			// The session is over but the worker missed the last ack:
 			// give it, and let the worker close.
-			l.logger().Info("claude: worker came back after its session ended", "worker", wl.name, "session", hello.Session)
+			l.logger().Info("claude: worker came back after its session ended", "worker", wl.name, "session", relay.Clip(hello.Session))
 			if relay.WriteFrame(l.ctx, c, &relay.Header{Type: relay.TypeResume, Session: hello.Session, Ack: ended.recv}, nil) == nil {
 				ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
 				c.Read(ctx) // until the worker's close
@@ -291,13 +300,25 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		} else if rc == nil || rc.over() {
-			l.logger().Warn("claude: worker came back for an unknown session", "worker", wl.name, "session", hello.Session)
+			l.logger().Warn("claude: worker came back for an unknown session", "worker", wl.name, "session", relay.Clip(hello.Session))
 			relay.WriteFrame(l.ctx, c, &relay.Header{Type: relay.TypeReject, Error: "unknown session " + hello.Session}, nil)
 			c.Close(websocket.StatusNormalClosure, "")
 			return
 		}
 	}
 	wl.serve(rc, hello.Ack)
+}
+
+// refuseLink answers a worker's hello with reject, saying why, and closes
+// the connection; nothing of the listener's state has changed. The worker
+// stops (its CLI too, if it runs one) and says why.
+func (l *WorkerListener) refuseLink(c *websocket.Conn, remote string, hello *relay.Frame, why string) {
+	l.logger().Warn("claude: worker link refused", "remote", remote, "worker", relay.Clip(hello.Worker),
+		"session", relay.Clip(cmp.Or(hello.Session, hello.Claim)), "reason", why)
+	ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+	relay.WriteFrame(ctx, c, &relay.Header{Type: relay.TypeReject, Error: why}, nil)
+	cancel()
+	c.Close(websocket.StatusPolicyViolation, "refused")
 }
 
 func (l *WorkerListener) addIdle(wl *workerLink) {

@@ -306,7 +306,7 @@ func (l *WorkerListener) pickLocked(sel WorkerSelector) (*registered, error) {
 // until it ends. Only decline frames are read from it.
 func (l *WorkerListener) serveControl(c *websocket.Conn, reg *relay.Registration, remote string) {
 	refuse := func(why string) {
-		l.logger().Warn("claude: worker registration refused", "remote", remote, "name", reg.Name, "reason", why)
+		l.logger().Warn("claude: worker registration refused", "remote", remote, "name", relay.Clip(reg.Name), "reason", why)
 		ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
 		relay.WriteFrame(ctx, c, &relay.Header{Type: relay.TypeReject, Error: why}, nil)
 		cancel()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/relay"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -102,7 +103,7 @@ func (a *actor) clearRelay(ctx context.Context) {
 // worker stop the CLI, any other error makes it try again (elsewhere).
 func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 	unknown := func(why string) error {
-		return fmt.Errorf("%w: %s (worker %s): %s", claude.ErrUnknownRelaySession, r.Session, r.Worker, why)
+		return fmt.Errorf("%w: %s (worker %s): %s", claude.ErrUnknownRelaySession, relay.Clip(r.Session), r.Worker, why)
 	}
 	id := claude.RelayTag(r.Session)
 	if !plausibleID(id) {

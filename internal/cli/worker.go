@@ -181,7 +181,7 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	if name == "" {
 		name = defaultWorkerName(host, once)
 	}
-	if err := relay.ValidName(name); err != nil && !once {
+	if err := relay.ValidName(name); err != nil { // the controller refuses it, --once or not
 		return badValue("name", name, strings.TrimPrefix(err.Error(), fmt.Sprintf("worker name %q: ", name)))
 	}
 	if once && (len(labels) > 0 || capacity != defaultWorkerCapacity || grace != relay.DefaultGrace) {
@@ -267,13 +267,14 @@ func defaultWorkerName(host string, once bool) string {
 		}
 	}
 	n := strings.TrimLeft(b.String(), "._-")
-	if once {
-		n = fmt.Sprintf("%s-%d", n, os.Getpid())
-	}
 	if n == "" || n == "local" || n == "remote" {
 		n = "worker-" + n
 	}
-	return n[:min(len(n), relay.MaxNameLen)]
+	suffix := ""
+	if once {
+		suffix = fmt.Sprintf("-%d", os.Getpid())
+	}
+	return n[:min(len(n), relay.MaxNameLen-len(suffix))] + suffix
 }
 
 // startLocalCLI returns the worker's StartFunc: the CLI at path over stdio,

@@ -205,6 +205,8 @@ func TestWorkerUsage(t *testing.T) {
 		{append(ok, "--grace", "10ms"), "must be from 1s to 24h"},
 		{append(ok, "--name", "has space"), "only letters, digits"},
 		{append(ok, "--name", "remote"), "reserved"},
+		{append(ok, "--once", "--name", "has space"), "only letters, digits"},
+		{append(ok, "--once", "--name", strings.Repeat("n", 65)), "at most 64 characters"},
 		{append(ok, "--once", "--label", "a=b"), "not --once"},
 		{append(ok, "--cli-scheduling", "fifo"), `--cli-scheduling: must be "batch" or "normal"`},
 	} {

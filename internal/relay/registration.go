@@ -63,10 +63,23 @@ func (e *RegistrationError) Error() string {
 }
 
 func regErr(field, value, reason string) error {
-	if len(value) > 40 {
-		value = value[:40] + "…"
+	return &RegistrationError{Field: field, Value: Clip(value), Reason: reason}
+}
+
+// Clip returns what a worker sent cut to at most 40 bytes (at a rune
+// boundary, "…" added), fit for an error or a log line: a worker's long
+// name or label must not fill the controller's log. Loggers quote what is
+// not printable.
+func Clip(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return s
 	}
-	return &RegistrationError{Field: field, Value: value, Reason: reason}
+	s = s[:max]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }
 
 // ValidName checks a worker name: 1 to 64 letters, digits, '.', '_' or
