@@ -2,6 +2,7 @@ package claude
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"time"
@@ -29,6 +30,20 @@ type WorkerReturn struct {
 	// controller; Held is the last of its own frames that controller
 	// acknowledged (the worker no longer keeps them).
 	WorkerHas, Held uint64
+
+	// proof is the SHA-256 of the secret the worker's hello presented
+	// (the secret itself stays in the listener, unprinted).
+	proof string
+}
+
+// Proves reports whether the worker presented the secret of the relay
+// session whose hash is secretHash (the session Conn's RelaySecretHash,
+// stored by the controller that started it), in constant time. Only such
+// a worker is the one that runs the session: anyone holding the worker
+// token may name a session id, which is in logs and stores. An empty
+// secretHash proves nothing.
+func (r *WorkerReturn) Proves(secretHash string) bool {
+	return secretHash != "" && r.proof != "" && subtle.ConstantTimeCompare([]byte(r.proof), []byte(secretHash)) == 1
 }
 
 // adoptTimeout bounds WorkerListener.Adopt: the worker, unanswered, pings
@@ -37,9 +52,10 @@ var adoptTimeout = 10 * time.Second
 
 // returning is a worker's connection waiting for Adopt's answer.
 type returning struct {
-	wl   *workerLink
-	back *WorkerReturn
-	rc   *workerConn // made by adopt, inside Adopt
+	wl     *workerLink
+	back   *WorkerReturn
+	secret string      // the hello's, which the session keeps once taken over
+	rc     *workerConn // made by adopt, inside Adopt
 }
 
 // adoptReturn asks Adopt about the worker on wl, which came back for a
@@ -47,7 +63,8 @@ type returning struct {
 // Adopt took it over; else it has answered the worker and returns nil.
 func (l *WorkerListener) adoptReturn(wl *workerLink, hello *relay.Frame) *workerConn {
 	sid := hello.Session
-	ret := &returning{wl: wl, back: &WorkerReturn{Session: sid, Worker: wl.name, WorkerHas: hello.Ack, Held: hello.Held}}
+	ret := &returning{wl: wl, secret: hello.Secret,
+		back: &WorkerReturn{Session: sid, Worker: wl.name, WorkerHas: hello.Ack, Held: hello.Held, proof: secretHash(hello.Secret)}}
 	l.mu.Lock()
 	if l.closed || l.returning[sid] != nil {
 		l.mu.Unlock()
@@ -65,7 +82,7 @@ func (l *WorkerListener) adoptReturn(wl *workerLink, hello *relay.Frame) *worker
 	l.mu.Unlock()
 	switch {
 	case err != nil && errors.Is(err, ErrUnknownRelaySession):
-		l.logger().Warn("claude: worker came back for a session that is over", "worker", wl.name, "session", relay.Clip(sid), "err", err)
+		l.logger().Warn("claude: worker came back for a session it may not resume", "worker", wl.name, "session", relay.Clip(sid), "err", err)
 		relay.WriteFrame(l.ctx, wl.c, &relay.Header{Type: relay.TypeReject, Error: err.Error()}, nil)
 		wl.c.Close(websocket.StatusNormalClosure, "")
 		return nil
@@ -106,8 +123,12 @@ func (l *WorkerListener) adopt(ctx context.Context, c *Command, t *WorkerTranspo
 		l.mu.Unlock()
 		return nil, &StartError{Path: "remote worker", Err: fmt.Errorf("no worker waits to be taken over for relay session %s", sid)}
 	}
+	if !ret.back.Proves(t.Resume.SecretHash) {
+		l.mu.Unlock()
+		return nil, &StartError{Path: "remote worker " + ret.wl.name, Err: fmt.Errorf("the worker that came back for relay session %s did not present its secret (WorkerResume.SecretHash): it may not be the worker that runs it", sid)}
+	}
 	rc := l.newConn(ctx, c, t)
-	rc.id = sid
+	rc.id, rc.secret = sid, ret.secret
 	rc.attached = true
 	// The worker sends again what it holds, from after Held: the lines
 	// up to Received are stored (skipped) but for the CLI's requests

@@ -42,6 +42,7 @@ func TestWorkerTakeover(t *testing.T) {
 	// before the worker starts: a worker that lost A for a moment may try
 	// B at any time).
 	var back *claude.WorkerReturn
+	var secretHash string // what A "stored" of the session's secret
 	adopted := make(chan claude.Conn, 1)
 	b.Adopt = func(actx context.Context, r *claude.WorkerReturn) error {
 		select {
@@ -52,7 +53,7 @@ func TestWorkerTakeover(t *testing.T) {
 		back = r
 		// The session's context is its own: Adopt's ends when it returns.
 		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
-			Resume: &claude.WorkerResume{Session: r.Session, Received: storedSeq,
+			Resume: &claude.WorkerResume{Session: r.Session, SecretHash: secretHash, Received: storedSeq,
 				Unsent: [][]byte{[]byte(`{"from":"a"}`)}}}).Start(ctx, cmd)
 		if err != nil {
 			return err
@@ -78,6 +79,7 @@ func TestWorkerTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	secretHash = connA.(interface{ RelaySecretHash() string }).RelaySecretHash()
 	count := func(ln claude.Line) int {
 		if m := decodeFake(t, ln); m.Type == "count" {
 			return m.N
@@ -290,7 +292,8 @@ func TestWorkerTakeoverKeepsOpenRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := &claude.Command{MaxLineBytes: 1 << 20}
-	var last uint64 // the last line stored, set before aDies is closed
+	var last uint64       // the last line stored, set before aDies is closed
+	var secretHash string // A's session's, set before aDies is closed
 	aDies := make(chan struct{})
 	adopted := make(chan claude.Conn, 1)
 	b.Adopt = func(actx context.Context, r *claude.WorkerReturn) error { // set before the worker starts
@@ -300,7 +303,7 @@ func TestWorkerTakeoverKeepsOpenRequests(t *testing.T) {
 			return actx.Err()
 		}
 		c, err := (&claude.WorkerTransport{Listener: b, Hold: true,
-			Resume: &claude.WorkerResume{Session: r.Session, Received: last}}).Start(ctx, cmd)
+			Resume: &claude.WorkerResume{Session: r.Session, SecretHash: secretHash, Received: last}}).Start(ctx, cmd)
 		if err == nil {
 			adopted <- c
 		}
@@ -321,6 +324,7 @@ func TestWorkerTakeoverKeepsOpenRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	secretHash = connA.(interface{ RelaySecretHash() string }).RelaySecretHash()
 	for range 4 {
 		ln, err := connA.ReadLine()
 		if err != nil {

@@ -2,6 +2,9 @@ package claude
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,11 +55,15 @@ type workerConn struct {
 	// another controller (WorkerTransport.Resume).
 	hold     bool
 	attached bool
-	cmd      *relay.Command
-	out      *relay.Outbox
-	stderr   func(string)
-	tail     tail
-	bg       sync.WaitGroup // watch
+	// secret proves a link is the worker's (relay.Header.Secret): sent in
+	// the start frame, presented by the hello of every link that resumes
+	// the session; never logged.
+	secret string
+	cmd    *relay.Command
+	out    *relay.Outbox
+	stderr func(string)
+	tail   tail
+	bg     sync.WaitGroup // watch
 
 	writeMu   sync.Mutex
 	eofOnce   sync.Once
@@ -208,6 +215,27 @@ func answered(line []byte) string {
 
 // RelaySession returns the relay session's id (see WorkerListener.Adopt).
 func (rc *workerConn) RelaySession() string { return rc.id }
+
+// RelaySecretHash returns the SHA-256 (hex) of the session's secret, which
+// the worker presents when it comes back: a controller that may take the
+// session over after a restart stores it and passes it to
+// WorkerResume.SecretHash (the secret itself is never stored).
+func (rc *workerConn) RelaySecretHash() string { return secretHash(rc.secret) }
+
+// proves reports whether a hello's secret is the session's, in constant
+// time.
+func (rc *workerConn) proves(secret string) bool {
+	return rc.secret != "" && subtle.ConstantTimeCompare([]byte(secret), []byte(rc.secret)) == 1
+}
+
+// secretHash returns the SHA-256 of a relay secret in hex ("" for none).
+func secretHash(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
 
 // Attached reports whether the session took over a CLI another
 // controller started (it is not initialised again).

@@ -27,6 +27,7 @@ type workerLink struct {
 	name   string
 	remote string
 	claim  string // the session a registered worker opened this link for
+	secret string // the hello's (relay.Header.Secret)
 	assign chan assignment
 	gone   chan struct{} // closed when the handler stops waiting for an assignment
 
@@ -77,7 +78,7 @@ func (wl *workerLink) serve(rc *workerConn, from uint64) {
 
 	if rc == nil {
 		if wl.claim != "" {
-			if !l.claimed(wl.claim, wl.name, wl) {
+			if !l.claimed(wl.claim, wl.name, wl.secret, wl) {
 				l.logger().Warn("claude: worker opened a link for a session nobody waits for", "worker", wl.name, "session", relay.Clip(wl.claim))
 				relay.WriteFrame(ctx, wl.c, &relay.Header{Type: relay.TypeReject, Error: "no session " + wl.claim + " waits for worker " + wl.name}, nil)
 				wl.c.Close(websocket.StatusNormalClosure, "")
@@ -94,7 +95,7 @@ func (wl *workerLink) serve(rc *workerConn, from uint64) {
 			wl.rc = rc
 			wl.mu.Unlock()
 			wl.c.SetReadLimit(rc.readLimit())
-			err := relay.WriteFrame(ctx, wl.c, &relay.Header{Type: relay.TypeStart, Session: rc.id, Command: rc.cmd}, nil)
+			err := relay.WriteFrame(ctx, wl.c, &relay.Header{Type: relay.TypeStart, Session: rc.id, Secret: rc.secret, Command: rc.cmd}, nil)
 			a.result <- err
 			if err != nil {
 				return

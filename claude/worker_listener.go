@@ -3,6 +3,7 @@ package claude
 import (
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,8 +71,11 @@ type WorkerListener struct {
 	// session the listener does not serve: the controller that served it
 	// died or restarted. To take the session over, Adopt starts a Session
 	// (or calls WorkerTransport.Start) with WorkerTransport.Resume naming
-	// r.Session before it returns nil; the link then goes on, the CLI
-	// untouched. An error wrapping ErrUnknownRelaySession makes the worker
+	// r.Session and the session's stored secret hash before it returns
+	// nil; the link then goes on, the CLI untouched. Adopt must check
+	// r.Proves first: any holder of the token can name a session (the
+	// take-over is refused anyway when the worker did not present the
+	// secret). An error wrapping ErrUnknownRelaySession makes the worker
 	// stop its CLI (the session is over); any other error, or nil without
 	// a take-over, closes the connection and the worker tries again (its
 	// other addresses, with backoff): the session may be another
@@ -108,8 +112,9 @@ type WorkerListener struct {
 }
 
 type endedSession struct {
-	recv  uint64
-	until time.Time
+	recv   uint64
+	until  time.Time
+	secret string // the session's: only its worker learns that it ended
 }
 
 // ErrListenerClosed is returned by the calls on a closed WorkerListener, and
@@ -271,7 +276,8 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	wl := &workerLink{l: l, c: c, name: hello.Worker, remote: r.RemoteAddr, assign: make(chan assignment, 1), gone: make(chan struct{})}
+	wl := &workerLink{l: l, c: c, name: hello.Worker, remote: r.RemoteAddr, secret: hello.Secret,
+		assign: make(chan assignment, 1), gone: make(chan struct{})}
 	if wl.name == "" {
 		wl.name = r.RemoteAddr
 	}
@@ -284,6 +290,14 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc = l.sessions[hello.Session]
 		ended, wasEnded := l.ended[hello.Session]
 		l.mu.Unlock()
+		if rc != nil && !rc.proves(hello.Secret) || rc == nil && wasEnded && subtle.ConstantTimeCompare([]byte(hello.Secret), []byte(ended.secret)) != 1 {
+			// Another holder of the token, who read the session's id
+			// somewhere: resumed, it would take the worker's place on the
+			// link, get the CLI's input and write its output.
+			l.refuseLink(c, r.RemoteAddr, hello, "relay session "+relay.Clip(hello.Session)+
+				": this connection did not present the session's secret, so it is not the worker that runs it")
+			return
+		}
 		if rc == nil && wasEnded && time.Now().Before(ended.until) {
 			// The session is over but the worker missed the last ack:
 			// give it, and let the worker close.
@@ -458,13 +472,14 @@ func (l *WorkerListener) handOver(wl *workerLink, rc *workerConn) error {
 func (l *WorkerListener) newConn(ctx context.Context, c *Command, t *WorkerTransport) *workerConn {
 	set, unset := envDelta(c.Env, osEnviron())
 	return &workerConn{
-		l:    l,
-		ctx:  ctx,
-		id:   relayID(t.Tag),
-		tag:  t.Tag,
-		hold: t.Hold,
-		cmd:  &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
-		out:  relay.NewOutbox(orDefault(l.BufferBytes, relay.DefaultBufferBytes)),
+		l:      l,
+		ctx:    ctx,
+		id:     relayID(t.Tag),
+		secret: randomHex(32),
+		tag:    t.Tag,
+		hold:   t.Hold,
+		cmd:    &relay.Command{Args: c.Args, SetEnv: set, UnsetEnv: unset, Dir: c.Dir, MaxLineBytes: c.MaxLineBytes},
+		out:    relay.NewOutbox(orDefault(l.BufferBytes, relay.DefaultBufferBytes)),
 
 		ackCh:   make(chan struct{}),
 		wake:    make(chan struct{}),
@@ -509,7 +524,7 @@ func (l *WorkerListener) forget(rc *workerConn) {
 		}
 	}
 	if exited {
-		l.ended[rc.id] = endedSession{recv: recv, until: now.Add(l.reconnectTimeout())}
+		l.ended[rc.id] = endedSession{recv: recv, until: now.Add(l.reconnectTimeout()), secret: rc.secret}
 	}
 }
 

@@ -3,6 +3,7 @@ package claude
 import (
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"maps"
@@ -185,6 +186,7 @@ func (e *registered) state(now time.Time) WorkerState {
 // the worker dials for it.
 type claim struct {
 	worker   string
+	secret   string           // sent in the open frame, presented by the link's hello
 	link     chan *workerLink // buffered 1
 	declined chan string      // buffered 1
 }
@@ -431,13 +433,15 @@ func (l *WorkerListener) decline(worker, session, why string) {
 }
 
 // claimed delivers the link a worker dialed for session to its placement;
-// it reports false when no placement waits for it from that worker. The
-// send happens under l.mu, so that unclaim never misses a link.
-func (l *WorkerListener) claimed(session, worker string, wl *workerLink) bool {
+// it reports false when no placement waits for it from that worker, or the
+// link lacks the open frame's secret (another holder of the token, not the
+// worker that read the open frame). The send happens under l.mu, so that
+// unclaim never misses a link.
+func (l *WorkerListener) claimed(session, worker, secret string, wl *workerLink) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cl := l.claims[session]
-	if cl == nil || cl.worker != worker {
+	if cl == nil || cl.worker != worker || subtle.ConstantTimeCompare([]byte(secret), []byte(cl.secret)) != 1 {
 		return false
 	}
 	select {
@@ -502,8 +506,12 @@ type WorkerTransport struct {
 // WorkerResume names a relay session to take over and how many of the
 // worker's frames the caller has (stored) already.
 type WorkerResume struct {
-	Session  string
-	Received uint64
+	Session string
+	// SecretHash is the session's RelaySecretHash, stored by the
+	// controller that started it: the take-over is refused unless the
+	// worker that came back presented that secret (WorkerReturn.Proves).
+	SecretHash string
+	Received   uint64
 	// Unsent are lines the previous controller wrote to the CLI that the
 	// worker did not receive (WorkerReturn.WorkerHas says how many it
 	// did): they are written first, in order.
@@ -529,7 +537,7 @@ func (l *WorkerListener) startPlaced(ctx context.Context, c *Command, sel Worker
 		return nil, err
 	}
 	rc := l.newConn(ctx, c, t)
-	cl := &claim{link: make(chan *workerLink, 1), declined: make(chan string, 1)}
+	cl := &claim{secret: randomHex(32), link: make(chan *workerLink, 1), declined: make(chan string, 1)}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -553,7 +561,7 @@ func (l *WorkerListener) startPlaced(ctx context.Context, c *Command, sel Worker
 	}
 	wctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	if err := relay.WriteFrame(wctx, ctl, &relay.Header{Type: relay.TypeOpen, Session: rc.id}, nil); err != nil {
+	if err := relay.WriteFrame(wctx, ctl, &relay.Header{Type: relay.TypeOpen, Session: rc.id, Secret: cl.secret}, nil); err != nil {
 		return fail(fmt.Errorf("asking the worker to open the session: %w", err))
 	}
 	var wl *workerLink

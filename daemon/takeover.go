@@ -35,7 +35,10 @@ func (d *Daemon) name() string {
 // recordRelay stores the relay state of a session whose CLI a worker runs
 // on conn, once it has started (a CLI taken over keeps its state).
 func (a *actor) recordRelay(ctx context.Context, conn claude.Conn) error {
-	rs, ok := conn.(interface{ RelaySession() string })
+	rs, ok := conn.(interface {
+		RelaySession() string
+		RelaySecretHash() string
+	})
 	if !ok {
 		return nil
 	}
@@ -44,7 +47,9 @@ func (a *actor) recordRelay(ctx context.Context, conn claude.Conn) error {
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	r := &store.Relay{Worker: a.d.workerOf(a.id), Session: rs.RelaySession()}
+	// The secret's hash, not the secret: a worker coming back to this
+	// daemon restarted, or to another, proves itself with the secret.
+	r := &store.Relay{Worker: a.d.workerOf(a.id), Session: rs.RelaySession(), SecretHash: rs.RelaySecretHash()}
 	s, err := a.d.db.Session(ctx, a.id)
 	if err == nil {
 		r.Since = s.LastSeq // the lines written to this CLI are the ToCLI events after it
@@ -98,8 +103,9 @@ func (a *actor) clearRelay(ctx context.Context) {
 
 // adopt is the worker listener's Adopt: r's worker came back for a relay
 // session this daemon does not serve. It takes the session over when its
-// stored relay state names that relay session, the session is not over,
-// and no live daemon holds its lease; ErrUnknownRelaySession makes the
+// stored relay state names that relay session, the worker presented the
+// session's secret (its hash is stored), the session is not over, and no
+// live daemon holds its lease; ErrUnknownRelaySession makes the
 // worker stop the CLI, any other error makes it try again (elsewhere).
 func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 	unknown := func(why string) error {
@@ -117,6 +123,10 @@ func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 		return fmt.Errorf("reading session %s: %w", id, err)
 	case s.Relay.Session != r.Session:
 		return unknown("session " + id + " does not run that CLI any more")
+	case !r.Proves(s.Relay.SecretHash):
+		// Checked before anything waits: the session's id is in logs and
+		// the store, and any holder of the worker token may name it.
+		return unknown("the connection did not present the secret of the worker that runs session " + id + "'s CLI")
 	case s.Relay.Worker != "" && s.Relay.Worker != r.Worker:
 		return unknown("session " + id + "'s CLI runs on worker " + s.Relay.Worker)
 	case terminal(s.Status):
@@ -144,7 +154,7 @@ func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 	start := time.Now()
 	_, err = d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID, process: s.Process, midTurn: midTurn,
 		sent:     max(s.Relay.Sent, int64(r.WorkerHas)),
-		takeover: &claude.WorkerResume{Session: r.Session, Received: uint64(s.Relay.Received), Unsent: unsent}}, "")
+		takeover: &claude.WorkerResume{Session: r.Session, SecretHash: s.Relay.SecretHash, Received: uint64(s.Relay.Received), Unsent: unsent}}, "")
 	if err != nil {
 		return fmt.Errorf("taking session %s over: %w", id, err)
 	}

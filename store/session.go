@@ -144,6 +144,11 @@ type Relay struct {
 	// order. A new holder writes again the ones the worker did not get.
 	Sent  int64
 	Since int64
+	// SecretHash is the SHA-256 (hex) of the relay session's secret
+	// (claude's RelaySecretHash): a worker coming back must present the
+	// secret for a new holder to take the session over. The secret itself
+	// is never stored.
+	SecretHash string
 }
 
 // SessionFilter selects sessions; zero fields match everything.

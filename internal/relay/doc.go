@@ -19,19 +19,31 @@
 //
 // The worker speaks first on every connection:
 //
-//	worker → hello  {"session":"", "worker":"host-123"}            a fresh worker
-//	worker → hello  {"session":"s-…", "ack":N, "held":H}            a worker coming back
+//	worker → hello  {"session":"", "worker":"host-123"}                         a fresh worker
+//	worker → hello  {"session":"s-…", "secret":"…", "ack":N, "held":H}           a worker coming back
 //
 // A fresh worker waits, connected, until the controller has a session for it
 // and answers start, which carries the command to run: the CLI's arguments,
 // the environment changes to apply to the worker's own environment, the
-// working directory and the line limit. A returning worker gets resume with
-// the controller's ack, or reject (the session is unknown or over: the worker
-// stops its CLI and exits with an error).
+// working directory and the line limit, and the session's secret. A
+// returning worker gets resume with the controller's ack, or reject (the
+// session is unknown or over, or the hello lacks the session's secret: the
+// worker stops its CLI and exits with an error).
 //
-//	controller → start  {"session":"s-…","command":{"args":[…],"set_env":{…},"unset_env":[…],"dir":"…","max_line_bytes":N}}
+//	controller → start  {"session":"s-…","secret":"…","command":{"args":[…],"set_env":{…},"unset_env":[…],"dir":"…","max_line_bytes":N}}
 //	controller → resume {"session":"s-…","ack":M}
 //	controller → reject {"error":"…"}
+//
+// Every holder of the worker token may connect, and a session's id is no
+// secret (it is in the controller's log and store): the secret is what
+// proves that a link naming the session comes from the worker that runs
+// it. It is random (256 bits), compared in constant time, kept in memory
+// by both sides (a controller that must take sessions over after a restart
+// stores its SHA-256 only) and never logged. A hello naming a session
+// without its secret is refused and leaves the session's link alone.
+//
+// A worker's name (hello's "worker") is checked as a registered worker's
+// is (ValidName); a hello with another is refused.
 //
 // # Registered workers
 //
@@ -47,13 +59,14 @@
 // or whose name a connected worker of another instance holds. To place a
 // session on the worker it sends, on the control connection,
 //
-//	controller → open    {"session":"s-…"}
+//	controller → open    {"session":"s-…","secret":"…"}
 //	worker → decline     {"session":"s-…","error":"… at capacity …"}   when it cannot
 //
-// and the worker dials a new link for it whose hello claims the session,
-// after which the link runs as any other (start, then sequenced frames):
+// and the worker dials a new link for it whose hello claims the session
+// with the open frame's secret, after which the link runs as any other
+// (start, then sequenced frames):
 //
-//	worker → hello  {"session":"", "worker":"gpu1", "claim":"s-…"}
+//	worker → hello  {"session":"", "worker":"gpu1", "claim":"s-…", "secret":"…"}
 //
 // Only those frames travel on a control connection; unknown ones are
 // ignored. When it drops, the worker dials again with backoff, trying its

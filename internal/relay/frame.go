@@ -51,6 +51,13 @@ type Header struct {
 	// Claim is set in the hello of a link a registered worker opened for
 	// the session an open frame named.
 	Claim string `json:"claim,omitempty"`
+	// Secret proves that a link comes from the worker the controller
+	// chose. The controller makes one per session, sent in start, and one
+	// per placement, sent in open; a hello resuming the session (Session)
+	// carries the first, a hello claiming it (Claim) the second. It is
+	// random, kept in memory only and never logged: the session's id is
+	// in logs and stores, and proves nothing.
+	Secret string `json:"secret,omitempty"`
 	// Register is set in the hello of a registered worker's control
 	// connection.
 	Register *Registration `json:"register,omitempty"`

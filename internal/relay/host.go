@@ -253,7 +253,7 @@ func (h *Host) handleControl(ctx context.Context, c *websocket.Conn, url string,
 	h.wg.Add(1)
 	h.mu.Unlock()
 	w := &Worker{
-		URLs: urls, Token: h.Token, Name: reg.Name, Claim: f.Session, Drain: hs.drain,
+		URLs: urls, Token: h.Token, Name: reg.Name, Claim: f.Session, claimSecret: f.Secret, Drain: hs.drain,
 		Start:            h.Start,
 		ReconnectTimeout: cmpOr(h.ReconnectTimeout, reg.Grace()),
 		BufferBytes:      h.BufferBytes, HTTPClient: h.HTTPClient, Logger: h.Logger,

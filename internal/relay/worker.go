@@ -60,6 +60,8 @@ type Worker struct {
 	// Claim is the session an open frame of the controller asked a
 	// registered worker (Host) for; empty for a worker that waits for any.
 	Claim string
+	// claimSecret is the open frame's secret, which the claim presents.
+	claimSecret string
 	// Drain, when closed, stops the CLI gracefully, as a close frame
 	// would: its exit is still sent and acknowledged before Run returns.
 	Drain <-chan struct{}
@@ -81,6 +83,7 @@ type Worker struct {
 	// state of the session, shared by the successive connections
 	out      *Outbox
 	sid      string
+	secret   string        // the start frame's: a returning hello presents it
 	recv     atomic.Uint64 // frames received from the controller, in order
 	consumed atomic.Uint64 // of those, acted on
 	inMu     sync.Mutex
@@ -262,9 +265,9 @@ func (w *Worker) serve(ctx, pctx context.Context, c *websocket.Conn) (up bool, e
 	defer c.CloseNow()
 	hello := &Header{Type: TypeHello, Session: w.sid, Ack: w.recv.Load(), Worker: w.Name}
 	if w.sid == "" {
-		hello.Claim = w.Claim
+		hello.Claim, hello.Secret = w.Claim, w.claimSecret
 	} else {
-		hello.Held = w.out.Acked()
+		hello.Held, hello.Secret = w.out.Acked(), w.secret
 	}
 	if err := WriteFrame(ctx, c, hello, nil); err != nil {
 		return false, err
@@ -285,7 +288,7 @@ func (w *Worker) serve(ctx, pctx context.Context, c *websocket.Conn) (up bool, e
 		if w.sid != "" || f.Command == nil || f.Session == "" {
 			return false, fmt.Errorf("%w: unexpected start", ErrMalformed)
 		}
-		w.sid = f.Session
+		w.sid, w.secret = f.Session, f.Secret
 		w.logger().Info("claudectl worker: starting the CLI", "session", w.sid, "dir", f.Command.Dir)
 		w.logger().Debug("claudectl worker: CLI command", "session", w.sid, "args", f.Command.Args, "env_set", len(f.Command.SetEnv), "env_unset", f.Command.UnsetEnv)
 		w.startCLI(ctx, pctx, f.Command)

@@ -26,7 +26,7 @@ type querier interface {
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
 	error, worker, parent_id, last_seq, owner, lease_until, relay_worker, relay_session, relay_received,
-	relay_sent, relay_since`
+	relay_sent, relay_since, relay_secret_hash`
 
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var (
@@ -39,7 +39,7 @@ func scanSession(row pgx.Row) (*store.Session, error) {
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
 		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq, &s.Owner, &leaseUntil,
-		&s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since)
+		&s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.Relay.SecretHash)
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +241,9 @@ func validUpdate(upd store.SessionUpdate) error {
 		if err := text("relay session", r.Session); err != nil {
 			return err
 		}
+		if err := text("relay secret hash", r.SecretHash); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -285,6 +288,7 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 		add("relay_received", r.Received)
 		add("relay_sent", r.Sent)
 		add("relay_since", r.Since)
+		add("relay_secret_hash", r.SecretHash)
 	}
 	args = append(args, id)
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = $` + strconv.Itoa(len(args)), args

@@ -15,7 +15,7 @@ import (
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id, relay_worker, relay_session, relay_received, relay_sent, relay_since, ` + lastSeqSQL
+	error, worker, parent_id, relay_worker, relay_session, relay_received, relay_sent, relay_since, relay_secret_hash, ` + lastSeqSQL
 
 // lastSeqSQL is the seq of the last event of the session of a row of
 // sessions, 0 for none.
@@ -32,7 +32,7 @@ func scanSession(row scanner) (*store.Session, error) {
 	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
-		&s.Error, &s.Worker, &s.ParentID, &s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.LastSeq)
+		&s.Error, &s.Worker, &s.ParentID, &s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.Relay.SecretHash, &s.LastSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +201,7 @@ func updateSets(upd store.SessionUpdate, set []string, args []any) ([]string, []
 		add("relay_received", r.Received)
 		add("relay_sent", r.Sent)
 		add("relay_since", r.Since)
+		add("relay_secret_hash", r.SecretHash)
 	}
 	return set, args
 }

@@ -234,7 +234,7 @@ func asyncOrderAndUpdates(t *testing.T, s store.Store) {
 func relayState(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	a, b := newSession(t, s), newSession(t, s)
-	want := store.Relay{Worker: "gpu1", Session: "s-0123", Since: 7}
+	want := store.Relay{Worker: "gpu1", Session: "s-0123", Since: 7, SecretHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}
 	if _, err := s.UpdateSession(ctx, a.ID, store.SessionUpdate{Relay: &want}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/coder/websocket"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
+	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
+	"github.com/claudectl/claudectl/apiserver"
+	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/internal/relay"
+	"github.com/claudectl/claudectl/store"
+)
+
+// These tests attack a daemon's worker endpoint as a hostile holder of the
+// worker token would: a raw WebSocket client speaking the relay protocol,
+// beside honest "claudectl worker" processes running the real CLI.
+
+// hostileHello dials the daemon's worker endpoint with token, says hello
+// and returns the connection (closed by the test's end) and the daemon's
+// answer (an error when it closed the connection instead).
+func hostileHello(t *testing.T, ctx context.Context, endpoint, token string, h relay.Header) (*websocket.Conn, *relay.Frame, error) {
+	t.Helper()
+	c, _, err := websocket.Dial(ctx, endpoint, &websocket.DialOptions{
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + token}},
+		Subprotocols: []string{relay.Subprotocol},
+	})
+	if err != nil {
+		t.Fatalf("dialing %s: %v", endpoint, err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	h.Type = relay.TypeHello
+	if err := relay.WriteFrame(ctx, c, &h, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := relay.ReadFrame(ctx, c)
+	return c, f, err
+}
+
+// followToResult reads session id's log after seq after until a result
+// line, and returns that line and the seq of the last event read.
+func followToResult(t *testing.T, ctx context.Context, sessions claudectlv1connect.SessionServiceClient, id string, after int64) (string, int64) {
+	t.Helper()
+	stream, err := sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: after}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		ev := stream.Msg().Event
+		after = ev.Seq
+		if m := ev.GetMessage(); m.GetType() == "result" {
+			return string(m.Raw), after
+		}
+	}
+	t.Fatalf("session %s: the log ended without a result: %v", id, stream.Err())
+	return "", after
+}
+
+// TestDaemonWorkerLinkNeedsSecret: a session runs on a "claudectl worker
+// --once" (the real CLI). Another holder of the worker token, who read the
+// session's relay id in the store (or the daemon's log), says hello naming
+// it: it is refused, not resumed, and the honest worker's link is left
+// alone — the next prompt is answered by the honest worker's CLI.
+func TestDaemonWorkerLinkNeedsSecret(t *testing.T) {
+	t.Parallel()
+	bin := buildClaudectl(t)
+	const token = "worker-s3cret"
+	dd := daemontest.Start(t, &daemontest.Options{WorkerToken: token},
+		claudetest.Reply(claudetest.Text("first answer")), claudetest.Reply(claudetest.Text("second answer")))
+	apiURL, httpc := dd.Serve()
+	ctx := dd.Ctx
+	sessions := claudectlv1connect.NewSessionServiceClient(httpc, apiURL)
+	endpoint := "ws://" + strings.TrimPrefix(apiURL, "http://") + apiserver.WorkerPath
+	worker := startWorker(t, bin, endpoint, token)
+
+	res, err := sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: t.TempDir(), Worker: "remote"}, Prompt: "first"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.Session.Id
+	result, seq := followToResult(t, ctx, sessions, id, 0)
+	if !strings.Contains(result, "first answer") {
+		t.Fatalf("first result %s", result)
+	}
+	s, err := dd.DB().Session(ctx, id)
+	if err != nil || s.Relay.Session == "" {
+		t.Fatalf("stored relay state: %+v, %v", s, err)
+	}
+
+	for _, h := range []relay.Header{
+		{Session: s.Relay.Session, Worker: "e2e-worker"},
+		{Session: s.Relay.Session, Worker: "e2e-worker", Secret: s.Relay.SecretHash}, // what the store holds is no secret
+	} {
+		c, f, err := hostileHello(t, ctx, endpoint, token, h)
+		if err != nil || f.Type != relay.TypeReject || !strings.Contains(f.Error, "secret") {
+			t.Fatalf("a stranger's hello naming the live session (worker %q): answered %+v (%v); want reject, for want of the session's secret", h.Worker, f, err)
+		}
+		c.CloseNow()
+	}
+
+	if _, err := sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "second"})); err != nil {
+		t.Fatal(err)
+	}
+	if result, _ := followToResult(t, ctx, sessions, id, seq); !strings.Contains(result, "second answer") {
+		t.Errorf("second result %s; want the honest worker's CLI's answer", result)
+	}
+	if _, err := sessions.CloseSession(ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	<-worker.done
+	if worker.err != nil {
+		t.Errorf("honest worker: %v, want exit 0 once its session was closed", worker.err)
+	}
+	if strings.Contains(worker.stderr.String(), "link to the controller lost") {
+		t.Errorf("the honest worker lost its link to the stranger:\n%s", worker.stderr.String())
+	}
+}
+
+// TestDaemonWorkerReturnNeedsSecret: after a daemon restart a session's
+// worker comes back and the daemon takes its CLI over (claude.WorkerListener.Adopt)
+// — but only from the worker holding the secret whose hash the store
+// keeps. A stranger naming the session is rejected; the worker with the
+// secret is resumed.
+func TestDaemonWorkerReturnNeedsSecret(t *testing.T) {
+	t.Parallel()
+	const token = "worker-s3cret"
+	dd := daemontest.Start(t, &daemontest.Options{WorkerToken: token})
+	apiURL, _ := dd.Serve()
+	ctx := dd.Ctx
+	endpoint := "ws://" + strings.TrimPrefix(apiURL, "http://") + apiserver.WorkerPath
+	// What the daemon that ran the session left in the store when it
+	// died: the session interrupted, its relay state with the secret's
+	// hash.
+	db := dd.DB()
+	s := &store.Session{Cwd: t.TempDir(), Status: store.StatusInterrupted, Worker: "remote", Options: []byte(`{"worker":"remote"}`)}
+	if err := db.CreateSession(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "3f1c9e0b8a7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a3928170f6e5d4c"
+	sum := sha256.Sum256([]byte(secret))
+	relayID := s.ID + "~0123456789abcdef01234567"
+	if _, err := db.UpdateSession(ctx, s.ID, store.SessionUpdate{Relay: &store.Relay{Worker: "w1", Session: relayID,
+		SecretHash: hex.EncodeToString(sum[:])}}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, h := range []relay.Header{
+		{Session: relayID, Worker: "w1"},
+		{Session: relayID, Worker: "w1", Secret: hex.EncodeToString(sum[:])},
+	} {
+		c, f, err := hostileHello(t, ctx, endpoint, token, h)
+		if err != nil || f.Type != relay.TypeReject || !strings.Contains(f.Error, "secret") {
+			t.Fatalf("a stranger naming the session after a restart: answered %+v (%v); want reject, for want of the session's secret", f, err)
+		}
+		c.CloseNow()
+	}
+
+	// The worker that holds the secret is taken over; its CLI then ends.
+	c, f, err := hostileHello(t, ctx, endpoint, token, relay.Header{Session: relayID, Worker: "w1", Secret: secret})
+	if err != nil || f.Type != relay.TypeResume || f.Session != relayID {
+		t.Fatalf("the worker with the secret: answered %+v (%v); want resume", f, err)
+	}
+	if err := relay.WriteFrame(ctx, c, &relay.Header{Type: relay.TypeExit, Seq: 1, Exit: &relay.Exit{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for { // until the daemon acknowledges the exit
+		f, err := relay.ReadFrame(ctx, c)
+		if err != nil {
+			t.Fatalf("waiting for the exit's acknowledgement: %v", err)
+		}
+		if f.Ack >= 1 {
+			break
+		}
+	}
+	c.Close(websocket.StatusNormalClosure, "session over")
+}
