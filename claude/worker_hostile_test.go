@@ -2,6 +2,7 @@ package claude_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -341,5 +342,86 @@ func TestWorkerReturnNeedsSecret(t *testing.T) {
 	}
 	if err := <-workerErr; err != nil {
 		t.Errorf("honest worker: %v", err)
+	}
+}
+
+// TestWorkerListenerMaxConnections: connections that presented the token
+// are capped (a holder of the token opened 2,000 idle ones: 2,000 file
+// descriptors and 73 MB). One more is answered 503 with the reason, which
+// an honest worker turned away prints, in its own words, before it tries
+// again; once a connection closes, it gets in and runs its session. The
+// listener warns once, not per refusal.
+func TestWorkerListenerMaxConnections(t *testing.T) {
+	logs := &logBuffer{}
+	l := &claude.WorkerListener{Token: "tok", MaxConnections: 3, MaxConnectionsSetting: "workers.max_connections",
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	if err := l.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Open, authenticated, and silent: no hello.
+	var idle []*websocket.Conn
+	for range 3 {
+		idle = append(idle, dialHostile(t, ctx, l.URL(), "tok"))
+	}
+	const reason = "3 worker connections are open, as many as it allows (workers.max_connections): stop workers it does not need, or raise workers.max_connections"
+	for range 2 {
+		c, res, err := websocket.Dial(ctx, l.URL(), &websocket.DialOptions{
+			HTTPHeader:   http.Header{"Authorization": {"Bearer tok"}},
+			Subprotocols: []string{relay.Subprotocol},
+		})
+		if err == nil {
+			c.CloseNow()
+			t.Fatal("a fourth connection was accepted")
+		}
+		var body []byte
+		if res != nil {
+			body, _ = io.ReadAll(res.Body)
+		}
+		if res == nil || res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), reason) {
+			t.Fatalf("a fourth connection: %v, %s; want 503 saying %q", err, body, reason)
+		}
+	}
+
+	workerLogs := &logBuffer{}
+	w := &relay.Worker{URL: l.URL(), Token: "tok", Name: "honest-1", ReconnectTimeout: 20 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(workerLogs, testWriter{t}), nil)),
+		Start: func(ctx context.Context, _ *relay.Command, stderr func(string)) (relay.Process, error) {
+			return startFakeCLI(ctx, 1, stderr), nil
+		}}
+	workerErr := make(chan error, 1)
+	go func() { workerErr <- w.Run(ctx) }()
+	want := "the controller at " + l.URL() + " turned the connection away: " + reason + "; trying again"
+	for !strings.Contains(workerLogs.String(), want) {
+		select {
+		case err := <-workerErr:
+			t.Fatalf("the worker turned away stopped: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("the worker's log:\n%s\nwant %q", workerLogs.String(), want)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	idle[0].CloseNow() // room for one
+	conn, err := l.Start(ctx, &claude.Command{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := workerName(t, conn); got != "honest-1" {
+		t.Errorf("the session runs on %q, want honest-1", got)
+	}
+	if _, err := conn.ReadLine(); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := <-workerErr; err != nil {
+		t.Errorf("worker: %v", err)
+	}
+	if n := strings.Count(logs.String(), "worker connections refused"); n != 1 {
+		t.Errorf("%d warnings of refused connections, want 1 (at most one a minute):\n%s", n, logs.String())
 	}
 }

@@ -63,6 +63,20 @@ type WorkerListener struct {
 	// BufferBytes bounds the lines sent to a worker and not yet
 	// acknowledged (a writer blocks while it is full); zero means 8 MiB.
 	BufferBytes int
+	// MaxConnections bounds the worker connections open at once that
+	// presented the token: registered workers' control connections,
+	// session links and workers waiting for a session (each holds a file
+	// descriptor and tens of kilobytes). One more is answered 503 Service
+	// Unavailable with the reason, which the worker prints before it
+	// tries again with backoff; a warning is logged at most once a minute.
+	// Zero means DefaultMaxWorkerConnections. Leave room for reconnections:
+	// a worker's links that drop are counted until the listener notices
+	// (a ping timeout) while the new ones connect.
+	MaxConnections int
+	// MaxConnectionsSetting, if set, is how a refusal for MaxConnections
+	// names the setting that raises it ("workers.max_connections" for a
+	// claudectl daemon).
+	MaxConnectionsSetting string
 	// Stderr, if set, receives each line the remote CLIs write on stderr.
 	Stderr func(line string)
 	// Logger receives connection events; nil means slog.Default().
@@ -93,13 +107,18 @@ type WorkerListener struct {
 	pingInterval, pingTimeout time.Duration     // tests
 	beforeWelcome             func(name string) // tests: called before a worker's welcome frame is written
 
-	mu       sync.Mutex
-	closed   bool
-	srv      *http.Server
-	url      string
-	idle     []*workerLink
-	idleWake chan struct{} // closed and replaced when a worker becomes idle
-	sessions map[string]*workerConn
+	mu     sync.Mutex
+	closed bool
+	conns  int // connections served that presented the token (MaxConnections)
+	// full counts the connections refused for MaxConnections since the
+	// last warning, fullWarned is when that was.
+	full       int
+	fullWarned time.Time
+	srv        *http.Server
+	url        string
+	idle       []*workerLink
+	idleWake   chan struct{} // closed and replaced when a worker becomes idle
+	sessions   map[string]*workerConn
 	// registry holds the registered workers by name, claims the sessions
 	// placed on one of them that wait for its link.
 	registry  map[string]*registered
@@ -116,6 +135,11 @@ type endedSession struct {
 	until  time.Time
 	secret string // the session's: only its worker learns that it ended
 }
+
+// DefaultMaxWorkerConnections is WorkerListener.MaxConnections' default:
+// 1024 workers registered at most, each with a few sessions, fit; 1024
+// idle connections held by one token holder cost about 40 MB.
+const DefaultMaxWorkerConnections = 1024
 
 // ErrListenerClosed is returned by the calls on a closed WorkerListener, and
 // by the sessions it was still serving.
@@ -246,6 +270,15 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w)
 		return
 	}
+	if !l.admit(r.RemoteAddr) {
+		// Before the upgrade: a worker can say in its own words why it
+		// waits, and the socket goes at once.
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, l.fullReason(), http.StatusServiceUnavailable)
+		return
+	}
+	defer l.leave()
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{relay.Subprotocol}})
 	if err != nil {
 		l.logger().Warn("claude: worker connection failed", "remote", r.RemoteAddr, "err", err)
@@ -333,6 +366,48 @@ func (l *WorkerListener) refuseLink(c *websocket.Conn, remote string, hello *rel
 	relay.WriteFrame(ctx, c, &relay.Header{Type: relay.TypeReject, Error: why}, nil)
 	cancel()
 	c.Close(websocket.StatusPolicyViolation, "refused")
+}
+
+func (l *WorkerListener) maxConnections() int {
+	if l.MaxConnections > 0 {
+		return l.MaxConnections
+	}
+	return DefaultMaxWorkerConnections
+}
+
+// admit counts a connection that presented the token, or reports false
+// when MaxConnections are open already (and warns, at most once a
+// minute).
+func (l *WorkerListener) admit(remote string) bool {
+	l.mu.Lock()
+	if l.conns < l.maxConnections() {
+		l.conns++
+		l.mu.Unlock()
+		return true
+	}
+	l.full++
+	var refused int
+	if now := time.Now(); now.Sub(l.fullWarned) >= time.Minute {
+		refused, l.full, l.fullWarned = l.full, 0, now
+	}
+	l.mu.Unlock()
+	if refused > 0 {
+		l.logger().Warn("claude: worker connections refused: as many are open as allowed", "open", l.maxConnections(),
+			"refused", refused, "latest_from", remote, "limit", cmp.Or(l.MaxConnectionsSetting, "MaxConnections"))
+	}
+	return false
+}
+
+func (l *WorkerListener) leave() {
+	l.mu.Lock()
+	l.conns--
+	l.mu.Unlock()
+}
+
+// fullReason is what a worker refused for MaxConnections is told.
+func (l *WorkerListener) fullReason() string {
+	return fmt.Sprintf("%d worker connections are open, as many as it allows (%s): stop workers it does not need, or raise %[2]s",
+		l.maxConnections(), cmp.Or(l.MaxConnectionsSetting, "MaxConnections"))
 }
 
 func (l *WorkerListener) addIdle(wl *workerLink) {

@@ -46,6 +46,9 @@ detached included.
 
 If a link drops, the CLIs keep running and the worker reconnects with
 backoff, trying each --connect address in turn; nothing is lost or repeated.
+A daemon that has as many worker connections open as it allows
+(workers.max_connections) turns the worker away with 503: the worker says
+so, with the daemon's reason, and tries again.
 The controller fails this worker's sessions (reason: the worker lost) when
 it stays away longer than --grace, and so does the worker.
 

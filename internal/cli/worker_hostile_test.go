@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
@@ -24,10 +27,9 @@ import (
 // worker token would: a raw WebSocket client speaking the relay protocol,
 // beside honest "claudectl worker" processes running the real CLI.
 
-// hostileHello dials the daemon's worker endpoint with token, says hello
-// and returns the connection (closed by the test's end) and the daemon's
-// answer (an error when it closed the connection instead).
-func hostileHello(t *testing.T, ctx context.Context, endpoint, token string, h relay.Header) (*websocket.Conn, *relay.Frame, error) {
+// hostileDial opens a connection to the daemon's worker endpoint with
+// token, closed by the test's end.
+func hostileDial(t *testing.T, ctx context.Context, endpoint, token string) *websocket.Conn {
 	t.Helper()
 	c, _, err := websocket.Dial(ctx, endpoint, &websocket.DialOptions{
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + token}},
@@ -37,6 +39,15 @@ func hostileHello(t *testing.T, ctx context.Context, endpoint, token string, h r
 		t.Fatalf("dialing %s: %v", endpoint, err)
 	}
 	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// hostileHello dials the daemon's worker endpoint with token, says hello
+// and returns the connection (closed by the test's end) and the daemon's
+// answer (an error when it closed the connection instead).
+func hostileHello(t *testing.T, ctx context.Context, endpoint, token string, h relay.Header) (*websocket.Conn, *relay.Frame, error) {
+	t.Helper()
+	c := hostileDial(t, ctx, endpoint, token)
 	h.Type = relay.TypeHello
 	if err := relay.WriteFrame(ctx, c, &h, nil); err != nil {
 		t.Fatal(err)
@@ -183,4 +194,31 @@ func TestDaemonWorkerReturnNeedsSecret(t *testing.T) {
 		}
 	}
 	c.Close(websocket.StatusNormalClosure, "session over")
+}
+
+// TestDaemonWorkerConnectionsCapped: the worker connections a daemon
+// keeps open are capped by workers.max_connections. With the cap held by
+// connections that presented the token and say nothing, a "claudectl
+// worker --once" is turned away and says why, naming the setting, until it
+// gives up.
+func TestDaemonWorkerConnectionsCapped(t *testing.T) {
+	t.Parallel()
+	const token = "worker-s3cret"
+	dd := daemontest.Start(t, &daemontest.Options{WorkerToken: token, MaxWorkerConnections: 2})
+	apiURL, _ := dd.Serve()
+	endpoint := "ws://" + strings.TrimPrefix(apiURL, "http://") + apiserver.WorkerPath
+	for range 2 {
+		hostileDial(t, dd.Ctx, endpoint, token)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := claudectl(t, invocation{timeout: 30 * time.Second}, "worker", "--connect", endpoint, "--token-file", tokenFile,
+		"--cli", claudetest.CLIPath(t), "--once", "--reconnect-timeout", "2s")
+	said := "the controller at " + endpoint + " turned the connection away: 2 worker connections are open, as many as it allows " +
+		"(workers.max_connections): stop workers it does not need, or raise workers.max_connections"
+	if o.code != ExitFailure || !strings.Contains(o.stderr, said+"; trying again") || !strings.Contains(o.stderr, "gave up") {
+		t.Errorf("a worker turned away: exit %d, stderr %q; want 1, a warning saying %q, and that it gave up", o.code, o.stderr, said)
+	}
 }

@@ -152,7 +152,11 @@ func (h *Host) Run(ctx context.Context) error {
 				if time.Since(lastWarn) >= unreachableWarnEvery {
 					level, lastWarn = slog.LevelWarn, time.Now()
 				}
-				logger.Log(ctx, level, "claudectl worker: cannot reach the controller; trying again", "url", url, "attempt", attempt, "err", err)
+				if busy := (*BusyError)(nil); errors.As(err, &busy) {
+					logger.Log(ctx, level, "claudectl worker: "+busy.Error()+"; trying again", "attempt", attempt)
+				} else {
+					logger.Log(ctx, level, "claudectl worker: cannot reach the controller; trying again", "url", url, "attempt", attempt, "err", err)
+				}
 			}
 		}
 		if ctx.Err() != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 )
@@ -22,6 +25,9 @@ const (
 	minBackoff              = 100 * time.Millisecond
 	maxBackoff              = 5 * time.Second
 	dialTimeout             = 15 * time.Second
+	// busyWarnEvery spaces the warnings of a worker that a full
+	// controller keeps turning away.
+	busyWarnEvery = 30 * time.Second
 )
 
 // A Process is the CLI as the worker runs it.
@@ -132,6 +138,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	lastUp := time.Now()
 	backoff := minBackoff
 	var lastErr error
+	var busyWarned time.Time
 	for attempt := 1; ; attempt++ {
 		url := w.url(attempt)
 		c, _, derr := w.dial(ctx, url)
@@ -156,7 +163,19 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 				return rerr
 			}
 			lastErr = derr
-			logger.Debug("claudectl worker: dial failed", "url", url, "attempt", attempt, "err", derr)
+			var busy *BusyError
+			if errors.As(derr, &busy) && time.Since(busyWarned) >= busyWarnEvery {
+				// Said now and then: a worker that waits for room must
+				// not look like one that runs a session.
+				busyWarned = time.Now()
+				var args []any
+				if w.sid != "" {
+					args = append(args, "session", w.sid)
+				}
+				logger.Warn("claudectl worker: "+derr.Error()+"; trying again", args...)
+			} else {
+				logger.Debug("claudectl worker: dial failed", "url", url, "attempt", attempt, "err", derr)
+			}
 		}
 		if time.Since(lastUp) > giveUp {
 			return fmt.Errorf("relay: gave up reaching the controller at %s after %v: %w", w.urlList(), giveUp, lastErr)
@@ -205,6 +224,42 @@ func refused(url string, err error) error {
 	return nil
 }
 
+// A BusyError is a controller's refusal of the handshake for want of room
+// (503 Service Unavailable): it has as many worker connections open as it
+// allows. A Worker and a Host say so and try again with backoff; Reason is
+// the controller's own explanation.
+type BusyError struct {
+	URL    string
+	Reason string
+}
+
+func (e *BusyError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("the controller at %s turned the connection away (503): it has no room for another worker now", e.URL)
+	}
+	return fmt.Sprintf("the controller at %s turned the connection away: %s", e.URL, e.Reason)
+}
+
+// busyReason returns what a controller's 503 answer says (its first
+// line, printable and at most 300 bytes: it goes to the worker's log).
+func busyReason(resp *http.Response) string {
+	if resp.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, line)
+	if len(line) > 300 {
+		line = Clip(line[:300])
+	}
+	return strings.TrimSpace(line)
+}
+
 type httpStatusError struct {
 	code int
 	err  error
@@ -247,6 +302,9 @@ func dial(ctx context.Context, hc *http.Client, url, token string) (*websocket.C
 		Subprotocols: []string{Subprotocol},
 	})
 	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusServiceUnavailable {
+			return nil, resp, &BusyError{URL: url, Reason: busyReason(resp)}
+		}
 		if resp != nil {
 			return nil, resp, &httpStatusError{code: resp.StatusCode, err: err}
 		}

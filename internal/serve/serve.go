@@ -206,7 +206,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	if s.WorkerToken != "" {
 		srv.workers = &claude.WorkerListener{Token: s.WorkerToken,
-			WaitTimeout: cmp.Or(s.WorkerWait, DefaultWorkerWait), Logger: log}
+			WaitTimeout: cmp.Or(s.WorkerWait, DefaultWorkerWait), Logger: log,
+			MaxConnections: s.WorkerMaxConnections, MaxConnectionsSetting: "workers.max_connections"}
 	}
 	srv.broker = permission.NewBroker(&permission.BrokerOptions{
 		WatchedTimeout: s.WatchedTimeout, UnwatchedTimeout: s.UnwatchedTimeout})

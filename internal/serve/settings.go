@@ -99,6 +99,9 @@ type Settings struct {
 	WorkerTokenFile string
 	WorkerToken     string
 	WorkerWait      time.Duration
+	// WorkerMaxConnections is workers.max_connections: the worker
+	// connections open at once (0: claude.DefaultMaxWorkerConnections).
+	WorkerMaxConnections int
 
 	// File is the settings file that was read; "" when there was none.
 	File string
@@ -445,7 +448,19 @@ var configKeys = []configKey{
 		c.WorkerWait, err = jsonDuration(raw)
 		return err
 	}},
+	{"workers.max_connections", fmt.Sprintf("a whole number of connections from 1 to %d (default %d)", MaxWorkerConnections, claude.DefaultMaxWorkerConnections), func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || n < 1 || n > MaxWorkerConnections {
+			return errBadValue
+		}
+		c.WorkerMaxConnections = n
+		return nil
+	}},
 }
+
+// MaxWorkerConnections bounds workers.max_connections: each connection
+// holds a file descriptor.
+const MaxWorkerConnections = 1 << 16
 
 // The defaults of sessions.idle_timeout and sessions.max_running: a CLI
 // holds about 200 MB, so 32 of them fit a workstation.
@@ -930,6 +945,9 @@ const Usage = `Settings file:
                                  ("claudectl worker --connect ws://ADDR/v1/worker");
                                  unset: no remote workers
   workers.wait_timeout           how long a session waits for a worker (default "2m")
+  workers.max_connections        worker connections open at once (control links,
+                                 session links, workers waiting); one more is
+                                 refused with 503 and told why (default 1024)
 
   A section may be an object ({"daemon": {"full_sync": true}}) or dotted keys
   ({"daemon.full_sync": true}). See docs/config.md.

@@ -58,6 +58,7 @@ func TestConfigParse(t *testing.T) {
 		{"store sqlite", `{"store": {"url": "sqlite:db/claudectl.db"}}`, Settings{StoreURL: "sqlite:/etc/cc/db/claudectl.db"}},
 		{"store postgres", `{"store.url": "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}`,
 			Settings{StoreURL: "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}},
+		{"worker connections", `{"workers": {"max_connections": 64}}`, Settings{WorkerMaxConnections: 64}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parse(t, tc.text)
@@ -120,6 +121,7 @@ func TestConfigErrors(t *testing.T) {
 		{"store scheme", `{"store": {"url": "mysql://db/cc"}}`, `invalid store.url: must be "sqlite:PATH" or "postgres://USER@HOST:PORT/DATABASE"`},
 		{"store sqlite path", `{"store.url": "sqlite:"}`, `invalid value "sqlite:" for store.url: must be "sqlite:PATH"`},
 		{"store bad postgres", `{"store.url": "postgres://u:hunter2@db:port/cc"}`, `invalid store.url: not a PostgreSQL URL`},
+		{"worker connections", `{"workers.max_connections": 0}`, `invalid value 0 for workers.max_connections: must be a whole number of connections from 1 to 65536 (default 1024)`},
 		{"cli scheduling", `{"sessions.cli_scheduling": "idle"}`, `invalid value "idle" for sessions.cli_scheduling: must be "batch" or "normal"`},
 		{"cli scheduling type", `{"sessions.cli_scheduling": true}`, `invalid value true for sessions.cli_scheduling: must be "batch" or "normal"`},
 		{"set twice", "{\"daemon\": {\"full_sync\": true},\n \"daemon.full_sync\": false}", `settings.json:2:22: daemon.full_sync is set twice (first on line 1)`},
