@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/relay"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -372,6 +373,26 @@ func (a *actor) logExit(readErr, exit error) {
 	a.d.log.Info("CLI exited", args...)
 }
 
+// foreignConversation returns why the CLI conversation id its system/init
+// reports must not become the session's ("" when it may): it is another
+// session's. A CLI on a worker says what it likes; a resume or fork of this
+// session would then run claude --resume on that session's conversation,
+// reading and extending it. A conversation this session had already (a
+// resume) is its own. When the store cannot say, the id is not taken
+// either.
+func (a *actor) foreignConversation(ctx context.Context, conversation string) string {
+	ss, err := a.d.db.Sessions(ctx, store.SessionFilter{ClaudeSessionID: conversation, Limit: 2})
+	if err != nil {
+		return "which could not be checked against the other sessions' (" + storeError(err).Error() + ")"
+	}
+	for _, s := range ss {
+		if s.ID != a.id {
+			return "which is session " + s.ID + "'s"
+		}
+	}
+	return ""
+}
+
 // read logs every message until the session ends; it returns nil for a
 // clean end.
 func (a *actor) read() error {
@@ -408,9 +429,17 @@ func (a *actor) read() error {
 			watch.observe(m)
 			usage = a.logResult(ctx, ev, m)
 		case *claude.SystemInit:
-			if !recorded && m.SessionID != "" { // stored with the CLI's session id
+			if !recorded && m.SessionID != "" { // stored with the CLI's session id, if it is this session's
 				recorded = true
-				a.record(ctx, Event{Event: *ev}, &store.SessionUpdate{ClaudeSessionID: &m.SessionID}, false)
+				if why := a.foreignConversation(ctx, m.SessionID); why != "" {
+					a.record(ctx, Event{Event: *ev}, nil, false)
+					a.d.log.Warn("a CLI claimed a conversation that is not its session's; not recorded", "session", a.id,
+						"worker", a.d.workerOf(a.id), "conversation", relay.Clip(m.SessionID), "reason", why)
+					a.logError(ctx, "the CLI reported conversation "+relay.Clip(m.SessionID)+", "+why+
+						": it was not recorded as this session's, so a resume or fork of this session will not continue it", "")
+				} else {
+					a.record(ctx, Event{Event: *ev}, &store.SessionUpdate{ClaudeSessionID: &m.SessionID}, false)
+				}
 			} else {
 				a.record(ctx, Event{Event: *ev}, nil, false)
 			}

@@ -155,6 +155,10 @@ type Relay struct {
 type SessionFilter struct {
 	Status SessionStatus
 	Cwd    string
+	// ClaudeSessionID selects the sessions whose CLI conversation it is
+	// (the daemon checks that a CLI's system/init names no conversation of
+	// another session).
+	ClaudeSessionID string
 	// Limit caps the number returned; zero means no limit.
 	Limit int
 }

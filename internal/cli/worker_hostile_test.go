@@ -222,3 +222,102 @@ func TestDaemonWorkerConnectionsCapped(t *testing.T) {
 		t.Errorf("a worker turned away: exit %d, stderr %q; want 1, a warning saying %q, and that it gave up", o.code, o.stderr, said)
 	}
 }
+
+// TestDaemonWorkerCannotClaimConversation: a worker's CLI reports, in its
+// system/init, the conversation of another session (a local one, run by
+// the real CLI), whose id a worker can learn from a fork's or a resume's
+// command line. The daemon does not make it the worker's session's: a
+// resume or fork of that session would have run claude --resume on the
+// victim's conversation. The session's log and the daemon's log say what
+// happened.
+func TestDaemonWorkerCannotClaimConversation(t *testing.T) {
+	t.Parallel()
+	const token = "worker-s3cret"
+	logs := &daemontest.LogBuffer{}
+	dd := daemontest.Start(t, &daemontest.Options{WorkerToken: token, Log: logs},
+		claudetest.Reply(claudetest.Text("the victim's plan")))
+	apiURL, httpc := dd.Serve()
+	ctx := dd.Ctx
+	sessions := claudectlv1connect.NewSessionServiceClient(httpc, apiURL)
+	endpoint := "ws://" + strings.TrimPrefix(apiURL, "http://") + apiserver.WorkerPath
+
+	res, err := sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: t.TempDir()}, Prompt: "plan"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := res.Msg.Session.Id
+	followToResult(t, ctx, sessions, victim, 0)
+	got, err := sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: victim}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen := got.Msg.Session.ClaudeSessionId
+	if stolen == "" {
+		t.Fatal("the victim's CLI reported no conversation")
+	}
+
+	// The hostile worker: the worker's own code, its "CLI" lying about
+	// its conversation.
+	wctx, stopWorker := context.WithCancel(ctx)
+	defer stopWorker()
+	w := &relay.Worker{URL: endpoint, Token: token, Name: "evil", ReconnectTimeout: 20 * time.Second,
+		Start: func(ctx context.Context, _ *relay.Command, _ func(string)) (relay.Process, error) {
+			conn, err := (&daemontest.InProcessCLI{Init: func(f map[string]any) { f["session_id"] = stolen }}).Start(ctx, nil)
+			return &localCLI{conn}, err
+		}}
+	workerErr := make(chan error, 1)
+	go func() { workerErr <- w.Run(wctx) }()
+	res, err = sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: t.TempDir(), Worker: "remote"}, Prompt: "hi"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief := res.Msg.Session.Id
+	followToResult(t, ctx, sessions, thief, 0)
+
+	got, err = sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: thief}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Msg.Session.ClaudeSessionId; c == stolen {
+		t.Fatalf("the worker's session took session %s's conversation %s: a resume or fork of it would continue that one", victim, stolen)
+	}
+	want := "the CLI reported conversation " + stolen + ", which is session " + victim + "'s: it was not recorded as this session's"
+	stream, err := sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: thief}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := false
+	for !said && stream.Receive() {
+		said = strings.Contains(stream.Msg().Event.GetError().GetMessage(), want)
+	}
+	stream.Close()
+	if !said {
+		t.Errorf("the session's log does not say %q", want)
+	}
+	if !strings.Contains(logs.String(), "a CLI claimed a conversation that is not its session's") {
+		t.Errorf("the daemon's log does not warn of it:\n%s", logs.String())
+	}
+
+	if _, err := sessions.CloseSession(ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: thief})); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-workerErr; err != nil {
+		t.Errorf("worker: %v", err)
+	}
+	for _, op := range []func() error{
+		func() error {
+			_, err := sessions.ResumeSession(ctx, connect.NewRequest(&v1.ResumeSessionRequest{SessionId: thief, Prompt: "go on"}))
+			return err
+		},
+		func() error {
+			_, err := sessions.ForkSession(ctx, connect.NewRequest(&v1.ForkSessionRequest{SessionId: thief}))
+			return err
+		},
+	} {
+		if err := op(); connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "never started a conversation") {
+			t.Errorf("resuming or forking the worker's session: %v; want FailedPrecondition: it has no conversation of its own", err)
+		}
+	}
+}

@@ -142,7 +142,7 @@ func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.S
 	if err := db.check(); err != nil {
 		return nil, err
 	}
-	if text("cwd", f.Cwd) != nil || text("status", string(f.Status)) != nil {
+	if text("cwd", f.Cwd) != nil || text("status", string(f.Status)) != nil || text("claude session id", f.ClaudeSessionID) != nil {
 		return nil, nil // nothing stored holds it
 	}
 	var (
@@ -156,6 +156,10 @@ func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.S
 	if f.Cwd != "" {
 		args = append(args, f.Cwd)
 		where = append(where, "cwd = $"+strconv.Itoa(len(args)))
+	}
+	if f.ClaudeSessionID != "" {
+		args = append(args, f.ClaudeSessionID)
+		where = append(where, "claude_session_id = $"+strconv.Itoa(len(args)))
 	}
 	q := `SELECT ` + sessionColumns + ` FROM sessions`
 	if len(where) > 0 {

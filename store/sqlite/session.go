@@ -108,6 +108,9 @@ func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.S
 	if f.Cwd != "" {
 		where, args = append(where, "cwd = ?"), append(args, f.Cwd)
 	}
+	if f.ClaudeSessionID != "" {
+		where, args = append(where, "claude_session_id = ?"), append(args, f.ClaudeSessionID)
+	}
 	q := `SELECT ` + sessionColumns + ` FROM sessions`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -115,6 +116,23 @@ func sessions(t *testing.T, s store.Store) {
 	all, err := s.Sessions(ctx, store.SessionFilter{})
 	if err != nil || len(all) != 2 {
 		t.Fatalf("Sessions = %d, %v", len(all), err)
+	}
+	conv := "6f1c2a4e-0000-4000-8000-000000000001"
+	if _, err := s.UpdateSession(ctx, b.ID, store.SessionUpdate{ClaudeSessionID: &conv}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		conv string
+		want []string
+	}{{conv, []string{b.ID}}, {"6f1c2a4e-0000-4000-8000-000000000002", nil}, {"\x00", nil}} {
+		got, err := s.Sessions(ctx, store.SessionFilter{ClaudeSessionID: tc.conv})
+		var ids []string
+		for _, g := range got {
+			ids = append(ids, g.ID)
+		}
+		if err != nil || !slices.Equal(ids, tc.want) {
+			t.Errorf("Sessions of conversation %q = %v, %v; want %v", tc.conv, ids, err, tc.want)
+		}
 	}
 	ids, err := s.MarkRunningInterrupted(ctx)
 	if err != nil || len(ids) != 1 || ids[0] != b.ID {
