@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/claudectl/claudectl/internal/suggest"
 )
 
 // Exit statuses of claudectl.
@@ -196,7 +198,7 @@ func Main(ctx context.Context, env *Env, args []string) int {
 			if c := findCommand(cmds, args[1]); c != nil {
 				return runCommand(ctx, env, c, []string{"-h"})
 			}
-			fmt.Fprintf(env.Stderr, "claudectl: unknown command %q\n\n%s", args[1], usage(cmds))
+			fmt.Fprintf(env.Stderr, "claudectl: %s\n\n%s", unknownCommand(cmds, args[1]), usage(cmds))
 			return ExitUsage
 		}
 		fmt.Fprint(env.Stdout, usage(cmds))
@@ -213,11 +215,30 @@ func Main(ctx context.Context, env *Env, args []string) int {
 		if strings.HasPrefix(name, "-") {
 			fmt.Fprintf(env.Stderr, "claudectl: flags go after the command: claudectl COMMAND [flags]; unknown flag %s\n\n%s", name, usage(cmds))
 		} else {
-			fmt.Fprintf(env.Stderr, "claudectl: unknown command %q\n\n%s", name, usage(cmds))
+			fmt.Fprintf(env.Stderr, "claudectl: %s\n\n%s", unknownCommand(cmds, name), usage(cmds))
 		}
 		return ExitUsage
 	}
 	return runCommand(ctx, env, c, args[1:])
+}
+
+// unknownCommand says that name is no command, and which one it looks
+// like: "unknown command "sesions" (did you mean "sessions"?)".
+func unknownCommand(cmds []Command, name string) string {
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.Name()
+	}
+	return didYouMean(fmt.Sprintf("unknown command %q", name), name, names)
+}
+
+// didYouMean is msg followed by the candidate closest to word, if one is
+// close enough to be what was meant.
+func didYouMean(msg, word string, candidates []string) string {
+	if s := suggest.Closest(strings.ToLower(word), candidates, suggest.Within(len(word))); s != "" {
+		return fmt.Sprintf("%s (did you mean %q?)", msg, s)
+	}
+	return msg
 }
 
 func findCommand(cmds []Command, name string) Command {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/claudectl/claudectl/internal/suggest"
 )
 
 // usageError is a bad command line: exit status 2, printed as one line
@@ -48,7 +50,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, &usageError{msg: rewriteFlagError(err.Error())}
+			return nil, &usageError{msg: suggestFlag(fs, rewriteFlagError(err.Error()))}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -78,6 +80,21 @@ func rewriteFlagError(msg string) string {
 	}
 	// "invalid value "x" for flag --max-turns: must be ..."
 	msg = strings.Replace(msg, " for flag --", " for --", 1)
+	return msg
+}
+
+// suggestFlag adds to msg, when it says a flag is unknown, the flag of fs
+// that was probably meant: "unknown flag --verbos (did you mean --verbose?)".
+func suggestFlag(fs *flag.FlagSet, msg string) string {
+	name, ok := strings.CutPrefix(msg, "unknown flag --")
+	if !ok {
+		return msg
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if s := suggest.Closest(name, names, suggest.Within(len(name))); s != "" {
+		return fmt.Sprintf("%s (did you mean --%s?)", msg, s)
+	}
 	return msg
 }
 

@@ -68,7 +68,7 @@ func (c *RulesCommand) Run(ctx context.Context, args []string) error {
 	case "rm", "remove":
 		call, err = rulesRemove(rest)
 	default:
-		return usagef("unknown subcommand %q: rules needs list, add or rm", sub)
+		return usagef("%s: rules needs list, add or rm", didYouMean(fmt.Sprintf("unknown subcommand %q", sub), sub, []string{"list", "add", "rm", "remove"}))
 	}
 	if err != nil {
 		return err

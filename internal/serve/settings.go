@@ -19,6 +19,7 @@ import (
 
 	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/suggest"
 )
 
 // Settings is the configuration of "claudectl serve": the settings file
@@ -737,7 +738,8 @@ func sectionKeys(section string) []string {
 
 // suggestKey returns the valid key closest to an unknown one: the same
 // last part in another place ("max_payload_bytes" for
-// "daemon.max_payload_bytes"), or one a few edits away. "" if none is close.
+// "daemon.max_payload_bytes"), or one a few edits away, a section's name
+// included ("daemon" for "deamon"). "" if none is close.
 func suggestKey(key string) string {
 	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "-", "_")) }
 	leaf := norm(key[strings.LastIndexByte(key, '.')+1:])
@@ -752,37 +754,23 @@ func suggestKey(key string) string {
 		}
 	}
 	best, bestDist := "", 0
-	for _, k := range configKeys {
-		d := min(editDistance(norm(key), k.name), editDistance(leaf, k.name[strings.LastIndexByte(k.name, '.')+1:]))
+	consider := func(name string, d int) {
 		if best == "" || d < bestDist {
-			best, bestDist = k.name, d
+			best, bestDist = name, d
+		}
+	}
+	for _, k := range configKeys {
+		consider(k.name, min(suggest.Distance(norm(key), k.name), suggest.Distance(leaf, k.name[strings.LastIndexByte(k.name, '.')+1:])))
+	}
+	if !strings.Contains(key, ".") { // a section mistyped at the top: "deamon": {...}
+		for _, s := range configSections {
+			consider(s, suggest.Distance(norm(key), s))
 		}
 	}
 	if bestDist > max(2, len(leaf)/3) {
 		return ""
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func describeToken(tok json.Token) string {

@@ -94,6 +94,9 @@ func TestConfigErrors(t *testing.T) {
 		{"prefix", "{\"daemon\": {\n \"max_payload\": 5}}", `settings.json:2:2: unknown key "daemon.max_payload" (did you mean "daemon.max_payload_bytes"?)`},
 		{"dashes", `{"data-dir": "x"}`, `settings.json:1:2: unknown key "data-dir" (did you mean "data_dir"?)`},
 		{"no suggestion", `{"colour": "red"}`, `settings.json:1:2: unknown key "colour"`},
+		{"section typo", `{"deamon": {"max_streams": 5}}`, `settings.json:1:2: unknown key "deamon" (did you mean "daemon"?)`},
+		{"section singular", `{"permission": {"watched_timeout": "5m"}}`, `settings.json:1:2: unknown key "permission" (did you mean "permissions"?)`},
+		{"section typo null", `{"sesions": null}`, `settings.json:1:2: unknown key "sesions" (did you mean "sessions"?)`},
 
 		// Wrong types and values.
 		{"listen type", `{"listen": 7777}`, `settings.json:1:12: invalid value 7777 for listen: must be an address "host:port" such as "127.0.0.1:7777"`},
