@@ -267,6 +267,28 @@ func TestServeTokenInURLOnlyOnATerminal(t *testing.T) {
 	}
 }
 
+// TestDocsTokenInURLOnlyOnATerminal: the READMEs say what
+// TestServeTokenInURLOnlyOnATerminal checks, for serve --demo too (web/README
+// said the demo always printed the address with the token).
+func TestDocsTokenInURLOnlyOnATerminal(t *testing.T) {
+	for _, doc := range []string{"../../README.md", "../../web/README.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(string(b)), " ")
+		if !strings.Contains(text, "#token=…") {
+			t.Errorf("%s no longer shows the login address: check this test", doc)
+		}
+		if regexp.MustCompile(`(?i)--demo[^.]*always prints`).MatchString(text) {
+			t.Errorf("%s says serve --demo always prints the address with the token: it does only when its stderr is a terminal", doc)
+		}
+		if !strings.Contains(text, "when its stderr is a terminal") && !strings.Contains(text, "when their stderr is a terminal") {
+			t.Errorf("%s does not say the address with the token is printed only to a terminal", doc)
+		}
+	}
+}
+
 // TestServeDemoJSONLogs: with --log-format json every line serve --demo
 // writes is a JSON object, its banner too (one line with what the text
 // banner says: the scripted model, the data directory, how clients reach
