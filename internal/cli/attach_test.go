@@ -24,7 +24,8 @@ func startDaemonModel(t *testing.T, opts *daemontest.Options, turns ...claudetes
 	t.Helper()
 	dd := daemontest.Start(t, opts, turns...)
 	url, httpc := dd.Serve()
-	return &testDaemon{url: url, token: dd.Token(), ctx: dd.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}, dd.Model
+	return &testDaemon{url: url, token: dd.Token(), ctx: dd.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url),
+		perms: claudectlv1connect.NewPermissionServiceClient(httpc, url)}, dd.Model
 }
 
 // create starts a session in dir (streaming text deltas) with a prompt.
@@ -227,6 +228,15 @@ func TestAttachApprovesBash(t *testing.T) {
 	}
 	if !strings.Contains(o.stderr, "Allow Bash: touch made.txt? [y/N/a(lways)] ") {
 		t.Errorf("no permission prompt on stderr: %q", o.stderr)
+	}
+	// The request's id, which approve and deny take, comes with the prompt.
+	decs, err := d.perms.ListDecisions(d.ctx, connect.NewRequest(&v1.ListDecisionsRequest{SessionId: id}))
+	if err != nil || len(decs.Msg.Decisions) != 1 {
+		t.Fatalf("decisions: %v (%v)", decs, err)
+	}
+	if want := "claudectl: permission request " + decs.Msg.Decisions[0].RequestId + ": Bash: touch made.txt\n"; !strings.Contains(o.stderr, want) ||
+		strings.Index(o.stderr, want) > strings.Index(o.stderr, "Allow Bash") {
+		t.Errorf("no %q before the prompt:\n%s", want, o.stderr)
 	}
 	if !strings.Contains(o.stdout, "⏺ Bash(touch made.txt)\n  ⎿  (Bash completed with no output)\n") {
 		t.Errorf("the tool call is not in the transcript:\n%s", o.stdout)

@@ -23,6 +23,7 @@ type testDaemon struct {
 	token    string // the generated token, for the client commands
 	ctx      context.Context
 	sessions claudectlv1connect.SessionServiceClient
+	perms    claudectlv1connect.PermissionServiceClient
 }
 
 func startDaemon(t *testing.T, turns ...claudetest.Turn) *testDaemon {
@@ -35,7 +36,8 @@ func startDaemonToken(t *testing.T, token string, turns ...claudetest.Turn) *tes
 	t.Helper()
 	d := daemontest.Start(t, &daemontest.Options{Token: token}, turns...)
 	url, httpc := d.Serve()
-	td := &testDaemon{url: url, ctx: d.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}
+	td := &testDaemon{url: url, ctx: d.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url),
+		perms: claudectlv1connect.NewPermissionServiceClient(httpc, url)}
 	if token == "" {
 		td.token = d.Token() // generated: the client finds it as it would in the data dir
 	}

@@ -160,6 +160,11 @@ type asker struct {
 	lines *lineReader
 	tools *toolLog
 	turn  chan struct{} // one question at a time
+
+	// requestIDs shows each permission request's id with its prompt: a
+	// daemon's, which claudectl approve and deny take from another
+	// terminal (run --server; attach prints it as the request comes).
+	requestIDs bool
 }
 
 func newAsker(out io.Writer, in io.Reader, tools *toolLog) *asker {
@@ -216,6 +221,9 @@ func (a *asker) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 			fmt.Fprintf(a.out, "    - %s\n", s)
 		}
 		choices = "[y/N/a(lways)]"
+	}
+	if a.requestIDs && req.RequestID != "" {
+		fmt.Fprintln(a.out, a.pal.dim(fmt.Sprintf("  request %s (claudectl approve %s, or deny, from another terminal)", req.RequestID, req.RequestID)))
 	}
 	for {
 		fmt.Fprintf(a.out, "Allow %s? %s ", what, choices)

@@ -54,7 +54,8 @@ turn ends, unless --keep leaves it open for "claudectl attach ID" or
 "claudectl send ID TEXT" (a kept session costs nothing while idle: the
 daemon suspends its CLI and resumes it on the next prompt). Permissions
 the daemon's rules do not settle are asked on the terminal as above (and
-denied without one); another client of the daemon may answer first.
+denied without one), with the request's id: another client of the daemon
+may answer first (claudectl approve ID or deny ID from another terminal).
 Ctrl-C interrupts the turn through the daemon; a second Ctrl-C leaves
 the session to the daemon (kept). A session beyond the daemon's
 sessions.max_running waits, queued, for a free slot: run says so, and

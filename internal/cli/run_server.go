@@ -133,6 +133,7 @@ func (r *serverRunner) run(ctx context.Context) error {
 	if env.StdinIsTerminal() {
 		ask := newAsker(stderr, env.Stdin, f.tools)
 		ask.pal = colorFor(env, env.StderrIsTerminal)
+		ask.requestIDs = true
 		defer ask.close()
 		f.decide = claude.AnswerQuestions(ask.answer, ask.canUseTool)
 	} else {

@@ -38,6 +38,15 @@ func TestRunServer(t *testing.T) {
 	if !strings.Contains(o.stderr, "Allow Bash: touch made.txt? [y/N/a(lways)] ") {
 		t.Errorf("no permission prompt on stderr: %q", o.stderr)
 	}
+	// The prompt shows the request's id, which approve and deny take.
+	decs, err := d.perms.ListDecisions(d.ctx, connect.NewRequest(&v1.ListDecisionsRequest{}))
+	if err != nil || len(decs.Msg.Decisions) != 1 {
+		t.Fatalf("decisions: %v (%v)", decs, err)
+	}
+	reqID := decs.Msg.Decisions[0].RequestId
+	if want := "  request " + reqID + " (claudectl approve " + reqID + ", or deny, from another terminal)\nAllow Bash"; !strings.Contains(o.stderr, want) {
+		t.Errorf("the prompt does not show the request's id %s:\n%s", reqID, o.stderr)
+	}
 	// The prompt says what "always" stores, and where.
 	if !strings.Contains(o.stderr, "  a(lways) would also:\n    - allow Bash(touch made.txt) in "+dir+" (a rule of the daemon's: claudectl rules rm revokes it)\n") {
 		t.Errorf("the prompt does not show the rule always stores: %q", o.stderr)
