@@ -32,7 +32,8 @@ const attachUsage = `Usage: claudectl attach [flags] SESSION_ID
 Follows a session of the claudectl daemon: its history from the start (or
 from --from-seq N; with --tail only what happens from now on), then what
 happens live, shown as "claudectl run" shows its stream: the prompts, the
-reply as it streams, tool calls and results on stdout; status changes,
+reply as it streams, Claude's thinking (dimmed; --hide-thinking hides it),
+tool calls and results on stdout; status changes,
 usage, errors and permission decisions on stderr. SESSION_ID may be a
 unique start of the id.
 
@@ -59,7 +60,7 @@ unreachable, 2 bad usage, 130 detached with Ctrl-C.
 func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 	env := c.Env.withDefaults()
 	var cf clientFlags
-	var asJSON, tail bool
+	var asJSON, tail, hideThinking bool
 	fromSeq := int64(1)
 	fs := newFlagSet("attach")
 	fs.Func("from-seq", "replay from event `N` on (default 1: the whole history)", func(s string) error {
@@ -72,6 +73,7 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 	})
 	fs.BoolVar(&tail, "tail", false, "skip the history: show only new events (and the requests pending now)")
 	fs.BoolVar(&asJSON, "json", false, "print the events as JSON lines instead")
+	fs.BoolVar(&hideThinking, "hide-thinking", false, "do not show Claude's thinking (shown dimmed by default)")
 	cf.register(fs)
 	pos, help, err := parseClient(env, attachUsage, fs, args)
 	if help || err != nil {
@@ -123,7 +125,7 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 		client: clientName("attach"), lastSeq: fromSeq - 1}
 	if !asJSON {
 		f.tools = newToolLog()
-		f.render = newTranscript(env, f.tools, status, false)
+		f.render = newTranscript(env, f.tools, status, hideThinking)
 	}
 	if env.StdinIsTerminal() {
 		ask := newAsker(env.Stderr, env.Stdin, f.tools)

@@ -292,7 +292,7 @@ func (f *follower) showPrompt(text string) {
 	for _, l := range strings.Split(text, "\n") {
 		r.write("> " + l + "\n")
 	}
-	r.last = printedTool // the reply is set apart by a blank line
+	r.last = printedPrompt // the reply is set apart by a blank line
 }
 
 // endLine ends the transcript's line before something goes to stderr.

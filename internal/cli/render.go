@@ -29,13 +29,14 @@ type renderer struct {
 
 	pal      palette     // colours for out
 	status   *statusLine // what the turn is doing; nil for none
-	thinking bool        // show thinking blocks (--verbose)
+	thinking bool        // show thinking blocks (unless --hide-thinking)
 }
 
 const (
 	printedNothing = iota
 	printedText
 	printedTool
+	printedPrompt // a user's prompt (attach): what follows is set apart
 )
 
 func newRenderer(out io.Writer, tool *toolLog) *renderer {
@@ -44,11 +45,11 @@ func newRenderer(out io.Writer, tool *toolLog) *renderer {
 
 // newTranscript returns the renderer of a command's transcript on
 // env.Stdout: coloured on a terminal, telling status (may be nil) what
-// happens, with thinking shown when verbose.
-func newTranscript(env *Env, tool *toolLog, status *statusLine, verbose bool) *renderer {
+// happens, with thinking shown (dimmed) unless hideThinking.
+func newTranscript(env *Env, tool *toolLog, status *statusLine, hideThinking bool) *renderer {
 	r := newRenderer(env.Stdout, tool)
 	r.pal = colorFor(env, env.StdoutIsTerminal)
-	r.status, r.thinking = status, verbose
+	r.status, r.thinking = status, !hideThinking
 	return r
 }
 
@@ -65,7 +66,7 @@ func (r *renderer) text(s string) {
 	if s == "" {
 		return
 	}
-	if r.last == printedTool {
+	if r.last == printedTool || r.last == printedPrompt {
 		r.endLine()
 		r.write("\n")
 	}
@@ -77,7 +78,7 @@ func (r *renderer) text(s string) {
 // reply text above.
 func (r *renderer) line(s string) {
 	r.endLine()
-	if r.last == printedText {
+	if r.last == printedText || r.last == printedPrompt {
 		r.write("\n")
 	}
 	r.write(s + "\n")
@@ -203,7 +204,7 @@ func (r *renderer) showThinking(text string) {
 		return
 	}
 	r.endLine()
-	if r.last == printedText {
+	if r.last == printedText || r.last == printedPrompt {
 		r.write("\n")
 	}
 	r.write(r.pal.dim("✻ Thinking…") + "\n")

@@ -34,8 +34,9 @@ func (*RunCommand) handlesInterrupts() {}
 
 const runUsage = `Usage: claudectl run [flags] PROMPT
 
-Runs PROMPT through the Claude Code CLI and streams the reply as it arrives.
-With PROMPT "-" the prompt is read from stdin.
+Runs PROMPT through the Claude Code CLI and streams the reply as it arrives,
+with Claude's thinking dimmed (--hide-thinking hides it), a line per tool
+call and per result. With PROMPT "-" the prompt is read from stdin.
 
 When a tool needs permission, claudectl asks on the terminal:
   y = allow once, n = deny (the default), a = allow and remember the rule.
@@ -95,6 +96,7 @@ type runConfig struct {
 	cliPath            string
 	maxPayloadBytes    int
 	verbose            bool
+	hideThinking       bool
 	timeout            time.Duration
 	server             clientFlags       // --server, --token-file
 	keep               bool              // --keep: leave the daemon session open
@@ -139,6 +141,7 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 		return nil
 	})
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the CLI's stderr, and cost, tokens, duration and session id at the end (on stderr)")
+	fs.BoolVar(&cfg.hideThinking, "hide-thinking", false, "do not show Claude's thinking (shown dimmed by default)")
 	fs.Func("timeout", "give up after `DURATION`, e.g. 90s or 10m (0: no limit)", parseNonNegDuration(&cfg.timeout, "0 means no limit"))
 	fs.StringVar(&cfg.server.server, "server", "", "run in a session of the claudectl daemon at `URL` (default $CLAUDECTL_SERVER; none: a local CLI)")
 	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` "+tokenDefaultHelp)
@@ -342,7 +345,7 @@ func (r *runner) run(ctx context.Context) error {
 	stderr := env.Stderr
 	if cfg.outputFormat == formatText {
 		tools = newToolLog()
-		render = newTranscript(env, tools, status, cfg.verbose)
+		render = newTranscript(env, tools, status, cfg.hideThinking)
 	}
 	opts := r.options()
 	if env.StdinIsTerminal() {

@@ -128,7 +128,7 @@ func (r *serverRunner) run(ctx context.Context) error {
 		}}
 	if cfg.outputFormat == formatText {
 		f.tools = newToolLog()
-		f.render = newTranscript(env, f.tools, status, cfg.verbose)
+		f.render = newTranscript(env, f.tools, status, cfg.hideThinking)
 	}
 	if env.StdinIsTerminal() {
 		ask := newAsker(stderr, env.Stdin, f.tools)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claudetest"
 )
 
@@ -326,6 +329,60 @@ func TestRunVerbose(t *testing.T) {
 		if !strings.Contains(stats, want) {
 			t.Errorf("last stderr line %q lacks %q", stats, want)
 		}
+	}
+}
+
+// TestThinkingShown: Claude's thinking is in the transcript, before the
+// reply, by default (the demo's tour promises it), in run, run --server
+// and attach alike, and --hide-thinking leaves it out.
+func TestThinkingShown(t *testing.T) {
+	t.Parallel()
+	think := func() claudetest.Turn {
+		return claudetest.Reply(claudetest.Thinking("First the files,\nthen the answer."), claudetest.Text("Forty-two."))
+	}
+	const shown = "✻ Thinking…\n  First the files,\n  then the answer.\n\nForty-two.\n"
+	check := func(t *testing.T, what string, o outcome, hide bool) {
+		t.Helper()
+		want := shown
+		if hide {
+			want = "Forty-two.\n"
+		}
+		if o.code != 0 || o.stdout != want {
+			t.Errorf("%s: exit %d, stdout:\n%s\nwant:\n%s", what, o.code, o.stdout, want)
+		}
+	}
+	for _, hide := range []bool{false, true} {
+		var flags []string
+		if hide {
+			flags = []string{"--hide-thinking"}
+		}
+		t.Run(fmt.Sprintf("run/hide=%v", hide), func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, think())
+			check(t, "run", f.run(t, invocation{}, append(flags, "hi")...), hide)
+		})
+		t.Run(fmt.Sprintf("server/hide=%v", hide), func(t *testing.T) {
+			t.Parallel()
+			d, _ := startDaemonModel(t, nil, think())
+			dir := t.TempDir()
+			o := claudectl(t, invocation{getenv: d.tokenEnv()}, append([]string{"run", "--server", d.url, "--keep", "--cwd", dir}, append(flags, "hi")...)...)
+			check(t, "run --server", o, hide)
+			res, err := d.sessions.ListSessions(d.ctx, connect.NewRequest(&v1.ListSessionsRequest{}))
+			if err != nil || len(res.Msg.Sessions) != 1 {
+				t.Fatalf("sessions: %v (%v)", res, err)
+			}
+			id := res.Msg.Sessions[0].Id
+			d.closeSession(t, id)
+			// attach replays the session: the prompt, then the same transcript.
+			o = claudectl(t, d.inv(), append([]string{"attach", id}, flags...)...)
+			if want := "> hi\n\n" + shown; hide {
+				if o.code != 0 || o.stdout != "> hi\n\nForty-two.\n" {
+					t.Errorf("attach --hide-thinking: exit %d, stdout:\n%s", o.code, o.stdout)
+				}
+			} else if o.code != 0 || o.stdout != want {
+				t.Errorf("attach: exit %d, stdout:\n%s\nwant:\n%s", o.code, o.stdout, want)
+			}
+		})
 	}
 }
 
