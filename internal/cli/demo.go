@@ -188,9 +188,11 @@ func (d *demo) logBanner(srv *serve.Server, dataDir, tokenFile string) {
 		"try", selfCommand()+" run 'tour'", "prompts", prompts)
 }
 
-// selfCommand is how the user runs this claudectl: "claudectl" when that
-// is what PATH finds, else the executable's path (relative to the working
-// directory when under it, as ./bin/claudectl).
+// selfCommand is how the user runs this claudectl from another terminal,
+// in whatever directory that one is: "claudectl" when that is what PATH
+// finds, else the executable's absolute path, quoted for the shell. Not a
+// path relative to this directory (./bin/claudectl), which works only
+// from here.
 func selfCommand() string {
 	exe, err := os.Executable()
 	if err != nil || strings.HasSuffix(filepath.Base(exe), ".test") {
@@ -198,11 +200,6 @@ func selfCommand() string {
 	}
 	if p, err := exec.LookPath("claudectl"); err == nil && sameFile(p, exe) {
 		return "claudectl"
-	}
-	if wd, err := os.Getwd(); err == nil {
-		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
-			return "./" + rel
-		}
 	}
 	return shellQuote(exe)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -342,5 +343,51 @@ func TestServeDemoJSONLogs(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "#token=") {
 		t.Errorf("a JSON log line carries the token in the page's address:\n%s", stderr.String())
+	}
+}
+
+// TestDemoBannerCommandsWorkAnywhere runs the built claudectl as a person
+// would from a checkout ("./bin/claudectl serve --demo", claudectl not on
+// PATH, in a directory whose name has a space): the banner's commands are
+// for another terminal, so they must work from any directory there, as
+// the shell reads them.
+func TestDemoBannerCommandsWorkAnywhere(t *testing.T) {
+	t.Parallel()
+	checkout := filepath.Join(t.TempDir(), "my checkout")
+	bin := filepath.Join(checkout, "bin", "claudectl")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(buildClaudectl(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("./bin/claudectl", "serve", "--demo", "--listen", freeAddr(t), "--cli", claudetest.CLIPath(t))
+	cmd.Dir = checkout
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	var stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("serve --demo: %v\n%s", err, stderr.String())
+		}
+	}()
+	waitFor(t, "the demo's banner", func() bool { return strings.Contains(stderr.String(), "Ctrl-C stops the demo.") })
+	m := regexp.MustCompile(`(?m)^    (.+) sessions$`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no claudectl sessions line in the banner:\n%s", stderr.String())
+	}
+	self := m[1]
+	if want := "'" + bin + "'"; self != want {
+		t.Errorf("the banner runs claudectl as %s, want %s (absolute, quoted for the shell)", self, want)
+	}
+	// In the other terminal, elsewhere.
+	sh := exec.Command("/bin/sh", "-c", self+" version")
+	sh.Dir = t.TempDir()
+	if out, err := sh.CombinedOutput(); err != nil || !strings.Contains(string(out), "claudectl") {
+		t.Errorf("%s version, run in another directory: %v\n%s", self, err, out)
 	}
 }
