@@ -15,6 +15,12 @@ type DemoOptions struct {
 	// Zero means 25ms: a reply takes a few seconds. Negative means no
 	// delay at all (tests).
 	Pace time.Duration
+	// Dir is where the scenes that make files make them: the Write of
+	// 'write a file' and of the tour, the empty file of 'touch'. Empty
+	// means the session's working directory; claudectl serve --demo gives
+	// a directory of its own, so that trying the demo in a checkout
+	// leaves no file there.
+	Dir string
 }
 
 // Demo scene names: the keywords a prompt is matched against, in order.
@@ -50,7 +56,7 @@ var demoScenes = []struct {
 const DemoKeywords = `  'tour'                 everything below in one turn (about a minute)
   'show me a tool'       thinking, then Bash ls, which needs permission (claudectl approve ID)
   'ask me a question'    AskUserQuestion: answer it with claudectl attach ID
-  'write a file'         Write claudectl-demo.md in the session's directory (asks permission)
+  'write a file'         Write claudectl-demo.md, shown as a diff (asks permission)
   'touch'                Bash touch, which Claude Code offers to always allow (a rule)
   'think about it'       a thinking block (shown by clients that show thinking)
   anything else          a streamed reply listing these`
@@ -59,8 +65,8 @@ const DemoKeywords = `  'tour'                 everything below in one turn (abo
 // runs without asking (it expands a variable).
 const DemoCommand = `ls -l "$PWD"`
 
-// DemoFile is the file the demo's Write scene creates in the session's
-// working directory.
+// DemoFile is the file the demo's Write scene creates, in DemoOptions.Dir
+// (else the session's working directory).
 const DemoFile = "claudectl-demo.md"
 
 // Demo returns a stateless Responder for trying claudectl without an API
@@ -74,8 +80,15 @@ func Demo(o *DemoOptions) Responder {
 	if o != nil && o.Pace != 0 {
 		pace = max(o.Pace, 0)
 	}
+	var dir string
+	if o != nil {
+		dir = o.Dir
+	}
 	return ResponderFunc(func(r *Request) Turn {
 		c := newDemoCtx(r)
+		if dir != "" {
+			c.dir = dir
+		}
 		var t Turn
 		switch {
 		case r.MaxTokens == 1 || len(r.Tools) == 0 && c.prompt == "":
@@ -104,6 +117,7 @@ type demoCtx struct {
 	scene  int    // index in demoScenes, -1 for none
 	step   int    // model calls since the prompt
 	cwd    string // the session's working directory, "" if unknown
+	dir    string // where files are made: DemoOptions.Dir, else cwd
 }
 
 func newDemoCtx(r *Request) *demoCtx {
@@ -132,6 +146,7 @@ func newDemoCtx(r *Request) *demoCtx {
 		}
 	}
 	c.cwd = workingDir(r)
+	c.dir = c.cwd
 	return c
 }
 
@@ -227,13 +242,23 @@ func (c *demoCtx) listed() Turn {
 	return Reply(Text(c.listedSummary() + " The tool ran in the real Claude Code CLI, after the permission went through the daemon.\n\n" + demoTry))
 }
 
-// DemoTouchCommand is the command of the demo's touch scene: one Claude
-// Code asks about and suggests a rule for ("always allow").
-const DemoTouchCommand = "touch claudectl-demo.txt"
+// DemoTouchFile is the empty file the demo's touch scene creates, in
+// DemoOptions.Dir (else the session's working directory), with a command
+// Claude Code asks about and suggests a rule for ("always allow").
+const DemoTouchFile = "claudectl-demo.txt"
+
+// path is name in the directory files are made in; relative (to the
+// session's directory) when that is unknown.
+func (c *demoCtx) path(name string) string {
+	if c.dir == "" {
+		return name
+	}
+	return strings.TrimRight(c.dir, "/") + "/" + name
+}
 
 func (c *demoCtx) touch() Turn {
 	return Reply(Text("I will create an empty file with touch. Claude Code asks first, and offers a rule to always allow such commands: the daemon keeps that rule, and shows it before you agree."),
-		ToolUse("Bash", map[string]any{"command": DemoTouchCommand, "description": "Create an empty file"}))
+		ToolUse("Bash", map[string]any{"command": "touch " + shellWord(c.path(DemoTouchFile)), "description": "Create an empty file"}))
 }
 
 func (c *demoCtx) touched() Turn {
@@ -241,7 +266,17 @@ func (c *demoCtx) touched() Turn {
 	if isErr {
 		return Reply(Text("The command did not run (" + firstLine(out) + ").\n\n" + demoTry))
 	}
-	return Reply(Text("Created claudectl-demo.txt.\n\n" + demoTry))
+	return Reply(Text("Created " + c.path(DemoTouchFile) + ".\n\n" + demoTry))
+}
+
+// shellWord quotes s for a POSIX shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 var demoQuestion = map[string]any{"questions": []any{map[string]any{
@@ -283,15 +318,11 @@ func (c *demoCtx) listedThenAsk() Turn {
 }
 
 func (c *demoCtx) writeBlock() Block {
-	path := DemoFile
-	if c.cwd != "" {
-		path = strings.TrimRight(c.cwd, "/") + "/" + DemoFile
-	}
-	return ToolUse("Write", map[string]any{"file_path": path, "content": "# claudectl demo\n\nThis file was written by the Claude Code CLI, driven by claudectl's daemon,\nfor a scripted demo model. Delete it at will.\n"})
+	return ToolUse("Write", map[string]any{"file_path": c.path(DemoFile), "content": "# claudectl demo\n\nThis file was written by the Claude Code CLI, driven by claudectl's daemon,\nfor a scripted demo model. Delete it at will.\n"})
 }
 
 func (c *demoCtx) write() Turn {
-	return Reply(Text("I will write "+DemoFile+" in the session's directory. Writing a file needs your permission too."), c.writeBlock())
+	return Reply(Text("I will write "+c.path(DemoFile)+". Writing a file needs your permission too."), c.writeBlock())
 }
 
 func (c *demoCtx) wroteSummary() string {
@@ -299,7 +330,7 @@ func (c *demoCtx) wroteSummary() string {
 	if isErr {
 		return "The file was not written (" + firstLine(out) + ")."
 	}
-	return "Wrote " + DemoFile + " in the session's directory."
+	return "Wrote " + c.path(DemoFile) + "."
 }
 
 func (c *demoCtx) wrote() Turn {

@@ -89,6 +89,19 @@ func TestDemoScenes(t *testing.T) {
 	if len(w) != 1 || w[0].Name != "Write" || json.Unmarshal(w[0].Input, &in) != nil || in.FilePath != "/home/me/proj/"+DemoFile {
 		t.Errorf("write scene: %+v (%q)", w, in.FilePath)
 	}
+	// With a Dir, the files are made there, not in the session's directory.
+	dd := Demo(&DemoOptions{Pace: -1, Dir: "/var/demo files"})
+	w = tools(dd.Respond(demoRequest("/home/me/proj", user("write a file"))))
+	if len(w) != 1 || json.Unmarshal(w[0].Input, &in) != nil || in.FilePath != "/var/demo files/"+DemoFile {
+		t.Errorf("write scene with a Dir: %+v (%q)", w, in.FilePath)
+	}
+	var cmd struct {
+		Command string `json:"command"`
+	}
+	tc := tools(dd.Respond(demoRequest("/home/me/proj", user("touch"))))
+	if len(tc) != 1 || json.Unmarshal(tc[0].Input, &cmd) != nil || cmd.Command != "touch '/var/demo files/"+DemoTouchFile+"'" {
+		t.Errorf("touch scene with a Dir: %+v (%q)", tc, cmd.Command)
+	}
 	// The tour goes through every step and ends, saying what happened.
 	answered := `Your questions have been answered: "Which part?"="Files". You can now continue.`
 	for _, tc := range []struct {

@@ -84,7 +84,7 @@ func TestPageInChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "e2e/e2e.mjs")
-	cmd.Env = append(os.Environ(), "URL="+loginURL, "TOKEN="+strings.TrimSpace(string(token)), "CWD="+cwd,
+	cmd.Env = append(os.Environ(), "URL="+loginURL, "TOKEN="+strings.TrimSpace(string(token)), "CWD="+cwd, "FILES="+filepath.Join(dataDir, "demo-files"),
 		"CHROMIUM="+chromium, "SHOTS="+os.Getenv("CLAUDECTL_WEB_SHOTS"))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

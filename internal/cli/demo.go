@@ -25,8 +25,9 @@ var demoPace time.Duration
 // demo is the scripted model of "claudectl serve --demo" and the
 // temporary directories it made. close undoes it all.
 type demo struct {
-	model   *claudetest.Server
-	dataDir string // made here, removed by close; "" when --data-dir was given
+	model    *claudetest.Server
+	dataDir  string // made here, removed by close; "" when --data-dir was given
+	filesDir string // where the model's scenes make files (DemoOptions.Dir)
 }
 
 // demoEnvRemoved are variables of the user's environment that could send
@@ -73,7 +74,14 @@ func startDemo(cfg *serve.Settings, listenGiven bool) (*demo, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("demo home directory: %w", err)
 	}
-	d.model = claudetest.NewServer(claudetest.Demo(&claudetest.DemoOptions{Pace: demoPace}))
+	// The files the scenes make (the tour's Write) go to a directory of
+	// the demo's, not to the sessions' directories: trying the demo in a
+	// checkout must not leave a file there.
+	d.filesDir = filepath.Join(cfg.DataDir, "demo-files")
+	if err := os.MkdirAll(d.filesDir, 0o700); err != nil {
+		return nil, fmt.Errorf("demo files directory: %w", err)
+	}
+	d.model = claudetest.NewServer(claudetest.Demo(&claudetest.DemoOptions{Pace: demoPace, Dir: d.filesDir}))
 	env := make(map[string]string, len(cfg.Env)+32)
 	for k, v := range cfg.Env {
 		env[k] = v
@@ -132,7 +140,8 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string, tokenInURL
 %s
   DEMO: every session talks to a SCRIPTED model on %s, not to Claude.
   No API key is used and nothing leaves this machine. The real Claude Code
-  CLI runs the sessions and their tools (in the directory you run them in).
+  CLI runs the sessions and their tools (in the directory you run them in);
+  the files the demo writes go to %s.
 %s
   Data directory: %s
 
@@ -153,7 +162,7 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string, tokenInURL
     %s run --keep 'ask me a question'
         answer there, or from another terminal: %s attach SESSION_ID
     %s run 'write a file'
-        writes %s in the current directory, once you allow it
+        writes %s there, once you allow it
 
   Prompts the demo model knows:
 %s
@@ -161,7 +170,7 @@ func (d *demo) banner(w io.Writer, srv *serve.Server, dataDir string, tokenInURL
   Ctrl-C stops the demo.
 %s
 
-`, bar, d.model.URL, bar, where, pageHow, page, url, tokenExport, self, self, self, self, self, self, self, claudetest.DemoFile,
+`, bar, d.model.URL, d.filesDir, bar, where, pageHow, page, url, tokenExport, self, self, self, self, self, self, self, claudetest.DemoFile,
 		claudetest.DemoKeywords, bar)
 }
 
@@ -183,7 +192,7 @@ func (d *demo) logBanner(srv *serve.Server, dataDir, tokenFile string) {
 	}
 	srv.Log.Info("demo: every session talks to a scripted model, not to Claude; no API key is used and nothing leaves this machine",
 		"scripted_model", d.model.URL, "server", "http://"+srv.Addr, "web_page", "http://"+srv.Addr+"/",
-		"data_dir", dataDir, "data_dir_temporary", d.dataDir != "", "token_file", tokenFile,
+		"data_dir", dataDir, "data_dir_temporary", d.dataDir != "", "files_dir", d.filesDir, "token_file", tokenFile,
 		"client_env", "CLAUDECTL_SERVER=http://"+srv.Addr+" CLAUDECTL_TOKEN=$(cat "+shellQuote(tokenFile)+")",
 		"try", selfCommand()+" run 'tour'", "prompts", prompts)
 }

@@ -391,3 +391,50 @@ func TestDemoBannerCommandsWorkAnywhere(t *testing.T) {
 		t.Errorf("%s version, run in another directory: %v\n%s", self, err, out)
 	}
 }
+
+// TestServeDemoTourInACheckout takes the demo's tour as the banner says,
+// from a checkout: it answers the three prompts on the terminal (allow
+// Bash, the question's second option, allow the Write, shown as a diff)
+// and leaves no file in the checkout; the file is in the demo's own
+// directory.
+func TestServeDemoTourInACheckout(t *testing.T) {
+	old := demoPace
+	demoPace = time.Millisecond
+	defer func() { demoPace = old }()
+	data := t.TempDir()
+	s := startServe(t, map[string]string{"HOME": t.TempDir(), "PATH": os.Getenv("PATH")},
+		"--demo", "--listen", freeAddr(t), "--data-dir", data, "--cli", claudetest.CLIPath(t))
+	waitFor(t, "the demo's banner", func() bool { return strings.Contains(s.stderr.String(), "Ctrl-C stops the demo.") })
+	files := filepath.Join(data, "demo-files")
+	if !strings.Contains(s.stderr.String(), "the files the demo writes go to "+files+".") {
+		t.Errorf("the banner does not say where the demo's files go:\n%s", s.stderr.String())
+	}
+	token, err := os.ReadFile(serve.TokenPath(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkout := t.TempDir()
+	writeFile(t, filepath.Join(checkout, "main.go"), "package main\n")
+	inv := invocation{tty: true, stdin: "y\n2\ny\n",
+		getenv: map[string]string{"CLAUDECTL_SERVER": "http://" + s.addr, "CLAUDECTL_TOKEN": strings.TrimSpace(string(token))}}
+	o := claudectl(t, inv, "run", "--cwd", checkout, "tour")
+	if o.code != 0 || !strings.Contains(o.stdout, "That was the tour: streaming, thinking, a Bash command approved, a question answered and a file written") {
+		t.Fatalf("the tour: exit %d, stdout:\n%s", o.code, o.stdout)
+	}
+	for _, want := range []string{"Allow Bash: ", "[Next] Which part of claudectl would you like to see next?",
+		"+# claudectl demo", "Allow Write: " + filepath.Join(files, claudetest.DemoFile) + "?"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("the tour's prompts lack %q:\n%s", want, o.stderr)
+		}
+	}
+	if ents, err := os.ReadDir(checkout); err != nil || len(ents) != 1 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the checkout after the tour holds %v (%v), want only main.go", names, err)
+	}
+	if !fileExists(filepath.Join(files, claudetest.DemoFile)) {
+		t.Errorf("%s is not in the demo's directory %s", claudetest.DemoFile, files)
+	}
+}

@@ -4,14 +4,15 @@
 // daemon when the script prints RESTART. Every step throws on failure.
 //
 // env: URL (the page's login address, with #token=), TOKEN, CWD (a
-// directory for the sessions), CHROMIUM, SHOTS (a directory for
+// directory for the sessions), FILES (where the demo writes its files:
+// its data directory's demo-files), CHROMIUM, SHOTS (a directory for
 // screenshots, optional).
 import { chromium } from "playwright-core";
 import fs from "node:fs";
 import path from "node:path";
 import readline from "node:readline";
 
-const { URL: loginURL, TOKEN, CWD, CHROMIUM, SHOTS } = process.env;
+const { URL: loginURL, TOKEN, CWD, FILES, CHROMIUM, SHOTS } = process.env;
 const base = new URL(loginURL).origin;
 const stdin = readline.createInterface({ input: process.stdin });
 const lines = stdin[Symbol.asyncIterator]();
@@ -113,7 +114,7 @@ try {
   await card.getByRole("button", { name: "Allow once" }).click();
   await second.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
   await second.locator(`[data-testid="settled"][data-request="${reqID}"]`).filter({ hasText: "allowed by client:web" }).waitFor({ timeout: 10000 });
-  const file = path.join(CWD, "claudectl-demo.md");
+  const file = path.join(FILES, "claudectl-demo.md");
   for (let i = 0; i < 100 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 200));
   assert(fs.existsSync(file), "the file was not written");
   await page.getByTestId("permission-item").filter({ hasText: "client:web" }).first().waitFor({ timeout: 10000 });
