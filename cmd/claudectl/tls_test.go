@@ -98,6 +98,13 @@ func TestServeTLS(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "No sessions.") {
 		t.Fatalf("claudectl sessions over HTTPS: %v\n%s\nserve:\n%s", err, out, log.String())
 	}
+	// A second daemon on the address is told that a claudectl daemon (over
+	// TLS) holds it.
+	second := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data2"), "--cli", claudetest.CLIPath(t))
+	second.Env = []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), addr+" is in use: another claudectl daemon serves there") {
+		t.Errorf("a second daemon on %s: %v\n%s", addr, err, out)
+	}
 	g := exec.CommandContext(ctx, grpcurl, "-cacert", cert, "-H", "authorization: Bearer s3cret-token", addr, "claudectl.v1.HealthService/Health")
 	if out, err := g.CombinedOutput(); err != nil || !strings.Contains(string(out), `"ok": true`) {
 		t.Errorf("grpcurl over TLS: %v\n%s", err, out)

@@ -18,6 +18,9 @@ import (
 // says otherwise: beside a real daemon on the default 7777.
 const DemoListen = "127.0.0.1:7778"
 
+// demoListen is DemoListen; tests change it.
+var demoListen = DemoListen
+
 // demoPace is claudetest.DemoOptions.Pace for serve --demo; tests
 // shorten it.
 var demoPace time.Duration
@@ -47,7 +50,7 @@ var demoEnvRemoved = []string{
 // beyond loopback: the demo is for this machine.
 func startDemo(cfg *serve.Settings, listenGiven bool) (*demo, error) {
 	if !listenGiven {
-		cfg.Listen = DemoListen
+		cfg.Listen = demoListen
 	}
 	if !apiserver.IsLoopback(cfg.Listen) {
 		return nil, badValue("listen", cfg.Listen, "--demo serves on 127.0.0.1 only")

@@ -90,6 +90,16 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Where the address comes from, to say what changes it when it is in use.
+	listenFrom := listenDefault
+	switch {
+	case flagGiven(fs, "listen"):
+		listenFrom = listenFlag
+	case demoMode: // its own address, whatever a settings file says
+		listenFrom = listenDemo
+	case cfg.Listen != "":
+		listenFrom = listenSettings
+	}
 	if err := applyServeFlags(cfg, &f, fs); err != nil {
 		return err
 	}
@@ -131,6 +141,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		if errors.Is(err, apiserver.ErrTokenRequired) || errors.Is(err, apiserver.ErrCleartext) || errors.As(err, &se2) {
 			return usagef("%v", err)
 		}
+		if le := (*serve.ListenError)(nil); errors.As(err, &le) && le.InUse {
+			return exitWith(ExitFailure, "%v", listenInUse(le, listenFrom, cfg.File, serve.DefaultPath(env.Getenv)))
+		}
 		return err
 	}
 	switch {
@@ -147,6 +160,42 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		stopping = "Ctrl-C"
 	}
 	return shutdown(srv, env, stopping, ShutdownBound)
+}
+
+// Where serve's address came from.
+const (
+	listenDefault  = iota // serve.DefaultListen
+	listenFlag            // --listen
+	listenSettings        // "listen" in the settings file
+	listenDemo            // the demo's DemoListen
+)
+
+// listenInUse says that the address is in use, by whom when claudectl can
+// tell, and what serves this daemon elsewhere, as it was set: the flag,
+// the settings file's key (settingsFile; defaultFile is where one would
+// go) or the demo's own default.
+func listenInUse(le *serve.ListenError, from int, settingsFile, defaultFile string) error {
+	msg := le.Error()
+	if le.Daemon {
+		msg += fmt.Sprintf(" (claudectl sessions --server http://%s lists its sessions): stop it, or", le.Addr)
+	} else {
+		msg += ": stop it, or"
+	}
+	switch from {
+	case listenFlag:
+		msg += " give --listen another HOST:PORT"
+	case listenSettings:
+		msg += fmt.Sprintf(" set \"listen\" in %s to another HOST:PORT (or override it with --listen HOST:PORT)", settingsFile)
+	case listenDemo:
+		msg += fmt.Sprintf(" give the demo another address with --listen 127.0.0.1:PORT (%s is its own default", le.Addr)
+		if le.Daemon {
+			msg += "; another serve --demo may be running"
+		}
+		msg += ")"
+	default:
+		msg += fmt.Sprintf(" serve elsewhere with --listen HOST:PORT, or \"listen\" in %s (%s is the default)", defaultFile, le.Addr)
+	}
+	return errors.New(msg)
 }
 
 // clientFlagsFor returns the flags a client command of this user (whose

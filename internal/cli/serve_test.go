@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/internal/serve"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -361,4 +363,56 @@ func TestServeClientsNotice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServeAddressInUse: an address another program holds is said so,
+// with what serves the daemon elsewhere as the address was set (the flag,
+// the settings file, the demo's own default, the default), not as a bare
+// "bind: address already in use"; and a claudectl daemon there is named.
+func TestServeAddressInUse(t *testing.T) {
+	foreign := httptest.NewServer(http.NotFoundHandler())
+	defer foreign.Close()
+	addr := strings.TrimPrefix(foreign.URL, "http://")
+	cli := claudetest.CLIPath(t)
+	env := func() map[string]string {
+		return map[string]string{"HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir(), "PATH": os.Getenv("PATH")}
+	}
+	check := func(t *testing.T, o outcome, want string) {
+		t.Helper()
+		if o.code != 1 || !strings.Contains(o.stderr, "claudectl serve: "+want+"\n") || strings.Contains(o.stderr, "bind:") {
+			t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and:\nclaudectl serve: %s", o.code, o.stderr, want)
+		}
+	}
+	t.Run("flag", func(t *testing.T) {
+		o := claudectl(t, invocation{getenv: env()}, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--cli", cli)
+		check(t, o, addr+" is in use by another program: stop it, or give --listen another HOST:PORT")
+	})
+	t.Run("settings", func(t *testing.T) {
+		e := env()
+		file := filepath.Join(e["XDG_CONFIG_HOME"], "claudectl", "settings.json")
+		writeFile(t, file, `{"listen": "`+addr+`", "data_dir": "data"}`)
+		o := claudectl(t, invocation{getenv: e}, "serve", "--cli", cli)
+		check(t, o, addr+` is in use by another program: stop it, or set "listen" in `+file+` to another HOST:PORT (or override it with --listen HOST:PORT)`)
+	})
+	t.Run("demo", func(t *testing.T) {
+		old := demoListen
+		demoListen = addr
+		defer func() { demoListen = old }()
+		o := claudectl(t, invocation{getenv: env()}, "serve", "--demo", "--cli", cli)
+		check(t, o, addr+" is in use by another program: stop it, or give the demo another address with --listen 127.0.0.1:PORT ("+addr+" is its own default)")
+	})
+	t.Run("daemon", func(t *testing.T) {
+		s := startServe(t, env(), "--listen", freeAddr(t), "--data-dir", t.TempDir(), "--cli", cli)
+		o := claudectl(t, invocation{getenv: env()}, "serve", "--listen", s.addr, "--data-dir", t.TempDir(), "--cli", cli)
+		check(t, o, s.addr+" is in use: another claudectl daemon serves there (claudectl sessions --server http://"+s.addr+
+			" lists its sessions): stop it, or give --listen another HOST:PORT")
+	})
+	t.Run("default", func(t *testing.T) { // not bound here: 7777 may be in use on this machine for real
+		le := &serve.ListenError{Addr: serve.DefaultListen, InUse: true}
+		want := serve.DefaultListen + ` is in use by another program: stop it, or serve elsewhere with --listen HOST:PORT, or "listen" in /home/me/.config/claudectl/settings.json (` +
+			serve.DefaultListen + " is the default)"
+		if got := listenInUse(le, listenDefault, "", "/home/me/.config/claudectl/settings.json").Error(); got != want {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+	})
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -128,7 +127,7 @@ func DefaultDataDir(getenv func(string) string) string {
 // daemon interrupted and starts serving. It returns once the listener is
 // up. Start-up failures that have an exit status of their own are
 // *StartError; a non-loopback address without a token is
-// apiserver.ErrTokenRequired.
+// apiserver.ErrTokenRequired; an address in use is a *ListenError.
 func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) {
 	var opts Options
 	if o != nil {
@@ -232,7 +231,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := listenOn(ctx, listen)
 	if err != nil {
 		return nil, err
 	}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -110,6 +112,34 @@ func TestOneDaemonPerDataDir(t *testing.T) {
 		t.Fatalf("after the first stopped: %v", err)
 	}
 	again.Close()
+}
+
+// TestAddressInUse: an address in use is a *ListenError that says so,
+// and whether a claudectl daemon (with another data directory) answers
+// there or another program does.
+func TestAddressInUse(t *testing.T) {
+	var stderr bytes.Buffer
+	foreign := httptest.NewServer(http.NotFoundHandler())
+	defer foreign.Close()
+	addr := strings.TrimPrefix(foreign.URL, "http://")
+	_, err := start(t, &serve.Settings{CLI: claudetest.CLIPath(t), Listen: addr}, &stderr)
+	var le *serve.ListenError
+	if !errors.As(err, &le) || !le.InUse || le.Daemon || err.Error() != addr+" is in use by another program" {
+		t.Errorf("an address another program serves: %v (%#v)", err, le)
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("%v does not wrap EADDRINUSE", err)
+	}
+
+	first, err := start(t, &serve.Settings{CLI: claudetest.CLIPath(t)}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	_, err = start(t, &serve.Settings{CLI: claudetest.CLIPath(t), Listen: first.Addr}, &stderr)
+	if !errors.As(err, &le) || !le.InUse || !le.Daemon || err.Error() != first.Addr+" is in use: another claudectl daemon serves there" {
+		t.Errorf("an address a claudectl daemon serves: %v (%#v)", err, le)
+	}
 }
 
 // TestDataDirModes: the data directory is private (a loose one is
