@@ -123,7 +123,8 @@ func decisionToProto(d *store.Decision) *v1.Decision {
 		by = fmt.Sprintf("rule:%d", d.RuleID)
 	}
 	return &v1.Decision{RequestId: d.RequestID, Behavior: behaviorToProto(d.Behavior), DecidedBy: by,
-		Message: d.Message, DecidedAt: timestamppb.New(d.DecidedAt), ToolName: d.ToolName, SessionId: d.SessionID}
+		Message: d.Message, DecidedAt: timestamppb.New(d.DecidedAt), ToolName: d.ToolName, SessionId: d.SessionID,
+		Answers: permission.Answers(d.UpdatedInput)}
 }
 
 func pendingToProto(p permission.Pending, always daemon.Always) *v1.PermissionRequest {
@@ -206,8 +207,10 @@ func eventToProto(ev *daemon.Event) *v1.Event {
 	case *daemon.PermissionResolved:
 		d := &store.Decision{RequestID: b.RequestID, Behavior: b.Behavior, By: b.By, RuleID: b.RuleID,
 			Message: b.Message, DecidedAt: ev.Time, ToolName: b.ToolName, SessionID: ev.SessionID}
+		pd := decisionToProto(d)
+		pd.Answers = b.Answers
 		out.Kind = &v1.Event_PermissionResolved{PermissionResolved: &v1.PermissionResolved{
-			RequestId: b.RequestID, Decision: decisionToProto(d)}}
+			RequestId: b.RequestID, Decision: pd}}
 	default:
 		m := &v1.Message{Type: ev.Type, Subtype: ev.Subtype, Raw: ev.Raw, ToCli: ev.Direction == store.ToCLI}
 		if ev.Truncated() {

@@ -106,6 +106,9 @@ type PermissionResolved struct {
 	By        string `json:"by"`       // rule, client:<name>, timeout, cli
 	RuleID    int64  `json:"rule_id,omitempty"`
 	Message   string `json:"message,omitempty"`
+	// Answers are an AskUserQuestion's answers (behavior allow): question
+	// text to the answer given.
+	Answers map[string]string `json:"answers,omitempty"`
 }
 
 // ErrorReport is something that went wrong in the session (type "error"):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -179,14 +180,39 @@ func askTurn() claudetest.Turn {
 	}))
 }
 
+// TestAskUserQuestionAnsweredByClient: a client's answers reach the CLI,
+// and everything that reports the decision reports the answer, not an
+// "allow": the Decide result, the event, the inbox, the log, the audit.
 func TestAskUserQuestionAnsweredByClient(t *testing.T) {
-	td := daemontest.Start(t, nil, askTurn(), claudetest.Reply(claudetest.Text("SQLite it is.")))
+	logs := new(daemontest.LogBuffer)
+	td := daemontest.Start(t, &daemontest.Options{Log: logs}, askTurn(), claudetest.Reply(claudetest.Text("SQLite it is.")))
 	d, ctx := td.D, td.Ctx
 	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "pick a database")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The inbox, watched from before the question.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	watching, settled := make(chan struct{}), make(chan *daemon.Settled, 1)
+	go func() {
+		for ch, err := range d.WatchPending(wctx, s.ID) {
+			if err != nil {
+				return
+			}
+			if ch.Snapshot {
+				close(watching)
+			}
+			if ch.Settled != nil {
+				settled <- ch.Settled
+				return
+			}
+		}
+	}()
+	<-watching
 	var reqID string
+	var decided *store.Decision
+	var resolved daemon.PermissionResolved
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var statuses []string
@@ -217,10 +243,13 @@ func TestAskUserQuestionAnsweredByClient(t *testing.T) {
 			if !errors.As(err, &ia) || ia.Field != "answers" {
 				t.Errorf("bad answers: %v", err)
 			}
-			if _, _, err := d.Decide(ctx, daemon.Decision{RequestID: reqID, Allow: true, Client: "alice",
+			if decided, _, err = d.Decide(ctx, daemon.Decision{RequestID: reqID, Allow: true, Client: "alice",
 				Answers: map[string]string{"Which database?": "SQLite"}}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if ev.Type == "permission_resolved" {
+			json.Unmarshal(ev.Raw, &resolved)
 		}
 		if ev.Type == "result" {
 			break
@@ -240,6 +269,30 @@ func TestAskUserQuestionAnsweredByClient(t *testing.T) {
 	}
 	if want := "running waiting running"; !strings.Contains(strings.Join(statuses, " "), want) {
 		t.Errorf("statuses = %v, want to contain %q", statuses, want)
+	}
+	want := map[string]string{"Which database?": "SQLite"}
+	if got := permission.Answers(decided.UpdatedInput); !maps.Equal(got, want) {
+		t.Errorf("Decide's decision carries the answers %v, want %v", got, want)
+	}
+	if !maps.Equal(resolved.Answers, want) || resolved.Behavior != "allow" {
+		t.Errorf("permission_resolved %+v, want behavior allow with the answers %v", resolved, want)
+	}
+	select {
+	case st := <-settled:
+		if st.Outcome != "answered" || st.By != "client:alice" {
+			t.Errorf("the inbox says %+v, want answered by client:alice", st)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the answer never reached the inbox")
+	}
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "request="+reqID) && strings.Contains(l, "permission decided") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "outcome=answered answer=SQLite by=client:alice") || strings.Contains(line, "allow=") {
+		t.Errorf("the log's line for the question: %q, want the answer", line)
 	}
 }
 

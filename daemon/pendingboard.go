@@ -142,7 +142,7 @@ func (d *Daemon) remoteChanges(ctx context.Context, id string, known map[string]
 			}
 			for _, dec := range ds {
 				if dec.RequestID == rid {
-					s.Outcome, s.By, s.At = decisionWord(dec.Behavior), dec.By, dec.DecidedAt
+					s.Outcome, s.By, s.At = decisionWord(dec), dec.By, dec.DecidedAt
 					break
 				}
 			}
@@ -152,13 +152,16 @@ func (d *Daemon) remoteChanges(ctx context.Context, id string, known map[string]
 	return out
 }
 
-// decisionWord is the Settled outcome of an audit entry's behavior.
-func decisionWord(behavior string) string {
-	switch behavior {
+// decisionWord is the Settled outcome of an audit entry.
+func decisionWord(dec *store.Decision) string {
+	switch dec.Behavior {
 	case "allow":
+		if permission.Answers(dec.UpdatedInput) != nil {
+			return "answered"
+		}
 		return "allowed"
 	case "deny":
 		return "denied"
 	}
-	return behavior
+	return dec.Behavior
 }

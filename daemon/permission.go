@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -66,8 +68,14 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 			a.status(bg, store.StatusRunning, "")
 		}
 	})
-	a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
-		"outcome", r.Outcome.String(), "allow", r.Result.Allow, "by", r.By)
+	attrs := []any{"session", a.id, "request", req.RequestID, "tool", req.ToolName}
+	if answers := permission.Answers(r.Result.UpdatedInput); answers != nil {
+		// A question is answered, not allowed: the log says with what.
+		attrs = append(attrs, "outcome", "answered", "answer", answerText(req, answers))
+	} else {
+		attrs = append(attrs, "outcome", r.Outcome.String(), "allow", r.Result.Allow)
+	}
+	a.d.log.Info("permission decided", append(attrs, "by", r.By)...)
 	if r.Outcome == permission.Withdrawn {
 		_ = a.audit(bg, req, requested, r.At, claude.PermissionResult{}, "withdrawn", r.By, nil)
 		return claude.PermissionResult{}, fmt.Errorf("daemon: permission request withdrawn by %s", r.By)
@@ -117,8 +125,31 @@ func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, reques
 		return err
 	}
 	a.log(ctx, &PermissionResolved{RequestID: req.RequestID, ToolName: req.ToolName, Behavior: behavior, By: by,
-		RuleID: d.RuleID, Message: res.Message})
+		RuleID: d.RuleID, Message: res.Message, Answers: permission.Answers(res.UpdatedInput)})
 	return nil
+}
+
+// answerText is an AskUserQuestion's answers in one line for the log, in
+// the order the questions were asked ("Files; 2 hours" for two), clipped
+// as clipValue clips: whoever answers writes what they like.
+func answerText(req *claude.PermissionRequest, answers map[string]string) string {
+	var in struct {
+		Questions []claude.Question `json:"questions"`
+	}
+	_ = json.Unmarshal(req.Input, &in)
+	parts := make([]string, 0, len(answers))
+	for _, q := range in.Questions {
+		if a, ok := answers[q.Question]; ok {
+			parts = append(parts, a)
+		}
+	}
+	if len(parts) < len(answers) { // not the questions asked: by question
+		parts = parts[:0]
+		for _, q := range slices.Sorted(maps.Keys(answers)) {
+			parts = append(parts, answers[q])
+		}
+	}
+	return clipValue(strings.Join(parts, "; "))
 }
 
 // unaudited is what the CLI gets for a decision the audit trail could not
@@ -292,14 +323,15 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*
 }
 
 // decided is the decision of p as the session's actor stores it (audit):
-// the result's message (a denial's, or none), the broker's time.
+// the result's message (a denial's, or none) and updated input (a
+// question's answers), the broker's time.
 func decided(p *permission.Pending, res claude.PermissionResult, by string, at time.Time) *store.Decision {
 	b := "deny"
 	if res.Allow {
 		b = "allow"
 	}
 	return &store.Decision{SessionID: p.SessionID, RequestID: p.Request.RequestID, ToolName: p.Request.ToolName,
-		Behavior: b, By: by, Message: res.Message, DecidedAt: at}
+		Behavior: b, By: by, Message: res.Message, UpdatedInput: res.UpdatedInput, DecidedAt: at}
 }
 
 // Always is what "always allow" does for a request: the rules the daemon

@@ -351,7 +351,8 @@ type PendingChange struct {
 // Settled is a pending request that ended, and how.
 type Settled struct {
 	RequestID, SessionID string
-	// Outcome is "allowed", "denied", "expired" or "withdrawn".
+	// Outcome is "allowed", "answered" (an AskUserQuestion), "denied",
+	// "expired" or "withdrawn".
 	Outcome string
 	By      string
 	At      time.Time
@@ -443,7 +444,10 @@ func (d *Daemon) WatchPending(ctx context.Context, sessionID string) iter.Seq2[P
 func outcomeWord(r *permission.Resolution) string {
 	switch r.Outcome {
 	case permission.Decided:
-		if r.Result.Allow {
+		switch {
+		case permission.Answers(r.Result.UpdatedInput) != nil:
+			return "answered" // an AskUserQuestion
+		case r.Result.Allow:
 			return "allowed"
 		}
 		return "denied"

@@ -421,6 +421,19 @@ func validDecision(req *claude.PermissionRequest, res claude.PermissionResult) e
 	return nil
 }
 
+// Answers returns the answers an AskUserQuestion's updated input carries
+// (as Answer puts them: question text to answer), nil when it carries
+// none: the decision of any other tool, a denial.
+func Answers(updatedInput json.RawMessage) map[string]string {
+	var in struct {
+		Answers map[string]string `json:"answers"`
+	}
+	if len(updatedInput) == 0 || json.Unmarshal(updatedInput, &in) != nil || len(in.Answers) == 0 {
+		return nil
+	}
+	return in.Answers
+}
+
 // Answer returns the decision that answers an AskUserQuestion request:
 // an allow whose updated input is the request's input plus "answers", a map
 // from each question's text to the chosen label (several labels joined by

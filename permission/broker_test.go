@@ -134,6 +134,15 @@ func TestBrokerAskUserQuestion(t *testing.T) {
 	if err := json.Unmarshal(r.Result.UpdatedInput, &in); err != nil || len(in.Questions) != 1 || in.Answers["Which database?"] != "SQLite" {
 		t.Errorf("updated input %s (%v)", r.Result.UpdatedInput, err)
 	}
+	// Answers reads them back; other results carry none.
+	if got := permission.Answers(r.Result.UpdatedInput); len(got) != 1 || got["Which database?"] != "SQLite" {
+		t.Errorf("Answers(%s) = %v", r.Result.UpdatedInput, got)
+	}
+	for _, in := range []json.RawMessage{nil, json.RawMessage(`{"command":"ls"}`), json.RawMessage(`{"answers":{}}`), json.RawMessage(`[1]`)} {
+		if got := permission.Answers(in); got != nil {
+			t.Errorf("Answers(%s) = %v, want nil", in, got)
+		}
+	}
 }
 
 func TestBrokerWithdraw(t *testing.T) {

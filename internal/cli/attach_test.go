@@ -285,6 +285,30 @@ func TestAttachAnswersQuestion(t *testing.T) {
 	}
 }
 
+// TestAttachReportsTheAnswer: a question another client answered is
+// reported with its answer, not as "allowed"; attach --json carries it.
+func TestAttachReportsTheAnswer(t *testing.T) {
+	t.Parallel()
+	d, _ := startDaemonModel(t, nil, claudetest.Reply(colorQuestion()), claudetest.Reply(claudetest.Text("Blue it is.")))
+	id := d.create(t, t.TempDir(), "pick a color")
+	reqID := d.permissionRequest(t, id)
+	waitFor(t, "the question to be pending", func() bool {
+		_, err := d.perms.Decide(d.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: reqID, Behavior: v1.Behavior_BEHAVIOR_ALLOW,
+			Answers: map[string]string{"Which color?": "blue"}, Client: "alice"}))
+		return err == nil
+	})
+	d.waitResults(t, id, 1)
+	d.closeSession(t, id)
+	o := claudectl(t, d.inv(), "attach", id)
+	if want := "claudectl: request " + reqID + " (AskUserQuestion) answered by client:alice: \"blue\"\n"; !strings.Contains(o.stderr, want) {
+		t.Errorf("attach does not report the answer %q:\n%s", want, o.stderr)
+	}
+	o = claudectl(t, d.inv(), "attach", "--json", id)
+	if !strings.Contains(o.stdout, `"type":"permission_resolved",`) || !strings.Contains(o.stdout, `"answers":{"Which color?":"blue"}`) {
+		t.Errorf("attach --json does not carry the answer:\n%s", o.stdout)
+	}
+}
+
 // Without a terminal attach shows the request and leaves it to others; it
 // is not asked again once settled.
 func TestAttachNoTerminalShowsRequest(t *testing.T) {

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/user"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,6 +430,8 @@ func (f *follower) ask(ctx, actx context.Context, a *asking, req *claude.Permiss
 		switch {
 		case w != nil && w.GetBehavior() == v1.Behavior_BEHAVIOR_UNSPECIFIED:
 			fmt.Fprintf(f.env.Stderr, "claudectl: the %s request was %s\n", req.ToolName, decisionText(w))
+		case w != nil && len(w.GetAnswers()) > 0:
+			fmt.Fprintf(f.env.Stderr, "claudectl: %s was answered first by %s: %s\n", req.ToolName, w.GetDecidedBy(), answersText(w.GetAnswers()))
 		case w != nil:
 			fmt.Fprintf(f.env.Stderr, "claudectl: %s was decided first by %s: %s\n", req.ToolName, w.GetDecidedBy(), behaviorName(w.GetBehavior()))
 		case ctx.Err() == nil:
@@ -507,12 +512,16 @@ func (f *follower) permissionResolved(pr *v1.PermissionResolved) {
 }
 
 // decisionText says how a request ended, in the user's words: "allowed by
-// client:alice", "denied by rule:3", "withdrawn: the turn was interrupted
-// or the session ended". A withdrawn request has no behavior; its
-// decided_by names the daemon's reason, which means nothing to the user.
+// client:alice", "answered by client:alice: "Files"" (a question), "denied
+// by rule:3", "withdrawn: the turn was interrupted or the session ended".
+// A withdrawn request has no behavior; its decided_by names the daemon's
+// reason, which means nothing to the user.
 func decisionText(d *v1.Decision) string {
 	switch d.GetBehavior() {
 	case v1.Behavior_BEHAVIOR_ALLOW:
+		if len(d.GetAnswers()) > 0 {
+			return "answered by " + d.GetDecidedBy() + ": " + answersText(d.GetAnswers())
+		}
 		return "allowed by " + d.GetDecidedBy()
 	case v1.Behavior_BEHAVIOR_DENY:
 		return "denied by " + d.GetDecidedBy()
@@ -526,6 +535,22 @@ func decisionText(d *v1.Decision) string {
 		return "withdrawn: the daemon stopped"
 	}
 	return "withdrawn (" + d.GetDecidedBy() + ")"
+}
+
+// answersText is an AskUserQuestion's answers in one line: the answer,
+// quoted ("Files"), or with several questions each question's ("Which
+// part?" "Files"; ...), in the questions' order of text.
+func answersText(answers map[string]string) string {
+	if len(answers) == 1 {
+		for _, a := range answers {
+			return strconv.Quote(oneLine(a))
+		}
+	}
+	parts := make([]string, 0, len(answers))
+	for _, q := range slices.Sorted(maps.Keys(answers)) {
+		parts = append(parts, strconv.Quote(oneLine(q))+" "+strconv.Quote(oneLine(answers[q])))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // stopAsking withdraws every question and waits for the asking goroutines.
@@ -584,27 +609,28 @@ type eventJSON struct {
 	Time      time.Time `json:"time"`
 	Type      string    `json:"type"`
 
-	Message      json.RawMessage `json:"message,omitempty"`       // message: the line
-	ToCLI        bool            `json:"to_cli,omitempty"`        // message: written to the CLI
-	OriginalSize int64           `json:"original_size,omitempty"` // message: when truncated
-	Text         string          `json:"text,omitempty"`          // text_delta
-	ParentToolID string          `json:"parent_tool_use_id,omitempty"`
-	RequestID    string          `json:"request_id,omitempty"` // permission_*
-	ToolUseID    string          `json:"tool_use_id,omitempty"`
-	Name         string          `json:"name,omitempty"` // tool_use, permission_*: the tool
-	Input        json.RawMessage `json:"input,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	Reason       string          `json:"decision_reason,omitempty"`
-	Suggestions  json.RawMessage `json:"suggestions,omitempty"`
-	Behavior     string          `json:"behavior,omitempty"` // permission_resolved
-	DecidedBy    string          `json:"decided_by,omitempty"`
-	Turn         json.RawMessage `json:"turn,omitempty"` // usage_report
-	Totals       json.RawMessage `json:"session_totals,omitempty"`
-	Status       string          `json:"status,omitempty"` // status
-	Detail       string          `json:"detail,omitempty"`
-	Error        string          `json:"error,omitempty"` // error; also permission_resolved's message
-	StderrTail   string          `json:"stderr_tail,omitempty"`
-	Lost         int64           `json:"lost,omitempty"` // gap: events that could not be stored
+	Message      json.RawMessage   `json:"message,omitempty"`       // message: the line
+	ToCLI        bool              `json:"to_cli,omitempty"`        // message: written to the CLI
+	OriginalSize int64             `json:"original_size,omitempty"` // message: when truncated
+	Text         string            `json:"text,omitempty"`          // text_delta
+	ParentToolID string            `json:"parent_tool_use_id,omitempty"`
+	RequestID    string            `json:"request_id,omitempty"` // permission_*
+	ToolUseID    string            `json:"tool_use_id,omitempty"`
+	Name         string            `json:"name,omitempty"` // tool_use, permission_*: the tool
+	Input        json.RawMessage   `json:"input,omitempty"`
+	Description  string            `json:"description,omitempty"`
+	Reason       string            `json:"decision_reason,omitempty"`
+	Suggestions  json.RawMessage   `json:"suggestions,omitempty"`
+	Behavior     string            `json:"behavior,omitempty"` // permission_resolved
+	DecidedBy    string            `json:"decided_by,omitempty"`
+	Answers      map[string]string `json:"answers,omitempty"` // permission_resolved: a question's
+	Turn         json.RawMessage   `json:"turn,omitempty"`    // usage_report
+	Totals       json.RawMessage   `json:"session_totals,omitempty"`
+	Status       string            `json:"status,omitempty"` // status
+	Detail       string            `json:"detail,omitempty"`
+	Error        string            `json:"error,omitempty"` // error; also permission_resolved's message
+	StderrTail   string            `json:"stderr_tail,omitempty"`
+	Lost         int64             `json:"lost,omitempty"` // gap: events that could not be stored
 }
 
 func (f *follower) printJSON(ev *v1.Event) {
@@ -626,7 +652,7 @@ func (f *follower) printJSON(ev *v1.Event) {
 	case *v1.Event_PermissionResolved:
 		d := k.PermissionResolved.GetDecision()
 		j.Type, j.RequestID, j.Name = "permission_resolved", k.PermissionResolved.RequestId, d.GetToolName()
-		j.Behavior, j.DecidedBy, j.Error = behaviorName(d.GetBehavior()), d.GetDecidedBy(), d.GetMessage()
+		j.Behavior, j.DecidedBy, j.Error, j.Answers = behaviorName(d.GetBehavior()), d.GetDecidedBy(), d.GetMessage(), d.GetAnswers()
 	case *v1.Event_UsageReport:
 		j.Type, j.Turn, j.Totals = "usage_report", protoJSON(k.UsageReport.Turn), protoJSON(k.UsageReport.SessionTotals)
 	case *v1.Event_StatusChange:

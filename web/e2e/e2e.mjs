@@ -141,6 +141,11 @@ try {
   await q.getByLabel("Thinking").check();
   await q.getByRole("button", { name: "Answer" }).click();
   await page.getByText("you chose Thinking").first().waitFor({ timeout: 30000 });
+  // Reported as answered, with the answer, not as allowed: in the
+  // conversation and in the decision log.
+  await page.getByTestId("permission-item").filter({ hasText: "AskUserQuestion: answered by client:web — Thinking" }).first().waitFor({ timeout: 10000 });
+  await page.goto(base + "/#/rules");
+  await page.getByTestId("decision").filter({ hasText: "AskUserQuestion" }).filter({ hasText: "answered" }).filter({ hasText: "Thinking" }).first().waitFor({ timeout: 10000 });
 
   step("a reload mid-stream resumes with nothing missing or doubled");
   await startFromForm(page, "tour");

@@ -82,6 +82,25 @@ describe("conversation", () => {
   });
 });
 
+describe("decisions", () => {
+  test("an answered question says the answer, not allowed", () => {
+    const req = (seq: bigint, id: string, tool: string) =>
+      create(EventSchema, { seq, kind: { case: "permissionRequest", value: { requestId: id, toolName: tool } } });
+    const resolved = (seq: bigint, id: string, answers: Record<string, string>) =>
+      create(EventSchema, { seq, kind: { case: "permissionResolved", value: { requestId: id, decision: { behavior: 1, decidedBy: "client:web", answers } } } });
+    const items = buildConversation([
+      req(1n, "q", "AskUserQuestion"), resolved(2n, "q", { "Which part?": "Thinking" }),
+      req(3n, "b", "Bash"), resolved(4n, "b", {}),
+      req(5n, "q2", "AskUserQuestion"), resolved(6n, "q2", { "B?": "two", "A?": "one" }),
+    ]) as any[];
+    expect(items.map((i) => i.resolution)).toEqual([
+      { behavior: "answered", by: "client:web", message: "Thinking" },
+      { behavior: "allowed", by: "client:web", message: "" },
+      { behavior: "answered", by: "client:web", message: "A? one; B? two" },
+    ]);
+  });
+});
+
 describe("diffs and field errors", () => {
   test("an Edit as a line diff", () => {
     expect(diffLines("a\nb\nc", "a\nB\nc")).toEqual([

@@ -3,7 +3,7 @@
 // session list and the inbox as snapshots and changes, and the
 // conversation built from a session's events.
 
-import type { Event, PermissionRequest, Session, SettledRequest } from "./gen/claudectl/v1/claudectl_pb";
+import type { Decision, Event, PermissionRequest, Session, SettledRequest } from "./gen/claudectl/v1/claudectl_pb";
 import { SessionStatus } from "./gen/claudectl/v1/claudectl_pb";
 
 // --- login ---
@@ -189,7 +189,7 @@ export function buildConversation(events: Event[]): Item[] {
       case "permissionResolved": {
         const it = perms.get(k.value.requestId);
         const d = k.value.decision;
-        if (it && d) it.resolution = { behavior: d.behavior === 1 ? "allowed" : d.behavior === 2 ? "denied" : "settled", by: d.decidedBy, message: d.message };
+        if (it && d) it.resolution = decisionWords(d);
         break;
       }
       case "usageReport": {
@@ -212,6 +212,18 @@ export function buildConversation(events: Event[]): Item[] {
     openText = null;
   }
   return items;
+}
+
+// decisionWords says how a request was settled: "allowed", "denied", or
+// for a question "answered" with the answers as its message (one answer
+// as it is; several each after its question).
+export function decisionWords(d: Decision): { behavior: string; by: string; message: string } {
+  const answers = Object.entries(d.answers ?? {});
+  if (d.behavior === 1 && answers.length > 0) {
+    const message = answers.length === 1 ? answers[0][1] : answers.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([q, a]) => `${q} ${a}`).join("; ");
+    return { behavior: "answered", by: d.decidedBy, message };
+  }
+  return { behavior: d.behavior === 1 ? "allowed" : d.behavior === 2 ? "denied" : "settled", by: d.decidedBy, message: d.message };
 }
 
 // attachResults gives the tool calls of a CLI user message's tool_result

@@ -6,7 +6,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { Behavior, RuleScope, type Decision, type PermissionRequest, type Rule, type Session } from "./gen/claudectl/v1/claudectl_pb";
 import { clientName, getToken, permissions, sessions, setToken } from "./api";
 import {
-  Log, buildConversation, fieldOf, filterSessions, mergeInbox, mergeSessions, statusName, statusNames,
+  Log, buildConversation, decisionWords, fieldOf, filterSessions, mergeInbox, mergeSessions, statusName, statusNames,
   tokenFromHash, toolDiff, ts, type Inbox, type Item,
 } from "./logic";
 import "./style.css";
@@ -569,12 +569,15 @@ function RulesView() {
       <h2>Decisions</h2>
       <table class="decisions">
         <tbody>
-          {decisions.map((d) => (
-            <tr key={d.requestId}>
-              <td>{new Date(ts(d.decidedAt)).toLocaleString()}</td><td>{d.toolName}</td>
-              <td>{Behavior[d.behavior].toLowerCase()}</td><td>{d.decidedBy}</td><td class="muted">{d.message}</td>
-            </tr>
-          ))}
+          {decisions.map((d) => {
+            const w = decisionWords(d); // a question's answers, not "allow"
+            return (
+              <tr key={d.requestId} data-testid="decision" data-request={d.requestId}>
+                <td>{new Date(ts(d.decidedAt)).toLocaleString()}</td><td>{d.toolName}</td>
+                <td>{w.behavior === "answered" ? w.behavior : Behavior[d.behavior].toLowerCase()}</td><td>{d.decidedBy}</td><td class="muted">{w.message}</td>
+              </tr>
+            );
+          })}
         </tbody>
       </table>
     </section>

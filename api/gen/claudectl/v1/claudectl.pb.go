@@ -2624,14 +2624,17 @@ func (x *PermissionResolved) GetDecision() *Decision {
 }
 
 type Decision struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Behavior      Behavior               `protobuf:"varint,2,opt,name=behavior,proto3,enum=claudectl.v1.Behavior" json:"behavior,omitempty"`
-	DecidedBy     string                 `protobuf:"bytes,3,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"` // "rule:<id>", "client:<name>", "expired", "withdrawn"
-	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	DecidedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
-	ToolName      string                 `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	SessionId     string                 `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Behavior  Behavior               `protobuf:"varint,2,opt,name=behavior,proto3,enum=claudectl.v1.Behavior" json:"behavior,omitempty"`
+	DecidedBy string                 `protobuf:"bytes,3,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"` // "rule:<id>", "client:<name>", "expired", "withdrawn"
+	Message   string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	DecidedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	ToolName  string                 `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	SessionId string                 `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// answers is set for an AskUserQuestion answered (behavior allow):
+	// question text to the answer given, as DecideRequest.answers.
+	Answers       map[string]string `protobuf:"bytes,8,rep,name=answers,proto3" json:"answers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2713,6 +2716,13 @@ func (x *Decision) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *Decision) GetAnswers() map[string]string {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
 }
 
 type UsageReport struct {
@@ -3154,7 +3164,8 @@ type SettledRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// outcome: "allowed", "denied", "expired" or "withdrawn".
+	// outcome: "allowed", "answered" (an AskUserQuestion), "denied",
+	// "expired" or "withdrawn".
 	Outcome       string                 `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	By            string                 `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"` // "client:alice", "timeout", "cli", …
 	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
@@ -5015,7 +5026,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x12PermissionResolved\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
-	"\bdecision\x18\x02 \x01(\v2\x16.claudectl.v1.DecisionR\bdecision\"\x8d\x02\n" +
+	"\bdecision\x18\x02 \x01(\v2\x16.claudectl.v1.DecisionR\bdecision\"\x88\x03\n" +
 	"\bDecision\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
@@ -5027,7 +5038,11 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"decided_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12\x1b\n" +
 	"\ttool_name\x18\x06 \x01(\tR\btoolName\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\a \x01(\tR\tsessionId\"r\n" +
+	"session_id\x18\a \x01(\tR\tsessionId\x12=\n" +
+	"\aanswers\x18\b \x03(\v2#.claudectl.v1.Decision.AnswersEntryR\aanswers\x1a:\n" +
+	"\fAnswersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
 	"\vUsageReport\x12'\n" +
 	"\x04turn\x18\x01 \x01(\v2\x13.claudectl.v1.UsageR\x04turn\x12:\n" +
 	"\x0esession_totals\x18\x02 \x01(\v2\x13.claudectl.v1.UsageR\rsessionTotals\"[\n" +
@@ -5273,7 +5288,7 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                     // 1: claudectl.v1.Behavior
@@ -5352,14 +5367,15 @@ var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(*StoreStatus)(nil),               // 74: claudectl.v1.StoreStatus
 	nil,                               // 75: claudectl.v1.Usage.ByModelEntry
 	nil,                               // 76: claudectl.v1.SessionOptions.WorkerLabelsEntry
-	nil,                               // 77: claudectl.v1.DecideRequest.AnswersEntry
-	nil,                               // 78: claudectl.v1.Worker.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 79: google.protobuf.Timestamp
+	nil,                               // 77: claudectl.v1.Decision.AnswersEntry
+	nil,                               // 78: claudectl.v1.DecideRequest.AnswersEntry
+	nil,                               // 79: claudectl.v1.Worker.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 80: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,  // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	79, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	79, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	80, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	80, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
 	6,  // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
 	75, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
 	76, // 5: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
@@ -5371,7 +5387,7 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	5,  // 11: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
 	5,  // 12: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
 	31, // 13: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	79, // 14: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	80, // 14: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
 	34, // 15: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
 	35, // 16: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
 	36, // 17: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
@@ -5383,104 +5399,105 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	44, // 23: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
 	32, // 24: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
 	33, // 25: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
-	79, // 26: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	79, // 27: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	80, // 26: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	80, // 27: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
 	38, // 28: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	79, // 29: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	80, // 29: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	54, // 30: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
 	40, // 31: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
 	1,  // 32: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	79, // 33: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	6,  // 34: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
-	6,  // 35: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
-	0,  // 36: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
-	3,  // 37: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
-	5,  // 38: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	37, // 39: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	49, // 40: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
-	79, // 41: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
-	37, // 42: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	1,  // 43: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	77, // 44: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	40, // 45: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
-	1,  // 46: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
-	2,  // 47: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	79, // 48: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	54, // 49: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	54, // 50: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	54, // 51: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	40, // 52: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
-	3,  // 53: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	66, // 54: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	67, // 55: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	68, // 56: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
-	3,  // 57: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	79, // 58: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	79, // 59: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
-	3,  // 60: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 61: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 62: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	72, // 63: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
-	78, // 64: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
-	4,  // 65: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
-	79, // 66: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
-	79, // 67: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
-	79, // 68: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	65, // 69: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	74, // 70: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
-	72, // 71: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
-	79, // 72: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	79, // 73: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	7,  // 74: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	9,  // 75: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	11, // 76: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	13, // 77: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	15, // 78: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	17, // 79: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	19, // 80: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	21, // 81: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	23, // 82: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	25, // 83: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	27, // 84: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	29, // 85: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	45, // 86: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
-	50, // 87: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	47, // 88: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
-	52, // 89: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	55, // 90: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	57, // 91: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	59, // 92: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	61, // 93: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	70, // 94: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
-	63, // 95: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	69, // 96: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	10, // 97: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	12, // 98: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	14, // 99: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	16, // 100: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	18, // 101: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	20, // 102: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	22, // 103: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	24, // 104: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	26, // 105: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	28, // 106: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	30, // 107: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	46, // 108: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
-	51, // 109: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	48, // 110: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
-	53, // 111: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	56, // 112: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	58, // 113: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	60, // 114: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	62, // 115: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	71, // 116: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
-	64, // 117: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	73, // 118: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	97, // [97:119] is the sub-list for method output_type
-	75, // [75:97] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	80, // 33: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	77, // 34: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
+	6,  // 35: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
+	6,  // 36: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
+	0,  // 37: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
+	3,  // 38: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
+	5,  // 39: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	37, // 40: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	49, // 41: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
+	80, // 42: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	37, // 43: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	1,  // 44: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
+	78, // 45: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	40, // 46: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	1,  // 47: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
+	2,  // 48: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
+	80, // 49: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	54, // 50: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	54, // 51: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	54, // 52: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	40, // 53: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	3,  // 54: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
+	66, // 55: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	67, // 56: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	68, // 57: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	3,  // 58: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
+	80, // 59: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	80, // 60: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	3,  // 61: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 62: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 63: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
+	72, // 64: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
+	79, // 65: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
+	4,  // 66: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
+	80, // 67: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
+	80, // 68: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
+	80, // 69: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	65, // 70: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	74, // 71: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	72, // 72: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
+	80, // 73: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	80, // 74: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	7,  // 75: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	9,  // 76: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	11, // 77: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	13, // 78: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	15, // 79: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	17, // 80: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	19, // 81: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	21, // 82: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	23, // 83: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	25, // 84: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	27, // 85: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	29, // 86: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	45, // 87: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	50, // 88: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	47, // 89: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	52, // 90: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	55, // 91: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	57, // 92: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	59, // 93: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	61, // 94: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	70, // 95: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
+	63, // 96: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	69, // 97: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	10, // 98: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	12, // 99: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	14, // 100: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	16, // 101: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	18, // 102: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	20, // 103: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	22, // 104: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	24, // 105: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	26, // 106: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	28, // 107: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	30, // 108: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	46, // 109: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	51, // 110: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	48, // 111: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	53, // 112: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	56, // 113: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	58, // 114: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	60, // 115: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	62, // 116: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	71, // 117: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
+	64, // 118: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	73, // 119: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	98, // [98:120] is the sub-list for method output_type
+	76, // [76:98] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -5507,7 +5524,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   74,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
