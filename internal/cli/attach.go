@@ -33,9 +33,9 @@ Follows a session of the claudectl daemon: its history from the start (or
 from --from-seq N; with --tail only what happens from now on), then what
 happens live, shown as "claudectl run" shows its stream: the prompts, the
 reply as it streams, Claude's thinking (dimmed; --hide-thinking hides it),
-tool calls and results on stdout; status changes,
-usage, errors and permission decisions on stderr. SESSION_ID may be a
-unique start of the id.
+tool calls and results on stdout; status changes, usage, errors and
+permission decisions (a question's with its answer) on stderr. SESSION_ID
+may be a unique start of the id.
 
 When a permission request is pending, claudectl asks on the terminal:
   y = allow once, n = deny (the default), a = allow and remember the rule;
