@@ -26,7 +26,7 @@ func toConnect(err error) error {
 	var re *permission.ResolvedError
 	var le *store.LimitError
 	switch {
-	case errors.Is(err, store.ErrWriteFailed): // whatever it stopped: the store is the cause
+	case errors.Is(err, store.ErrWriteFailed), errors.Is(err, store.ErrReadFailed): // whatever it stopped: the store is the cause
 		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.As(err, &ia):
 		return connect.NewError(connect.CodeInvalidArgument, err)

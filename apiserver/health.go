@@ -55,17 +55,27 @@ var protoToLevel = func() map[v1.CompatibilityLevel]claude.Compatibility {
 	return m
 }()
 
-// HealthDetails implements HealthService.
+// HealthDetails implements HealthService. It answers in an outage too,
+// which is when it is asked: a store that cannot be read (its server is
+// down, say) makes store.ok false with the reason and what could not be
+// read, and the rest (the daemon's own state) is reported as usual.
 func (s *Service) HealthDetails(ctx context.Context, _ *connect.Request[v1.HealthDetailsRequest]) (*connect.Response[v1.HealthDetailsResponse], error) {
-	all, err := s.D.Sessions(ctx, store.SessionFilter{})
-	if err != nil {
-		return nil, toConnect(err)
-	}
 	st := s.storeStatus()
-	out := &v1.HealthDetailsResponse{Ok: st.Ok, Store: st, Version: Version, StartedAt: timestamppb.New(s.D.Started()),
-		Sessions: int32(len(all)), RunningSessions: int32(s.D.Running()),
+	out := &v1.HealthDetailsResponse{Store: st, Version: Version, StartedAt: timestamppb.New(s.D.Started()),
+		RunningSessions:    int32(s.D.Running()),
 		PendingPermissions: int32(len(s.D.Pending(""))), QueuedSessions: int32(s.D.Queued()),
 		MaxRunning: int32(s.D.MaxRunning()), Workers: workersToProto(s.D.ListWorkers())}
+	all, err := s.D.Sessions(ctx, store.SessionFilter{})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, toConnect(err)
+	case err != nil:
+		st.Ok = false
+		st.ReadError = readFailure(err)
+		st.Unread = append(st.Unread, "sessions")
+	}
+	out.Ok = st.Ok
+	out.Sessions = int32(len(all))
 	for _, sess := range all {
 		if sess.Status == store.StatusSuspended {
 			out.SuspendedSessions++
@@ -73,6 +83,18 @@ func (s *Service) HealthDetails(ctx context.Context, _ *connect.Request[v1.Healt
 	}
 	out.ClaudeCode = s.claudeStatus(ctx)
 	return connect.NewResponse(out), nil
+}
+
+// readFailure says why the store could not be read, in a client's words:
+// the store's reason (it wraps store.ErrReadFailed when the disk, the file
+// or the server caused it), without the layers it came through.
+func readFailure(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if msg := e.Error(); strings.HasPrefix(msg, store.ErrReadFailed.Error()) || strings.HasPrefix(msg, store.ErrWriteFailed.Error()) {
+			return msg
+		}
+	}
+	return ClientMessage(err.Error())
 }
 
 // claudeStatus judges the Claude Code the daemon runs: the local CLI's

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -25,12 +26,16 @@ func (h WriteHealth) OK() bool { return h.Err == nil }
 
 // A HealthTracker keeps a store's WriteHealth: every write reports its
 // outcome to it once (a mutex and a clock read). Classify turns an error
-// the disk, the file or the server caused into one wrapping ErrWriteFailed
-// (with the reason in plain words), and returns nil for an error of the
-// record itself. The zero value is ready once Classify is set; it is safe
-// for concurrent use. Both engines use it.
+// the disk, the file or the server caused into one wrapping op
+// (ErrWriteFailed for a write, ErrReadFailed for a read), with the reason
+// in plain words, and returns nil for an error of the record itself (or
+// one already classified). What it returns is shown to clients and
+// logged: it names where the store is and never the database's user or
+// password (a driver's own text may name them). The zero value is ready
+// once Classify is set; it is safe for concurrent use. Both engines use
+// it.
 type HealthTracker struct {
-	Classify func(error) error
+	Classify func(op, err error) error
 
 	mu     sync.Mutex
 	err    error
@@ -73,12 +78,48 @@ func (h *HealthTracker) Track(ctx context.Context, errp *error) {
 	case err == nil:
 		h.OK()
 	case ctx.Err() != nil:
+		*errp = h.cut(ctx, err)
 	case errors.Is(err, ErrWriteFailed):
 		h.Failed(err)
 	default:
-		if werr := h.Classify(err); werr != nil {
+		if werr := h.Classify(ErrWriteFailed, err); werr != nil {
 			*errp = werr
 			h.Failed(werr)
 		}
 	}
+}
+
+// TrackRead is deferred by a read method, before its error is wrapped with
+// the call's context: it turns a failure of the storage into an error
+// wrapping ErrReadFailed (ReadError). A read leaves the write health as it
+// was: a server that cannot be reached is seen there by the next write.
+func (h *HealthTracker) TrackRead(ctx context.Context, errp *error) {
+	*errp = h.ReadError(ctx, *errp)
+}
+
+// ReadError returns err, a read's failure, as an error wrapping
+// ErrReadFailed when the storage caused it; otherwise (an error of what
+// was asked, the end of the caller's ctx, nil) err itself.
+func (h *HealthTracker) ReadError(ctx context.Context, err error) error {
+	switch {
+	case err == nil || errors.Is(err, ErrReadFailed) || errors.Is(err, ErrWriteFailed):
+		return err
+	case ctx.Err() != nil:
+		return h.cut(ctx, err)
+	}
+	if rerr := h.Classify(ErrReadFailed, err); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// cut returns err, the failure of a call whose ctx ended, as the end of
+// ctx when the storage seems to have failed: the ctx is the cause (a
+// cancelled dial, a query cut short), and the driver's words for it may
+// name the database's user.
+func (h *HealthTracker) cut(ctx context.Context, err error) error {
+	if h.Classify(ErrReadFailed, err) != nil {
+		return fmt.Errorf("%w (the store's call was cut short)", context.Cause(ctx))
+	}
+	return err
 }

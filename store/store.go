@@ -34,7 +34,8 @@
 // [ErrNotFound] for a missing session or rule, [ErrUnavailable] for an event
 // range the log cannot serve, [ErrClosed] after Close, [ErrSchemaTooNew] when
 // the database was written by a newer claudectl, [ErrWriteFailed] when the
-// disk or the database file refuses a write (see [WriteHealth]).
+// disk or the database file refuses a write (see [WriteHealth]),
+// [ErrReadFailed] when they (or the database server) cannot be read.
 package store
 
 import "errors"
@@ -60,6 +61,13 @@ var (
 	// the cause is fixed. The message says why in plain words and names the
 	// data directory.
 	ErrWriteFailed = errors.New("the store cannot write")
+	// ErrReadFailed means a read failed because of the disk, the database
+	// file or the database server (it cannot be reached, it is shutting
+	// down), not because of what was asked: the same read can succeed
+	// once the cause is fixed. As with ErrWriteFailed, the message says
+	// why in plain words and names where the store is, never the
+	// database's user or password.
+	ErrReadFailed = errors.New("the store cannot read")
 	// ErrNotOwner means a write was refused because another daemon owns
 	// the session now (its lease passed to it): the writer's fencing
 	// number is out of date. Only stores shared by several daemons return

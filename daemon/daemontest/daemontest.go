@@ -87,6 +87,9 @@ type Options struct {
 	// Log, if set, receives the daemon's log lines of level Info and above
 	// (text format); without it the daemon logs nothing.
 	Log io.Writer
+	// DataDir, if set, is the daemon's data directory (a small disk to
+	// fill, say); unset, a temporary directory.
+	DataDir string
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -123,7 +126,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		broker = *o.Broker
 	}
 	d := &Daemon{Ctx: ctx, Model: srv, t: t, opts: o, settings: serve.Settings{
-		Listen: "127.0.0.1:0", DataDir: t.TempDir(), CLI: bin, Token: o.Token, Env: srv.EnvMap(t.TempDir()),
+		Listen: "127.0.0.1:0", DataDir: o.DataDir, CLI: bin, Token: o.Token, Env: srv.EnvMap(t.TempDir()),
 		SubscriberBuffer: o.SubscriberBuffer, MaxPayloadBytes: o.MaxPayloadBytes, MaxStreams: o.MaxStreams,
 		StreamWriteTimeout: o.StreamWriteTimeout, StreamUnsentBytes: o.StreamUnsentBytes,
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
@@ -132,6 +135,9 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		LogLevel:    slog.LevelError + 1, // quiet
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1), CLIScheduling: o.CLIScheduling,
 	}}
+	if d.settings.DataDir == "" {
+		d.settings.DataDir = t.TempDir()
+	}
 	d.settings.StoreURL, d.settings.DaemonName = o.StoreURL, o.DaemonName
 	if o.Log != nil {
 		d.settings.LogLevel = slog.LevelInfo

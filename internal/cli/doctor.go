@@ -35,12 +35,15 @@ work with it. With --server, asks a running daemon instead: its Claude
 Code's level, lowered by what its sessions' CLIs printed (unknown message
 types, lines that failed to decode, a system/init without what the daemon
 relies on), the reasons with when each was last seen, each CLI version
-(remote workers' too) and the sessions that are degraded.
+(remote workers' too), the sessions that are degraded, and its store:
+whether it writes and can be read (a database server that is down, a
+full disk), and why not.
 
 Exit status: 0 compatible (also when it works degraded, with a warning),
 69 the CLI does not run or its version is unknown, 72 the CLI is not
-installed, 78 the CLI is too old, 2 bad usage; with --server, 1 the
-daemon is unreachable or refused the request.
+installed, 78 the CLI is too old, 2 bad usage; with --server, 69 also
+when the daemon's store cannot write or be read, and 1 the daemon is
+unreachable or refused the request.
 `
 
 // doctorReport is what doctor found; --json prints it as it is.

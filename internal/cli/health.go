@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +46,9 @@ func (c *daemonClient) healthHeader(ctx context.Context) string {
 		return ""
 	}
 	if st := res.Msg.GetStore(); st != nil && !st.Ok {
+		if st.GetError() == "" { // it writes (or has not tried since), but cannot be read
+			return fmt.Sprintf("the daemon cannot read its store: %s; see claudectl doctor --server %s", userMessage(st.GetReadError()), c.addr)
+		}
 		return fmt.Sprintf("the daemon cannot write its store since %s: %s; sessions whose events it could not record were suspended",
 			st.GetFailingSince().AsTime().Local().Format(time.DateTime), st.GetError())
 	}
@@ -72,8 +77,11 @@ type daemonDoctorReport struct {
 	Reasons          []doctorReason  `json:"reasons,omitempty"`
 	Versions         []doctorVersion `json:"versions,omitempty"`
 	DegradedSessions []doctorSession `json:"degraded_sessions,omitempty"`
-	// Store is "ok", or why the daemon cannot write its store.
+	// Store is "ok", or why the daemon cannot write or read its store.
 	Store string `json:"store"`
+	// Unread is what the daemon could not read of its store (its sessions,
+	// whose counts are then unknown).
+	Unread []string `json:"unread,omitempty"`
 	// StoreLocation is where the store is ("sqlite PATH", "postgres
 	// HOST:PORT/DATABASE").
 	StoreLocation string `json:"store_location,omitempty"`
@@ -140,7 +148,18 @@ func diagnoseDaemon(ctx context.Context, dc *daemonClient) (*daemonDoctorReport,
 	}
 	defer func() {
 		if st := res.Msg.GetStore(); st != nil && !st.Ok {
-			rep.Store = fmt.Sprintf("cannot write since %s: %s", st.GetFailingSince().AsTime().UTC().Format("2006-01-02 15:04:05Z"), st.GetError())
+			// "cannot write since …: disk full (…)": the store's own
+			// "the store cannot write: " would say it twice.
+			var why []string
+			if e := st.GetError(); e != "" {
+				why = append(why, fmt.Sprintf("cannot write since %s: %s", st.GetFailingSince().AsTime().UTC().Format("2006-01-02 15:04:05Z"),
+					strings.TrimPrefix(e, "the store cannot write: ")))
+			}
+			if e := userMessage(st.GetReadError()); e != "" {
+				why = append(why, "cannot read: "+strings.TrimPrefix(e, "the store cannot read: "))
+			}
+			rep.Store = cmp.Or(strings.Join(why, "; "), "not ok (the daemon gave no reason)")
+			rep.Unread = st.GetUnread()
 			rep.OK, rep.ExitCode = false, ExitUnavailable
 		}
 	}()
@@ -208,8 +227,13 @@ func (r *daemonDoctorReport) print(w io.Writer) {
 		limit = fmt.Sprintf("at most %d", r.MaxRunning)
 	}
 	// Running counts live CLIs, idle ones too (a session idle in
-	// claudectl sessions): "running" here read as "in a turn".
-	row("Sessions", fmt.Sprintf("%d with a live CLI (%s), %d queued, %d suspended", r.Running, limit, r.Queued, r.Suspended))
+	// claudectl sessions): "running" here read as "in a turn". The
+	// suspended ones are counted from the store.
+	suspended := fmt.Sprintf("%d suspended", r.Suspended)
+	if slices.Contains(r.Unread, "sessions") {
+		suspended = "suspended unknown (the store could not be read)"
+	}
+	row("Sessions", fmt.Sprintf("%d with a live CLI (%s), %d queued, %s", r.Running, limit, r.Queued, suspended))
 	now := time.Now()
 	for i, w := range r.Workers {
 		k := ""

@@ -78,7 +78,7 @@ func (db *DB) WaitCommand(ctx context.Context, id int64) (json.RawMessage, error
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil, fmt.Errorf("postgres: command %d: %w", id, store.ErrNotFound)
 		case err != nil && ctx.Err() == nil:
-			return nil, fmt.Errorf("postgres: command %d: %w", id, err)
+			return nil, fmt.Errorf("postgres: command %d: %w", id, db.health.ReadError(ctx, err))
 		case err == nil && at != 0:
 			return json.RawMessage(result), nil
 		}
@@ -95,6 +95,7 @@ func (db *DB) WaitCommand(ctx context.Context, id int64) (json.RawMessage, error
 // any daemon, oldest first.
 func (db *DB) OpenCommands(ctx context.Context) (_ []*store.Command, err error) {
 	defer wrap(&err, "postgres: OpenCommands")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

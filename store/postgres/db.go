@@ -46,10 +46,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -190,10 +192,10 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 			store.ErrInvalid, redactErr(err, url))
 	}
 	server := serverName(cfg.ConnConfig)
-	h := &store.HealthTracker{Classify: classifier(server)}
+	h := &store.HealthTracker{Classify: classifier(server, cfg.ConnConfig.User)}
 	defer wrap(&err, "postgres: Open %s", server)
 	defer func() {
-		if werr := h.Classify(err); werr != nil {
+		if werr := h.Classify(store.ErrWriteFailed, err); werr != nil {
 			err = werr
 		}
 	}()
@@ -299,9 +301,11 @@ func (db *DB) WriteHealth() store.WriteHealth { return db.health.Get() }
 // credentials), for logs and Health.
 func (db *DB) Server() string { return db.server }
 
-// log reports a failure the store handles itself.
+// log reports a failure the store handles itself (reading the server),
+// in the classifier's words when the server or the link caused it: the
+// driver's own text names the database user.
 func (db *DB) log(msg string, err error) {
-	db.logger.Warn(msg, "store", "postgres "+db.server, "err", err)
+	db.logger.Warn(msg, "store", "postgres "+db.server, "err", db.health.ReadError(context.Background(), err))
 }
 
 func (db *DB) check() error {
@@ -383,25 +387,55 @@ func redactErr(err error, url string) string {
 }
 
 // classifier returns the store.HealthTracker classifier of the server
-// named server: err wrapped in store.ErrWriteFailed, with the reason in
-// plain words and the server, when the server or the link to it caused
-// it; otherwise nil.
-func classifier(server string) func(error) error {
-	return func(err error) error {
-		if err == nil || errors.Is(err, store.ErrWriteFailed) {
+// named server, reached as user: err wrapped in op (store.ErrWriteFailed
+// or store.ErrReadFailed), with the reason in plain words and the server,
+// when the server or the link to it caused it; otherwise nil.
+func classifier(server, user string) func(op, err error) error {
+	return func(op, err error) error {
+		if err == nil || errors.Is(err, store.ErrWriteFailed) || errors.Is(err, store.ErrReadFailed) {
 			return nil
 		}
-		why := writeFailure(err)
+		why := storageFailure(err)
 		if why == "" {
 			return nil
 		}
-		return fmt.Errorf("%w: %s (PostgreSQL at %s): %w", store.ErrWriteFailed, why, server, err)
+		return &serverError{op: op, why: scrubUser(why, user), server: server, err: err}
 	}
 }
 
-// writeFailure says in plain words why err is a failure of the server or
-// of the link to it, or returns "" when it is the record's.
-func writeFailure(err error) string {
+// A serverError is a failure of the server or of the link to it, in words
+// that name the server (host:port/database) and nothing of the login:
+// clients are shown it and the log keeps it, and the driver's own text
+// names the database user ("failed to connect to `user=… database=…`"),
+// as the server's can ("password authentication failed for user …").
+// The driver's error stays reachable with errors.As.
+type serverError struct {
+	op     error // store.ErrWriteFailed or store.ErrReadFailed
+	why    string
+	server string
+	err    error
+}
+
+func (e *serverError) Error() string {
+	return fmt.Sprintf("%v: %s (PostgreSQL at %s)", e.op, e.why, e.server)
+}
+
+func (e *serverError) Unwrap() []error { return []error{e.op, e.err} }
+
+// scrubUser removes the database user's name from msg, a server's words
+// that may quote it (`too many connections for role "claudectl"`).
+func scrubUser(msg, user string) string {
+	if user == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, `"`+user+`"`, `(the store's user)`)
+}
+
+// storageFailure says in plain words why err is a failure of the server or
+// of the link to it, or returns "" when it is the record's. The words
+// never hold the driver's text (which names the user); a server's message
+// is kept where it is the only detail, scrubbed by the classifier.
+func storageFailure(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
@@ -409,10 +443,17 @@ func writeFailure(err error) string {
 			return "the database server's disk is full"
 		case pe.Code == "53200":
 			return "the database server is out of memory"
+		case pe.Code == "53300":
+			return "the database server has too many connections"
 		case strings.HasPrefix(pe.Code, "53"):
 			return "the database server is out of resources (" + pe.Message + ")"
 		case strings.HasPrefix(pe.Code, "08"):
 			return "the connection to the database server failed (" + pe.Message + ")"
+		case strings.HasPrefix(pe.Code, "28"):
+			// invalid_authorization_specification, invalid_password
+			return "the database server refused the login (check the user and password of store.url, or PGPASSFILE)"
+		case pe.Code == "3D000":
+			return "the database does not exist on the server"
 		case pe.Code == "57P01", pe.Code == "57P02":
 			return "the database server is shutting down"
 		case pe.Code == "57P03":
@@ -434,15 +475,34 @@ func writeFailure(err error) string {
 	var ce *pgconn.ConnectError
 	switch {
 	case errors.As(err, &ce):
-		return "cannot connect to the database server"
+		return "cannot connect to the database server" + netReason(err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return "the database server did not answer in time"
 	case errors.As(err, &ne), pgconn.SafeToRetry(err), pgconn.Timeout(err):
-		return "the connection to the database server failed"
+		return "the connection to the database server failed" + netReason(err)
 	case errors.Is(err, net.ErrClosed), strings.Contains(err.Error(), "conn closed"),
 		strings.Contains(err.Error(), "unexpected EOF"), strings.Contains(err.Error(), "broken pipe"),
 		strings.Contains(err.Error(), "connection reset"):
 		return "the connection to the database server was lost"
+	}
+	return ""
+}
+
+// netReason is the system's word on a failed connection, " (connection
+// refused)", or "" when err holds none: what an operator needs of the
+// driver's text, which the message leaves out.
+func netReason(err error) string {
+	var dns *net.DNSError
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return " (no such host)"
+	case errors.As(err, &dns):
+		return " (the host name could not be resolved)"
+	case errors.As(err, &errno):
+		return " (" + errno.Error() + ")"
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return " (timed out)"
 	}
 	return ""
 }

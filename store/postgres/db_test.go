@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/postgres"
@@ -133,6 +134,72 @@ func TestBadURLKeepsThePasswordOut(t *testing.T) {
 	_, err := postgres.Open(context.Background(), "postgres://u:s3cr3tpw@127.0.0.1:notaport/db", nil)
 	if err == nil || !errors.Is(err, store.ErrInvalid) || strings.Contains(err.Error(), "s3cr3tpw") {
 		t.Fatalf("Open with a bad URL: %v", err)
+	}
+}
+
+// TestServerErrorsNameNoUser: what the server or the driver says of a
+// failed login or of a server that went away names the database user
+// ("failed to connect to `user=…`", `role "…" does not exist`); the
+// store's errors say it in its own words, naming the server only, for
+// reads (wrapping ErrReadFailed) and writes alike, and keep the driver's
+// error for errors.As.
+func TestServerErrorsNameNoUser(t *testing.T) {
+	srv := pgtest.Own(t)
+	ctx := context.Background()
+	const user = "claudectl_nobody"
+	bad := strings.Replace(srv.URL(), "postgres@", user+"@", 1)
+	_, err := postgres.Open(ctx, bad, nil)
+	if err == nil || strings.Contains(err.Error(), user) || !strings.Contains(err.Error(), "refused the login") {
+		t.Errorf("Open as a role the server does not know: %v; want the refused login, without the user", err)
+	}
+
+	db, err := postgres.Open(ctx, srv.URL(), &postgres.Options{WriteTimeout: 3 * time.Second, RetryFor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := newSession(t, db)
+	srv.Stop()
+	where := fmt.Sprintf("(PostgreSQL at 127.0.0.1:%d/postgres)", srv.Port)
+	for _, tc := range []struct {
+		op   string
+		want error
+		call func() error
+	}{
+		{"Session", store.ErrReadFailed, func() error { _, err := db.Session(ctx, s.ID); return err }},
+		{"Sessions", store.ErrReadFailed, func() error { _, err := db.Sessions(ctx, store.SessionFilter{}); return err }},
+		{"Events", store.ErrReadFailed, func() error {
+			for _, err := range db.Events(ctx, s.ID, 0) {
+				return err
+			}
+			return nil
+		}},
+		{"Rules", store.ErrReadFailed, func() error { _, err := db.Rules(ctx); return err }},
+		{"UpdateSession", store.ErrWriteFailed, func() error {
+			_, err := db.UpdateSession(ctx, s.ID, store.SessionUpdate{Error: new(string)})
+			return err
+		}},
+	} {
+		err := tc.call()
+		msg := fmt.Sprint(err)
+		if !errors.Is(err, tc.want) || !strings.Contains(msg, where) || strings.Contains(msg, "user=") || strings.Contains(msg, "`postgres`") {
+			t.Errorf("%s with the server stopped: %v; want %v naming the server, not the user", tc.op, err, tc.want)
+		}
+	}
+	// Once the pool's idle connections are spent, a read dials: the
+	// driver's connect error is kept, out of the message.
+	var ce *pgconn.ConnectError
+	for i := 0; ; i++ {
+		_, err := db.Sessions(ctx, store.SessionFilter{})
+		if errors.As(err, &ce) {
+			if msg := err.Error(); strings.Contains(msg, "user=") || !strings.Contains(msg, "cannot connect to the database server (connection refused)") {
+				t.Errorf("Sessions failing to dial: %v", err)
+			}
+			break
+		}
+		if i == 20 {
+			t.Fatalf("Sessions with the server stopped: %v; want the driver's ConnectError kept", err)
+		}
 	}
 }
 

@@ -177,7 +177,9 @@ const (
 // the whole contract.
 func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
-		fail := func(err error) { yield(store.Event{}, fmt.Errorf("postgres: events of %q: %w", id, err)) }
+		fail := func(err error) {
+			yield(store.Event{}, fmt.Errorf("postgres: events of %q: %w", id, db.health.ReadError(ctx, err)))
+		}
 		if err := db.check(); err != nil {
 			fail(err)
 			return
@@ -321,6 +323,7 @@ func (db *DB) eventPage(ctx context.Context, id string, pk, from, to int64, page
 // Unknown sessions are left out.
 func (db *DB) EventsAfter(ctx context.Context, after map[string]int64, limit int) (_ map[string][]store.Event, err error) {
 	defer wrap(&err, "postgres: EventsAfter")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

@@ -188,6 +188,7 @@ func (db *DB) Release(ctx context.Context, id string) (err error) {
 // is free. Errors: [store.ErrNotFound].
 func (db *DB) LeaseOf(ctx context.Context, id string) (owner string, until time.Time, err error) {
 	defer wrap(&err, "postgres: LeaseOf %q", id)
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return "", time.Time{}, err
 	}

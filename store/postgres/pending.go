@@ -61,6 +61,7 @@ func (db *DB) DropPending(ctx context.Context, requestID string) (err error) {
 // ("" for every session) while they hold its lease, oldest first.
 func (db *DB) OthersPending(ctx context.Context, sessionID string) (_ []*store.PendingRequest, err error) {
 	defer wrap(&err, "postgres: OthersPending")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

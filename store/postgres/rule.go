@@ -88,6 +88,7 @@ func (db *DB) CreateRule(ctx context.Context, r *store.Rule) (err error) {
 // Rules returns every stored rule in the order they were created.
 func (db *DB) Rules(ctx context.Context) (_ []*store.Rule, err error) {
 	defer wrap(&err, "postgres: Rules")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -164,6 +165,7 @@ func (db *DB) limit(b json.RawMessage) []byte { return store.LimitPayload(b, db.
 // Decisions returns audit entries, newest first, as f selects them.
 func (db *DB) Decisions(ctx context.Context, f store.DecisionFilter) (_ []*store.Decision, err error) {
 	defer wrap(&err, "postgres: Decisions")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

@@ -121,6 +121,7 @@ func pgCode(err error) string {
 // [store.ErrNotFound].
 func (db *DB) Session(ctx context.Context, id string) (_ *store.Session, err error) {
 	defer wrap(&err, "postgres: Session %q", id)
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -139,6 +140,7 @@ func (db *DB) Session(ctx context.Context, id string) (_ *store.Session, err err
 // Sessions returns the sessions f selects, newest first.
 func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.Session, err error) {
 	defer wrap(&err, "postgres: Sessions")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

@@ -85,6 +85,7 @@ func addUsage(ctx context.Context, tx pgx.Tx, in store.UsageInput) (*store.Usage
 // session has an empty ledger.
 func (db *DB) Usage(ctx context.Context, id string) (_ []*store.UsageRecord, err error) {
 	defer wrap(&err, "postgres: Usage %q", id)
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

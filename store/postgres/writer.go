@@ -117,13 +117,13 @@ func (a *appender) commit(batch []*request) {
 		if err == nil || !retryable(err) || time.Now().Add(wait).After(retryUntil) || a.closing.Load() {
 			break
 		}
-		if werr := h.Classify(err); werr != nil {
+		if werr := h.Classify(store.ErrWriteFailed, err); werr != nil {
 			h.Failed(werr)
 		}
 		time.Sleep(wait)
 	}
 	if err != nil {
-		if werr := h.Classify(err); werr != nil {
+		if werr := h.Classify(store.ErrWriteFailed, err); werr != nil {
 			err = werr
 			h.Failed(err)
 		}
@@ -200,7 +200,7 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 		}
 		err := a.one(ctx, tx, r, &xid)
 		if err != nil {
-			if writeFailure(err) != "" {
+			if storageFailure(err) != "" {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT request`); err != nil {
@@ -258,7 +258,7 @@ func (a *appender) outcome(xid string, until time.Time) string {
 			// id at or below xid: nothing of xid reached its disk, so
 			// neither did its commit.
 			return "aborted"
-		case err != nil && writeFailure(err) == "":
+		case err != nil && storageFailure(err) == "":
 			return ""
 		}
 		if time.Now().Add(wait).After(until) || a.closing.Load() {
@@ -273,7 +273,7 @@ func (a *appender) outcome(xid string, until time.Time) string {
 // commit the server says was aborted).
 func retryable(err error) bool {
 	var ce commitError
-	return !errors.As(err, &ce) && writeFailure(err) != ""
+	return !errors.As(err, &ce) && storageFailure(err) != ""
 }
 
 // notify tells the daemons listening that the sessions live appended to
@@ -302,7 +302,7 @@ func notify(ctx context.Context, tx pgx.Tx, live []*request, failed []error) err
 // asRequestError marks err as a request's own unless the server or the
 // link caused it.
 func asRequestError(err error) error {
-	if writeFailure(err) != "" {
+	if storageFailure(err) != "" {
 		return err
 	}
 	return requestError{err}

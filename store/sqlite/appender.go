@@ -286,7 +286,7 @@ func (a *appender) commit(batch []*appendRequest) {
 		// The transaction rolled back; what the cache says may be wrong
 		// (another process wrote to the file, say): read it afresh.
 		clear(a.sessions)
-		if werr := a.health.Classify(err); werr != nil {
+		if werr := a.health.Classify(store.ErrWriteFailed, err); werr != nil {
 			err = werr
 			a.health.Failed(err)
 		}
@@ -318,7 +318,7 @@ func (e requestError) Unwrap() error { return e.error }
 // that fails alone. Without careful, a request's failure ends the
 // transaction with a requestError; with careful, each request runs in a
 // savepoint and its failure rolls back to it. An error that is a failure of
-// the disk or the file (see writeFailure) is never a request's: it fails the
+// the disk or the file (see storageFailure) is never a request's: it fails the
 // batch, as SQLite itself may have rolled the transaction back.
 func (a *appender) write(live []*appendRequest, failed []error, careful bool) error {
 	// The batch is not the caller's to cancel: one caller giving up must
@@ -377,7 +377,7 @@ func (a *appender) writeTx(ctx context.Context, tx *rawConn, live []*appendReque
 		return st, nil
 	}
 	// one writes request i; a non-nil error is the request's own unless
-	// writeFailure says otherwise.
+	// storageFailure says otherwise.
 	one := func(i int, r *appendRequest) error {
 		if id := r.deleteSession; id != "" {
 			if err := flush(true); err != nil { // the session's events go with it
@@ -457,7 +457,7 @@ func (a *appender) writeTx(ctx context.Context, tx *rawConn, live []*appendReque
 	for i, r := range live {
 		if !careful {
 			if err := one(i, r); err != nil {
-				if writeFailure(err) != "" {
+				if storageFailure(err) != "" {
 					return err
 				}
 				return requestError{err}
@@ -470,7 +470,7 @@ func (a *appender) writeTx(ctx context.Context, tx *rawConn, live []*appendReque
 		}
 		err := one(i, r)
 		if err != nil {
-			if writeFailure(err) != "" {
+			if storageFailure(err) != "" {
 				return err
 			}
 			if _, err := tx.exec(ctx, `ROLLBACK TO request`); err != nil {
@@ -489,7 +489,7 @@ func (a *appender) writeTx(ctx context.Context, tx *rawConn, live []*appendReque
 		}
 	}
 	if err := flush(true); err != nil {
-		if writeFailure(err) == "" {
+		if storageFailure(err) == "" {
 			return requestError{err}
 		}
 		return err

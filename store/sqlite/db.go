@@ -247,7 +247,7 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	dir, _ := filepath.Abs(filepath.Dir(path))
 	h := &store.HealthTracker{Classify: classifier(dir)}
 	defer func() {
-		if werr := h.Classify(err); werr != nil {
+		if werr := h.Classify(store.ErrWriteFailed, err); werr != nil {
 			err = werr
 		}
 	}()

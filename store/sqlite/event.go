@@ -209,7 +209,9 @@ const (
 // already covered.
 func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
-		fail := func(err error) { yield(store.Event{}, fmt.Errorf("sqlite: events of %q: %w", id, err)) }
+		fail := func(err error) {
+			yield(store.Event{}, fmt.Errorf("sqlite: events of %q: %w", id, db.health.ReadError(ctx, err)))
+		}
 		if err := db.check(); err != nil {
 			fail(err)
 			return

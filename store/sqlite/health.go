@@ -13,25 +13,26 @@ import (
 )
 
 // classifier returns the store.HealthTracker classifier of a database in
-// dir: err wrapped in store.ErrWriteFailed, with the reason in plain words
-// and the data directory, when the disk or the database file caused it;
-// otherwise nil.
-func classifier(dir string) func(error) error {
-	return func(err error) error {
-		if err == nil || errors.Is(err, store.ErrWriteFailed) {
+// dir: err wrapped in op (store.ErrWriteFailed or store.ErrReadFailed),
+// with the reason in plain words and the data directory, when the disk or
+// the database file caused it; otherwise nil. SQLite's own text (a result
+// code's words) names nothing secret and stays at the end.
+func classifier(dir string) func(op, err error) error {
+	return func(op, err error) error {
+		if err == nil || errors.Is(err, store.ErrWriteFailed) || errors.Is(err, store.ErrReadFailed) {
 			return nil
 		}
-		why := writeFailure(err)
+		why := storageFailure(err)
 		if why == "" {
 			return nil
 		}
-		return fmt.Errorf("%w: %s (data dir %s): %w", store.ErrWriteFailed, why, dir, err)
+		return fmt.Errorf("%w: %s (data dir %s): %w", op, why, dir, err)
 	}
 }
 
-// writeFailure says in plain words why err is a failure of the disk or
+// storageFailure says in plain words why err is a failure of the disk or
 // the database file, or returns "" when it is not one.
-func writeFailure(err error) string {
+func storageFailure(err error) string {
 	var se *msqlite.Error
 	if !errors.As(err, &se) {
 		return ""

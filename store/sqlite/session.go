@@ -82,6 +82,7 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 // [store.ErrNotFound].
 func (db *DB) Session(ctx context.Context, id string) (_ *store.Session, err error) {
 	defer wrap(&err, "sqlite: Session %q", id)
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -95,6 +96,7 @@ func (db *DB) Session(ctx context.Context, id string) (_ *store.Session, err err
 // Sessions returns the sessions f selects, newest first.
 func (db *DB) Sessions(ctx context.Context, f store.SessionFilter) (_ []*store.Session, err error) {
 	defer wrap(&err, "sqlite: Sessions")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

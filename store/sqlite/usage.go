@@ -130,6 +130,7 @@ func addUsage(ctx context.Context, tx cachedTx, in store.UsageInput, upd *store.
 // session has an empty ledger.
 func (db *DB) Usage(ctx context.Context, id string) (_ []*store.UsageRecord, err error) {
 	defer wrap(&err, "sqlite: Usage %q", id)
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

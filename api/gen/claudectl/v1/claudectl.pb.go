@@ -4742,7 +4742,10 @@ func (x *HealthDetailsResponse) GetWorkers() []*Worker {
 	return nil
 }
 
-// StoreStatus is whether the daemon can write its store.
+// StoreStatus is whether the daemon can write and read its store. ok is
+// false while writes fail (error, failing_since) or when HealthDetails
+// could not read the store (read_error, unread); the response is sent
+// either way, with what could be read.
 type StoreStatus struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Ok           bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
@@ -4755,8 +4758,14 @@ type StoreStatus struct {
 	// daemon_name is this daemon's name in the session leases of a store
 	// shared by several daemons, and lease_ttl_ms how long a lease lasts
 	// unless renewed; both empty with a store of one daemon.
-	DaemonName    string `protobuf:"bytes,6,opt,name=daemon_name,json=daemonName,proto3" json:"daemon_name,omitempty"`
-	LeaseTtlMs    int64  `protobuf:"varint,7,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
+	DaemonName string `protobuf:"bytes,6,opt,name=daemon_name,json=daemonName,proto3" json:"daemon_name,omitempty"`
+	LeaseTtlMs int64  `protobuf:"varint,7,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
+	// read_error is why HealthDetails could not read the store just now
+	// (the database server cannot be reached, say), in words that name the
+	// store's location and never its credentials; unread names what it
+	// could not read ("sessions": the session counts, then left at 0).
+	ReadError     string   `protobuf:"bytes,8,opt,name=read_error,json=readError,proto3" json:"read_error,omitempty"`
+	Unread        []string `protobuf:"bytes,9,rep,name=unread,proto3" json:"unread,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4838,6 +4847,20 @@ func (x *StoreStatus) GetLeaseTtlMs() int64 {
 		return x.LeaseTtlMs
 	}
 	return 0
+}
+
+func (x *StoreStatus) GetReadError() string {
+	if x != nil {
+		return x.ReadError
+	}
+	return ""
+}
+
+func (x *StoreStatus) GetUnread() []string {
+	if x != nil {
+		return x.Unread
+	}
+	return nil
 }
 
 var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
@@ -5203,7 +5226,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x0fqueued_sessions\x18\r \x01(\x05R\x0equeuedSessions\x12\x1f\n" +
 	"\vmax_running\x18\x0e \x01(\x05R\n" +
 	"maxRunning\x12.\n" +
-	"\aworkers\x18\x0f \x03(\v2\x14.claudectl.v1.WorkerR\aworkers\"\x88\x02\n" +
+	"\aworkers\x18\x0f \x03(\v2\x14.claudectl.v1.WorkerR\aworkers\"\xbf\x02\n" +
 	"\vStoreStatus\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12?\n" +
@@ -5213,7 +5236,10 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\vdaemon_name\x18\x06 \x01(\tR\n" +
 	"daemonName\x12 \n" +
 	"\flease_ttl_ms\x18\a \x01(\x03R\n" +
-	"leaseTtlMs*\xac\x02\n" +
+	"leaseTtlMs\x12\x1d\n" +
+	"\n" +
+	"read_error\x18\b \x01(\tR\treadError\x12\x16\n" +
+	"\x06unread\x18\t \x03(\tR\x06unread*\xac\x02\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x01\x12\x1a\n" +
