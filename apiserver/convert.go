@@ -200,7 +200,7 @@ func eventToProto(ev *daemon.Event) *v1.Event {
 		out.Kind = &v1.Event_UsageReport{UsageReport: &v1.UsageReport{
 			Turn: turnUsageToProto(&b.Turn), SessionTotals: totalsToProto(b.Totals)}}
 	case *daemon.ErrorReport:
-		out.Kind = &v1.Event_Error{Error: &v1.Error{Message: b.Message, StderrTail: b.StderrTail}}
+		out.Kind = &v1.Event_Error{Error: &v1.Error{Message: b.Message, StderrTail: b.StderrTail, Hint: b.Hint}}
 	case *daemon.Warning:
 		out.Kind = &v1.Event_Warning{Warning: &v1.Warning{Kind: b.Kind, Level: levelToProto[b.Level],
 			Message: b.Message, Items: b.Items, ClaudeCodeVersion: b.ClaudeCodeVersion}}

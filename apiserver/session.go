@@ -67,7 +67,7 @@ func (s *Service) Send(ctx context.Context, req *connect.Request[v1.SendRequest]
 	if err := s.D.Send(ctx, req.Msg.SessionId, req.Msg.Text); err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&v1.SendResponse{}), nil
+	return connect.NewResponse(&v1.SendResponse{Hint: s.D.LoginHint(req.Msg.SessionId)}), nil
 }
 
 // Interrupt implements SessionService.

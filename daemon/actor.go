@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/credentials"
 	"github.com/claudectl/claudectl/internal/relay"
 	"github.com/claudectl/claudectl/store"
 )
@@ -460,10 +461,15 @@ func (a *actor) read() error {
 		if hasUpdate {
 			a.logStreamUpdate(ctx, update)
 		}
+		a.observeLogin(m)
 		switch m := m.(type) {
 		case *claude.AssistantMessage:
 			if m.Error != "" {
-				a.logError(ctx, "the model's turn failed: "+m.Error, "")
+				r := &ErrorReport{Message: apiFailure(m)}
+				if credentials.Refused(m) {
+					r.Hint = a.loginHint()
+				}
+				a.log(ctx, r)
 			}
 			if !a.opts.GetIncludePartialMessages() { // no stream: the whole message has the calls
 				for _, b := range m.Message.Content {
@@ -707,9 +713,25 @@ func (a *actor) logError(ctx context.Context, msg, stderrTail string) {
 	a.log(ctx, &ErrorReport{Message: msg, StderrTail: stderrTail})
 }
 
-// resultError describes a result that is an error.
+// resultError describes a result that is an error: what ended the turn
+// and the CLI's detail. The CLI reports a failed API call (no credentials,
+// a refused key, an API that stayed overloaded) as subtype "success" with
+// is_error set: that is said as the API's failure, never as an error of
+// subtype success.
 func resultError(m *claude.ResultMessage) string {
-	msg := "the turn ended in error (" + m.Subtype + ")"
+	var msg string
+	switch m.Subtype {
+	case "", "success":
+		msg = "the turn failed at the API"
+	case "error_max_turns":
+		msg = "the turn stopped at its limit of turns (max_turns)"
+	case "error_max_budget_usd":
+		msg = "the turn stopped at its budget (max_budget_usd)"
+	case "error_during_execution":
+		msg = "the turn failed"
+	default:
+		msg = "the turn ended with " + m.Subtype
+	}
 	if len(m.Errors) > 0 {
 		msg += ": " + strings.Join(m.Errors, "; ")
 	} else if m.Result != "" {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/credentials"
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 )
@@ -122,6 +123,15 @@ type Options struct {
 	// the store is shared by several daemons (a store.Leaser). Zero means
 	// DefaultLeaseTTL; negative turns leases off.
 	LeaseTTL time.Duration
+	// LoginHint is what to do when a turn of a local session fails for
+	// lack of credentials (login.go): attached to its error event, and
+	// to Send's answer while the daemon expects such failures. Empty
+	// means credentials.Hint for a daemon, without its settings file.
+	LoginHint string
+	// NoCredentials says that none were found for the local CLIs as the
+	// daemon started (credentials.Find): Send warns from the first
+	// prompt, until a turn gets through.
+	NoCredentials bool
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
@@ -146,6 +156,7 @@ type Daemon struct {
 	failures    storeFailures
 	storeProbe  time.Duration // how often the store is tried again after it failed
 	audits      sync.Map      // request id → *auditOutcome, while its session's callback holds it
+	login       loginState
 
 	lease         store.Leaser // nil: the store has no leases (one daemon)
 	leaseTTL      time.Duration
@@ -190,6 +201,8 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if d.log == nil {
 		d.log = slog.Default()
 	}
+	d.login.hint = cmp.Or(opts.LoginHint, credentials.Hint(credentials.Where{Daemon: true}))
+	d.login.refused.Store(opts.NoCredentials)
 	if d.subBuf <= 0 {
 		d.subBuf = 8192
 	}

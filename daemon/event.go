@@ -117,6 +117,9 @@ type PermissionResolved struct {
 type ErrorReport struct {
 	Message    string `json:"message"`
 	StderrTail string `json:"stderr_tail,omitempty"`
+	// Hint is what to do about it, when the daemon knows: set for a turn
+	// refused for lack of credentials (where the key goes).
+	Hint string `json:"hint,omitempty"`
 }
 
 // Warning says the CLI has drifted from what the daemon was tested with

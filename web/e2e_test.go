@@ -23,50 +23,15 @@ import (
 // Without a browser, node or web/node_modules it is skipped, except under
 // CI=true, where it fails: make test installs them.
 func TestPageInChromium(t *testing.T) {
-	chromium := os.Getenv("CLAUDECTL_TEST_CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	cli := os.Getenv("CLAUDECTL_TEST_CLI")
-	missing := func(what string) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing (make test installs it)", what)
-		}
-		t.Skipf("%s is missing: run make test, which installs it", what)
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		missing("Chromium (" + chromium + ")")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("node")
-	}
-	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
-		missing("web/node_modules (npm ci in web/)")
-	}
-	if cli == "" {
-		missing("the Claude Code CLI (CLAUDECTL_TEST_CLI)")
-	}
-
+	chromium, node, cli := pageTools(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "claudectl")
-	build := exec.Command("go", "build", "-o", bin, "github.com/claudectl/claudectl/cmd/claudectl")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building claudectl: %v\n%s", err, out)
-	}
+	bin := buildClaudectl(t, dir)
 	dataDir := filepath.Join(dir, "data")
 	cwd := filepath.Join(dir, "work")
 	if err := os.MkdirAll(cwd, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-
-	d := &daemonProc{t: t, bin: bin, args: []string{"serve", "--demo", "--listen", addr, "--data-dir", dataDir, "--cli", cli}}
+	d := &daemonProc{t: t, bin: bin, args: []string{"serve", "--demo", "--listen", freeLoopback(t), "--data-dir", dataDir, "--cli", cli}}
 	pageURL := d.start()
 	defer d.stop()
 	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
@@ -124,11 +89,103 @@ func TestPageInChromium(t *testing.T) {
 	}
 }
 
-// daemonProc is a claudectl serve --demo the test starts and stops.
+// TestPageNotLoggedIn runs e2e/nologin.mjs in Chromium against claudectl
+// serve (not the demo) whose Claude Code has no credentials: a fresh HOME,
+// no key. The real CLI refuses the turn ("Not logged in"); the page shows
+// the daemon's hint with the error, and no error "(success)".
+func TestPageNotLoggedIn(t *testing.T) {
+	chromium, node, cli := pageTools(t)
+	dir := t.TempDir()
+	bin := buildClaudectl(t, dir)
+	home, cwd := filepath.Join(dir, "home"), filepath.Join(dir, "work")
+	for _, d := range []string{home, cwd} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Offline and without credentials: only what the CLI needs to run.
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"ANTHROPIC_BASE_URL=http://127.0.0.1:1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	d := &daemonProc{t: t, bin: bin, env: env,
+		args: []string{"serve", "--listen", freeLoopback(t), "--data-dir", filepath.Join(dir, "data"), "--cli", cli}}
+	pageURL := d.start()
+	defer d.stop()
+	token, err := os.ReadFile(filepath.Join(dir, "data", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "e2e/nologin.mjs")
+	cmd.Env = append(os.Environ(), "URL="+pageURL+"#token="+strings.TrimSpace(string(token)), "CWD="+cwd, "CHROMIUM="+chromium)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil || !strings.Contains(string(out), "\nPASS\n") {
+		t.Fatalf("the page's no-credentials script failed: %v", err)
+	}
+}
+
+// pageTools returns what the page's browser tests need: Chromium, node
+// (with web/node_modules) and the Claude Code CLI. Without one the test
+// is skipped, except under CI=true, where it fails: make test installs
+// them.
+func pageTools(t *testing.T) (chromium, node, cli string) {
+	t.Helper()
+	chromium = os.Getenv("CLAUDECTL_TEST_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	cli = os.Getenv("CLAUDECTL_TEST_CLI")
+	missing := func(what string) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing (make test installs it)", what)
+		}
+		t.Skipf("%s is missing: run make test, which installs it", what)
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		missing("Chromium (" + chromium + ")")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node")
+	}
+	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
+		missing("web/node_modules (npm ci in web/)")
+	}
+	if cli == "" {
+		missing("the Claude Code CLI (CLAUDECTL_TEST_CLI)")
+	}
+	return chromium, node, cli
+}
+
+// buildClaudectl builds claudectl into dir and returns its path.
+func buildClaudectl(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "claudectl")
+	build := exec.Command("go", "build", "-o", bin, "github.com/claudectl/claudectl/cmd/claudectl")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building claudectl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freeLoopback returns a free address on 127.0.0.1.
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// daemonProc is a claudectl serve the test starts and stops.
 type daemonProc struct {
 	t    *testing.T
 	bin  string
 	args []string
+	env  []string // nil: this process's
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -139,7 +196,10 @@ type daemonProc struct {
 func (d *daemonProc) start() string {
 	d.t.Helper()
 	cmd := exec.Command(d.bin, d.args...)
-	cmd.Env = os.Environ()
+	cmd.Env = d.env
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		d.t.Fatal(err)
@@ -160,8 +220,10 @@ func (d *daemonProc) start() string {
 				urls <- line
 				next = false
 			}
-			if strings.HasPrefix(line, "Web page") {
-				next = true
+			if rest, ok := strings.CutPrefix(line, "Web page:"); ok && strings.HasPrefix(strings.TrimSpace(rest), "http") {
+				urls <- strings.Fields(rest)[0] // serve's "Web page: URL (log in with …)"
+			} else if strings.HasPrefix(line, "Web page") {
+				next = true // the demo's banner: the address on the next line
 			}
 		}
 		io.Copy(io.Discard, out)
@@ -174,9 +236,9 @@ func (d *daemonProc) start() string {
 		return u
 	case <-done:
 		cmd.Wait()
-		d.t.Fatal("claudectl serve --demo ended before serving")
+		d.t.Fatal("claudectl serve ended before serving")
 	case <-time.After(60 * time.Second):
-		d.t.Fatal("claudectl serve --demo printed no page address")
+		d.t.Fatal("claudectl serve printed no page address")
 	}
 	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -90,6 +91,10 @@ type Options struct {
 	// DataDir, if set, is the daemon's data directory (a small disk to
 	// fill, say); unset, a temporary directory.
 	DataDir string
+	// CLIEnv is set over the environment the daemon gives its CLIs (the
+	// scripted model's, a temporary HOME): the settings' env. An empty
+	// value removes the variable (no ANTHROPIC_API_KEY: no credentials).
+	CLIEnv map[string]string
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -138,6 +143,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 	if d.settings.DataDir == "" {
 		d.settings.DataDir = t.TempDir()
 	}
+	maps.Copy(d.settings.Env, o.CLIEnv)
 	d.settings.StoreURL, d.settings.DaemonName = o.StoreURL, o.DaemonName
 	if o.Log != nil {
 		d.settings.LogLevel = slog.LevelInfo

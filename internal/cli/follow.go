@@ -73,6 +73,7 @@ type follower struct {
 	lastSeq int64
 	status  v1.SessionStatus // the last status change seen
 	detail  string           // its detail
+	hint    string           // of the last error event that had one (credentials)
 	buf     []byte
 
 	mu     sync.Mutex
@@ -214,7 +215,10 @@ func (f *follower) handle(ctx context.Context, ev *v1.Event) bool {
 	case *v1.Event_StatusChange:
 		f.statusChange(k.StatusChange.GetStatus(), k.StatusChange.GetDetail())
 	case *v1.Event_Error:
-		f.showError(k.Error.GetMessage(), k.Error.GetStderrTail())
+		if h := k.Error.GetHint(); h != "" {
+			f.hint = h
+		}
+		f.showError(k.Error.GetMessage(), k.Error.GetStderrTail(), k.Error.GetHint())
 	case *v1.Event_Interrupted:
 		f.mu.Lock()
 		f.interruptedBy = k.Interrupted.GetBy()
@@ -342,7 +346,9 @@ func (f *follower) statusChange(st v1.SessionStatus, detail string) {
 	fmt.Fprintf(f.env.Stderr, "claudectl: session %s\n", statusName(st))
 }
 
-func (f *follower) showError(msg, tail string) {
+// showError shows an error event of the session (attach, run --verbose);
+// run --server says its hint as the run ends, as a local run does.
+func (f *follower) showError(msg, tail, hint string) {
 	if f.asJSON || !(f.attach || f.verbose) {
 		return
 	}
@@ -350,6 +356,9 @@ func (f *follower) showError(msg, tail string) {
 	fmt.Fprintf(f.env.Stderr, "claudectl: error: %s\n", userMessage(msg))
 	if tail = strings.TrimSpace(tail); tail != "" {
 		fmt.Fprintf(f.env.Stderr, "claudectl: its stderr: %s\n", tail)
+	}
+	if hint != "" && f.attach {
+		fmt.Fprintf(f.env.Stderr, "claudectl: hint: %s\n", hint)
 	}
 }
 
@@ -630,6 +639,7 @@ type eventJSON struct {
 	Detail       string            `json:"detail,omitempty"`
 	Error        string            `json:"error,omitempty"` // error; also permission_resolved's message
 	StderrTail   string            `json:"stderr_tail,omitempty"`
+	Hint         string            `json:"hint,omitempty"` // error: what to do (credentials)
 	Lost         int64             `json:"lost,omitempty"` // gap: events that could not be stored
 }
 
@@ -658,7 +668,7 @@ func (f *follower) printJSON(ev *v1.Event) {
 	case *v1.Event_StatusChange:
 		j.Type, j.Status, j.Detail = "status", statusName(k.StatusChange.Status), k.StatusChange.Detail
 	case *v1.Event_Error:
-		j.Type, j.Error, j.StderrTail = "error", k.Error.Message, k.Error.StderrTail
+		j.Type, j.Error, j.StderrTail, j.Hint = "error", k.Error.Message, k.Error.StderrTail, k.Error.Hint
 	case *v1.Event_Interrupted:
 		j.Type, j.DecidedBy = "interrupted", k.Interrupted.By
 	case *v1.Event_Gap:

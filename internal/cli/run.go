@@ -14,6 +14,7 @@ import (
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/internal/credentials"
 	"github.com/claudectl/claudectl/internal/relay"
 	"github.com/claudectl/claudectl/internal/serve"
 )
@@ -418,9 +419,9 @@ func (o *turnOutput) raw(m claude.Message) {
 
 // turnResult is how the turn went.
 type turnResult struct {
-	res      *claude.ResultMessage // nil if the session ended first
-	apiError string                // the error kind of the last failed API call
-	endErr   error                 // why the session ended without a result
+	res     *claude.ResultMessage // nil if the session ended first
+	refused bool                  // the last failed API call lacked credentials (credentials.Refused)
+	endErr  error                 // why the session ended without a result
 }
 
 // turn sends the prompt and prints the messages up to the result.
@@ -452,7 +453,7 @@ func (r *runner) turn(ctx context.Context, s *claude.Session, out *turnOutput) t
 			return t
 		case *claude.AssistantMessage:
 			if m.Error != "" && m.ParentToolUseID == "" {
-				t.apiError = m.Error
+				t.refused = credentials.Refused(m)
 			}
 		case *claude.SystemInit:
 			if verbose {
@@ -513,8 +514,8 @@ func (r *runner) report(ctx context.Context, s *claude.Session, t turnResult, cl
 	}
 	if t.res.Err() != nil {
 		fmt.Fprintf(stderr, "claudectl run: %s\n", colorFor(r.env, r.env.StderrIsTerminal).err(describeResultError(t.res)))
-		if t.apiError == "authentication_failed" {
-			fmt.Fprintln(stderr, "claudectl run: hint: set ANTHROPIC_API_KEY, or log in once with `claude /login`")
+		if t.refused {
+			fmt.Fprintln(stderr, "claudectl run: hint: "+credentials.Hint(credentials.Where{}))
 		}
 		return exitSilently(ExitFailure)
 	}

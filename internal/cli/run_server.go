@@ -181,6 +181,9 @@ func (r *serverRunner) run(ctx context.Context) error {
 	}
 	if result.Err() != nil {
 		fmt.Fprintf(stderr, "claudectl run: %s\n", colorFor(env, env.StderrIsTerminal).err(describeResultError(result)))
+		if f.hint != "" { // the daemon's, on the turn's error event
+			fmt.Fprintf(stderr, "claudectl run: hint: %s\n", f.hint)
+		}
 		return exitSilently(ExitFailure)
 	}
 	return nil

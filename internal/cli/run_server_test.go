@@ -364,3 +364,63 @@ func runInBackground(d *testDaemon, ints chan os.Signal, args ...string) (done c
 	}()
 	return done, stdout, stderr
 }
+
+// noCredentials is the settings' env that leaves the daemon's CLIs
+// without credentials: no key, no token, no other provider (their HOME
+// is a fresh temporary one, with no login).
+var noCredentials = map[string]string{"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "", "CLAUDE_CODE_OAUTH_TOKEN": "",
+	"CLAUDE_CODE_USE_BEDROCK": "", "CLAUDE_CODE_USE_VERTEX": "", "CLAUDE_CODE_USE_FOUNDRY": ""}
+
+// A daemon whose Claude Code has no credentials: the real CLI answers
+// the turn with its bare "Not logged in · Please run /login" (an API
+// error reported as subtype success) without reaching the API. run
+// --server, send and attach give the hint the local run gives, in the
+// daemon's words (the key goes in the daemon's environment or its
+// settings' env), and no client is told of an error "(success)".
+func TestServerNotLoggedIn(t *testing.T) {
+	t.Parallel()
+	d, model := startDaemonModel(t, &daemontest.Options{CLIEnv: noCredentials})
+	const hint = "hint: the daemon's Claude Code has no credentials the API accepts: set ANTHROPIC_API_KEY in the daemon's environment or in \"env\" of its settings file ("
+	o := claudectl(t, invocation{getenv: d.tokenEnv()}, "run", "--server", d.url, "--keep", "--cwd", t.TempDir(), "Say hello.")
+	if o.code != 1 || !strings.Contains(o.stderr, "claudectl run: Not logged in") || !strings.Contains(o.stderr, "claudectl run: "+hint) ||
+		!strings.Contains(o.stderr, "make demo") {
+		t.Errorf("run --server without credentials: exit %d, stderr %q; want 1, the CLI's words and the daemon's hint", o.code, o.stderr)
+	}
+	id := sessionIn(t, o.stderr)
+
+	o = claudectl(t, invocation{getenv: d.tokenEnv()}, "send", "--server", d.url, id, "Say hello again.")
+	if o.code != 0 || !strings.Contains(o.stdout, "Sent to session") ||
+		!strings.Contains(o.stderr, "claudectl send: warning: the daemon expects this turn to fail for lack of credentials") ||
+		!strings.Contains(o.stderr, "claudectl send: "+hint) {
+		t.Errorf("send after a turn refused for lack of credentials: exit %d, stdout %q, stderr %q; want it sent, with the hint", o.code, o.stdout, o.stderr)
+	}
+	d.waitResults(t, id, 2)
+	d.closeSession(t, id)
+	o = claudectl(t, invocation{getenv: d.tokenEnv()}, "attach", "--server", d.url, id)
+	if n := strings.Count(o.stderr, "claudectl: "+hint); n != 2 || !strings.Contains(o.stderr, "claudectl: error: the API call failed (authentication_failed): Not logged in") {
+		t.Errorf("attach: %d hints (want one a turn), stderr %q", n, o.stderr)
+	}
+	for _, out := range []string{o.stdout, o.stderr} {
+		if strings.Contains(out, "(success)") {
+			t.Errorf("attach says an error of subtype success: %q", out)
+		}
+	}
+	if !strings.Contains(o.stderr, "claudectl: error: the turn failed at the API: Not logged in") {
+		t.Errorf("attach does not say the turn failed at the API: %q", o.stderr)
+	}
+	if n := len(model.Requests()); n != 0 {
+		t.Errorf("%d requests reached the API", n)
+	}
+}
+
+// sessionIn returns the id of the daemon session run --server names in
+// its stderr.
+func sessionIn(t *testing.T, stderr string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(stderr, "claudectl: daemon session ")
+	id, _, _ := strings.Cut(rest, " ")
+	if !ok || id == "" {
+		t.Fatalf("run --server names no session: %q", stderr)
+	}
+	return id
+}

@@ -31,6 +31,10 @@ A suspended session is resumed first; when the daemon's
 sessions.max_running sessions all have work, it waits (queued) for a free
 slot: send says so and returns once the prompt is sent, and Ctrl-C gives
 up (the prompt is not sent and the session is left as it was).
+
+When the daemon expects the turn to fail for lack of credentials (its
+Claude Code found none as it started, or its last turn was refused for
+that), send says so after sending, with where the key goes.
 ` + clientFlagsHelp
 
 // Run implements Command.
@@ -62,7 +66,7 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	err = sendWaiting(ctx, env, dc, id, text)
+	hint, err := sendWaiting(ctx, env, dc, id, text)
 	if err != nil {
 		if se := (*statusError)(nil); errors.As(err, &se) {
 			return err // said already
@@ -73,36 +77,48 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 		return dc.explain(err, fmt.Sprintf("sending to session %s", id))
 	}
 	fmt.Fprintf(env.Stdout, "Sent to session %s.\n", id)
+	if hint != "" {
+		fmt.Fprintf(env.Stderr, "claudectl send: warning: the daemon expects this turn to fail for lack of credentials\nclaudectl send: hint: %s\n", hint)
+	}
 	return nil
 }
 
-// sendWaiting sends text to session id. The Send call lasts while the
-// session waits for a slot (a suspended session resumed beyond
-// sessions.max_running): after queuedProbeAfter it looks whether the
-// session is queued and says so, rather than hang silently.
-func sendWaiting(ctx context.Context, env *Env, dc *daemonClient, id, text string) error {
+// sendWaiting sends text to session id, and returns the daemon's hint
+// when it expects the turn to fail for lack of credentials. The Send call
+// lasts while the session waits for a slot (a suspended session resumed
+// beyond sessions.max_running): after queuedProbeAfter it looks whether
+// the session is queued and says so, rather than hang silently.
+func sendWaiting(ctx context.Context, env *Env, dc *daemonClient, id, text string) (hint string, _ error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sent := make(chan error, 1)
+	type answer struct {
+		hint string
+		err  error
+	}
+	sent := make(chan answer, 1)
 	go func() {
-		_, err := dc.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: text}))
-		sent <- err
+		res, err := dc.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: text}))
+		if err != nil {
+			sent <- answer{err: err}
+			return
+		}
+		sent <- answer{hint: res.Msg.GetHint()}
 	}()
 	probe := time.NewTimer(queuedProbeAfter)
 	defer probe.Stop()
 	next := 2 * queuedProbeAfter
 	for {
 		select {
-		case err := <-sent:
-			return err
+		case a := <-sent:
+			return a.hint, a.err
 		case <-probe.C:
 			if queued, detail := sessionQueued(ctx, dc, id); queued {
 				fmt.Fprintf(env.Stderr, "claudectl: session %s is queued: %s; the prompt goes to it then (Ctrl-C gives up: the prompt is not sent)\n", id, queueText(detail))
-				err := <-sent
-				if err != nil && ctx.Err() != nil {
-					return exitWith(ExitInterrupted, "gave up waiting for a slot: the prompt was not sent to session %s, which is left as it was", id)
+				a := <-sent
+				if a.err != nil && ctx.Err() != nil {
+					return "", exitWith(ExitInterrupted, "gave up waiting for a slot: the prompt was not sent to session %s, which is left as it was", id)
 				}
-				return err
+				return a.hint, a.err
 			}
 			probe.Reset(next) // a turn that runs, a CLI slow to start: look again, less and less often
 			next = min(2*next, 30*time.Second)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,12 +67,12 @@ func startServeTerm(t *testing.T, getenv map[string]string, tty bool, args ...st
 			return -1
 		}
 	})
-	served := regexp.MustCompile(`msg=serving addr=(\S+)`)
+	served := regexp.MustCompile(`msg=serving addr=(\S+)|"msg":"serving","addr":"([^"]+)"`) // text or JSON
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if m := served.FindStringSubmatch(stderr.String()); m != nil {
 			t.Cleanup(func() { stop() })
-			return &serving{addr: m[1], stderr: &stderr, stop: stop}
+			return &serving{addr: m[1] + m[2], stderr: &stderr, stop: stop}
 		}
 		select {
 		case c := <-code:
@@ -415,4 +416,69 @@ func TestServeAddressInUse(t *testing.T) {
 			t.Errorf("got  %s\nwant %s", got, want)
 		}
 	})
+}
+
+// TestServeWarnsWithoutCredentials: serve warns as it starts when its
+// Claude Code has no credentials (every turn would fail with the CLI's
+// bare "Not logged in"), naming where it looked, where the key goes and
+// that the demo needs none; not when a key is in its environment or its
+// settings' env, nor in the demo (its own key).
+func TestServeWarnsWithoutCredentials(t *testing.T) {
+	cli := claudetest.CLIPath(t)
+	const warning = "WARNING: Claude Code has no credentials here"
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		settings string
+		args     []string
+		warned   bool
+	}{
+		{"none", nil, "", nil, true},
+		{"none, JSON log", nil, "", []string{"--log-format", "json"}, true},
+		{"a key in the environment", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-x"}, "", nil, false},
+		{"a key in the settings' env", nil, `"env": {"ANTHROPIC_API_KEY": "sk-ant-x"}, `, nil, false},
+		{"a login", map[string]string{"HOME": "LOGGED-IN"}, "", nil, false},
+		{"the demo", nil, "", []string{"--demo"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			xdg, home := t.TempDir(), t.TempDir()
+			settings := filepath.Join(xdg, "claudectl", "settings.json")
+			writeFile(t, settings, `{`+tc.settings+`"listen": "`+freeAddr(t)+`"}`)
+			getenv := map[string]string{"XDG_CONFIG_HOME": xdg, "XDG_DATA_HOME": t.TempDir(), "HOME": home}
+			for k, v := range tc.env {
+				getenv[k] = v
+			}
+			if getenv["HOME"] == "LOGGED-IN" {
+				getenv["HOME"] = home
+				writeFile(t, filepath.Join(home, ".claude", ".credentials.json"), `{"claudeAiOauth":{}}`)
+			}
+			args := append([]string{"--cli", cli}, tc.args...)
+			if slices.Contains(tc.args, "--demo") {
+				args = append(args, "--listen", freeAddr(t))
+			}
+			s := startServe(t, getenv, args...)
+			out := s.stderr.String()
+			if tc.name == "none, JSON log" {
+				if !strings.Contains(out, `"level":"WARN","msg":"Claude Code has no credentials: every turn will fail with \"Not logged in\""`) ||
+					!strings.Contains(out, `"looked":"ANTHROPIC_API_KEY, `) {
+					t.Errorf("no JSON warning in:\n%s", out)
+				}
+				return
+			}
+			if got := strings.Contains(out, warning); got != tc.warned {
+				t.Fatalf("warned %v, want %v; stderr:\n%s", got, tc.warned, out)
+			}
+			if !tc.warned {
+				return
+			}
+			for _, want := range []string{"Looked in: ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK",
+				"(the daemon's environment and the settings' env), " + filepath.Join(home, ".claude", ".credentials.json") + ", " + filepath.Join(home, ".claude.json"),
+				"To fix: set ANTHROPIC_API_KEY in the daemon's environment (ANTHROPIC_API_KEY=sk-ant-… make run) or in \"env\" of the settings file (" + settings + ")",
+				"log in once with `claude /login` as this user (HOME " + home + ")", "claudectl serve --demo (make demo) needs no key"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the warning lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
 }

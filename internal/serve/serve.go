@@ -163,6 +163,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if cliErr != nil {
 		return nil, cliErr
 	}
+	loginHint, noCredentials := checkCredentials(s, getenv, stderr, log)
 
 	// Refuse a bad listen address before touching the store.
 	serverOpts := &apiserver.ServerOptions{Token: s.Token, AllowedHosts: s.AllowedHosts,
@@ -221,7 +222,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots},
 		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning),
 		CLIScheduling:      cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
-		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL})
+		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL,
+		LoginHint: loginHint, NoCredentials: noCredentials})
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,19 @@ describe("decisions", () => {
   });
 });
 
+describe("errors", () => {
+  test("an error event's hint goes with its notice", () => {
+    const items = buildConversation([
+      create(EventSchema, { seq: 1n, kind: { case: "error", value: { message: "the API call failed (authentication_failed): Not logged in", hint: "set ANTHROPIC_API_KEY" } } }),
+      create(EventSchema, { seq: 2n, kind: { case: "error", value: { message: "the turn failed at the API: Not logged in" } } }),
+    ]);
+    expect(items).toEqual([
+      { kind: "notice", seq: 1n, text: "the API call failed (authentication_failed): Not logged in", level: "error", hint: "set ANTHROPIC_API_KEY" },
+      { kind: "notice", seq: 2n, text: "the turn failed at the API: Not logged in", level: "error", hint: undefined },
+    ]);
+  });
+});
+
 describe("diffs and field errors", () => {
   test("an Edit as a line diff", () => {
     expect(diffLines("a\nb\nc", "a\nB\nc")).toEqual([

@@ -112,7 +112,7 @@ export type Item =
   | { kind: "tool"; seq: bigint; id: string; name: string; input: any; result?: string; isError?: boolean; parent: string; children: Item[] }
   | { kind: "permission"; seq: bigint; request: PermissionRequest; resolution?: { behavior: string; by: string; message: string } }
   | { kind: "usage"; seq: bigint; costUsd: number; inputTokens: bigint; outputTokens: bigint; totalUsd: number }
-  | { kind: "notice"; seq: bigint; text: string; level: "info" | "error" };
+  | { kind: "notice"; seq: bigint; text: string; level: "info" | "error"; hint?: string };
 
 const decoder = new TextDecoder();
 
@@ -197,8 +197,8 @@ export function buildConversation(events: Event[]): Item[] {
         items.push({ kind: "usage", seq: ev.seq, costUsd: t?.costUsd ?? 0, inputTokens: t?.inputTokens ?? 0n, outputTokens: t?.outputTokens ?? 0n, totalUsd: all?.costUsd ?? 0 });
         break;
       }
-      case "error":
-        items.push({ kind: "notice", seq: ev.seq, text: k.value.message, level: "error" });
+      case "error": // hint: what to do, from the daemon (a turn refused for lack of credentials)
+        items.push({ kind: "notice", seq: ev.seq, text: k.value.message, level: "error", hint: k.value.hint || undefined });
         break;
       case "interrupted":
         items.push({ kind: "notice", seq: ev.seq, text: `interrupted by ${k.value.by}`, level: "info" });

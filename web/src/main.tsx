@@ -466,7 +466,7 @@ function ItemView(props: { item: Item; inbox: Inbox }) {
     case "usage":
       return <div class="usage muted">turn: ${it.costUsd.toFixed(4)}, {String(it.inputTokens)} in / {String(it.outputTokens)} out · session ${it.totalUsd.toFixed(4)}</div>;
     case "notice":
-      return <div class={"msg notice " + it.level}>{it.text}</div>;
+      return <div class={"msg notice " + it.level}>{it.text}{it.hint && <div class="hint" data-testid="hint">hint: {it.hint}</div>}</div>;
   }
 }
 

@@ -1126,7 +1126,12 @@ func (x *SendRequest) GetText() string {
 }
 
 type SendResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hint, when set, says what to do before the prompt's turn can get
+	// through: the daemon expects it to fail for lack of credentials (none
+	// were found for its CLIs at start, or its last turn was refused for
+	// that). The prompt was sent all the same.
+	Hint          string `protobuf:"bytes,1,opt,name=hint,proto3" json:"hint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1159,6 +1164,13 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
 	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SendResponse) GetHint() string {
+	if x != nil {
+		return x.Hint
+	}
+	return ""
 }
 
 type InterruptRequest struct {
@@ -2830,9 +2842,12 @@ func (x *StatusChange) GetDetail() string {
 }
 
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	StderrTail    string                 `protobuf:"bytes,2,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Message    string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	StderrTail string                 `protobuf:"bytes,2,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
+	// hint is what to do about it, when the daemon knows: set for a turn
+	// refused for lack of credentials (where the key goes, how to log in).
+	Hint          string `protobuf:"bytes,3,opt,name=hint,proto3" json:"hint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2877,6 +2892,13 @@ func (x *Error) GetMessage() string {
 func (x *Error) GetStderrTail() string {
 	if x != nil {
 		return x.StderrTail
+	}
+	return ""
+}
+
+func (x *Error) GetHint() string {
+	if x != nil {
+		return x.Hint
 	}
 	return ""
 }
@@ -4944,8 +4966,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\vSendRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x0e\n" +
-	"\fSendResponse\"I\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\"\n" +
+	"\fSendResponse\x12\x12\n" +
+	"\x04hint\x18\x01 \x01(\tR\x04hint\"I\n" +
 	"\x10InterruptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5071,11 +5094,12 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x0esession_totals\x18\x02 \x01(\v2\x13.claudectl.v1.UsageR\rsessionTotals\"[\n" +
 	"\fStatusChange\x123\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1b.claudectl.v1.SessionStatusR\x06status\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail\"B\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"V\n" +
 	"\x05Error\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1f\n" +
 	"\vstderr_tail\x18\x02 \x01(\tR\n" +
-	"stderrTail\"\xb5\x01\n" +
+	"stderrTail\x12\x12\n" +
+	"\x04hint\x18\x03 \x01(\tR\x04hint\"\xb5\x01\n" +
 	"\aWarning\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x126\n" +
 	"\x05level\x18\x02 \x01(\x0e2 .claudectl.v1.CompatibilityLevelR\x05level\x12\x18\n" +
