@@ -1,5 +1,5 @@
 # claudectl — see README.md. The pinned Claude Code CLI version lives here and nowhere else.
-CLAUDE_CODE_VERSION ?= 2.1.330
+CLAUDE_CODE_VERSION ?= 2.1.332
 # The newest CLIs refuse --sdk-url to a local server (since 2.1.121); the WebSocket
 # transport is tested with this older one, a cli.js run by node.
 CLAUDE_CODE_WS_VERSION := 2.1.37
@@ -8,7 +8,7 @@ CLAUDE_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_VERSION)/node_modules/.bin/clau
 CLAUDE_WS_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)/node_modules/.bin/claude
 # The official TypeScript SDK whose surface docs/parity.md maps; claude/parity_test.go reads its
 # sdk.d.ts (npm view @anthropic-ai/claude-agent-sdk versions).
-CLAUDE_AGENT_SDK_VERSION := 0.3.330
+CLAUDE_AGENT_SDK_VERSION := 0.3.332
 AGENT_SDK_DTS := $(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION)/node_modules/@anthropic-ai/claude-agent-sdk/sdk.d.ts
 # grpcurl, a gRPC client that is not ours, drives the daemon's API in apiserver's tests.
 GRPCURL_VERSION := v1.9.3
@@ -64,7 +64,7 @@ $(TOOLS)/bin/grpcurl:
 
 # Records the scripted scenarios from a real CLI into claude/testdata/real/<version>/ for
 # the contract tests (claude/contract_test.go), installing that CLI into .tools/ if needed:
-# make fixtures CLI=2.1.330. Add the version to RecordedVersions in claude/version.go.
+# make fixtures CLI=2.1.332. Add the version to RecordedVersions in claude/version.go.
 CLI ?= $(CLAUDE_CODE_VERSION)
 fixtures:
 	@[ -x "$(TOOLS)/claude-code-$(CLI)/node_modules/.bin/claude" ] || ./scripts/install-cli.sh $(CLI) $(TOOLS)/claude-code-$(CLI)

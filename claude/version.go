@@ -25,7 +25,7 @@ const (
 	// TestedMinVersion and TestedMaxVersion are the oldest and newest CLI
 	// versions the SDK was tested against end to end.
 	TestedMinVersion = "2.1.37"
-	TestedMaxVersion = "2.1.330"
+	TestedMaxVersion = "2.1.332"
 	// SDKURLMaxVersion is the newest CLI that accepts --sdk-url pointing at a
 	// non-Anthropic host; see Version.SupportsSDKURLHost.
 	SDKURLMaxVersion = "2.1.120"
@@ -35,7 +35,7 @@ const (
 // claude/testdata/real/<version>/ (make fixtures CLI=<version>) and checked
 // by the contract tests, oldest first; TestContractMatrixMatchesFixtures
 // keeps this list and the folders the same.
-var recordedVersions = []string{"2.1.329", "2.1.330"}
+var recordedVersions = []string{"2.1.329", "2.1.330", "2.1.332"}
 
 // RecordedVersions returns the CLI versions whose output was recorded and
 // is checked by this package's contract tests, oldest first. They are
@@ -447,9 +447,9 @@ var compatMatrix = []compatRow{
 //
 //	        v < 2.0.0    Incompatible
 //	2.0.0 ≤ v < 2.1.0    Degraded (older control protocol)
-//	2.1.0 ≤ v ≤ 2.1.330  FullyCompatible (tested: 2.1.37 to 2.1.330;
-//	                     recorded: 2.1.329, 2.1.330, see RecordedVersions)
-//	2.1.330 < v          LikelyCompatible (from 3.0.0 with a warning
+//	2.1.0 ≤ v ≤ 2.1.332  FullyCompatible (tested: 2.1.37 to 2.1.332;
+//	                     recorded: 2.1.329, 2.1.330, 2.1.332, see RecordedVersions)
+//	2.1.332 < v          LikelyCompatible (from 3.0.0 with a warning
 //	                     that a major version may break things)
 //
 // Versions are ordered as by Version.Compare, so a pre-release sorts before
