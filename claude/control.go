@@ -321,6 +321,9 @@ type InitializeResponse struct {
 	} `json:"account"`
 	PID               int    `json:"pid,omitempty"`
 	ClaudeCodeVersion string `json:"claude_code_version,omitempty"`
+	// Capabilities are some of the protocol features this CLI supports
+	// (system/init lists them all; see [Session.Capabilities]).
+	Capabilities []Capability `json:"capabilities,omitempty"`
 	// What the CLI did with the options sent in initialize (nil when it
 	// does not say: a CLI too old for them): PluginsApplied with
 	// Options.PluginsInInitialize, MCPServersApplied with
@@ -413,10 +416,26 @@ func (s *Session) SetModel(ctx context.Context, model string) error {
 	return err
 }
 
-// SetPermissionMode switches the permission mode.
-func (s *Session) SetPermissionMode(ctx context.Context, mode PermissionMode) error {
-	_, err := s.Control(ctx, "set_permission_mode", map[string]any{"mode": mode})
-	return err
+// SetPermissionMode switches the permission mode and returns the mode now
+// in effect, which is not always the one asked for: record the returned
+// mode, not mode. It is "" when the CLI's answer names no mode (a host
+// other than `claude -p` may answer with none): mode is then only a best
+// guess, and the next [SystemStatus] or [SystemInit] says what holds. A
+// refused mode is an error, a *ControlError whose Code says why
+// ("invalid_mode", "bypass_not_launched", "bypass_disabled",
+// "auto_mode_unavailable", ...), and the mode does not change.
+func (s *Session) SetPermissionMode(ctx context.Context, mode PermissionMode) (PermissionMode, error) {
+	raw, err := s.Control(ctx, "set_permission_mode", map[string]any{"mode": mode})
+	if err != nil {
+		return "", err
+	}
+	// The switch succeeded: an answer that does not name a mode as a
+	// string is no mode, not an error.
+	var r struct {
+		Mode PermissionMode `json:"mode"`
+	}
+	_ = json.Unmarshal(raw, &r)
+	return r.Mode, nil
 }
 
 // SetMaxThinkingTokens sets the thinking budget; 0 clears it.

@@ -313,7 +313,7 @@ func TestE2EControlTimeout(t *testing.T) {
 		t.Errorf("failed after %v, want about 1.5 s", d)
 	}
 	// The session still works.
-	if err := s.SetPermissionMode(e.ctx, claude.PermissionAcceptEdits); err != nil {
+	if _, err := s.SetPermissionMode(e.ctx, claude.PermissionAcceptEdits); err != nil {
 		t.Errorf("SetPermissionMode after a timeout: %v", err)
 	}
 }
@@ -388,5 +388,52 @@ func TestE2ECloseAfterAbandonedTurn(t *testing.T) {
 		t.Errorf("Close after breaking out mid-turn took %v, want well under 2 s", d)
 	} else {
 		t.Logf("Close after breaking out mid-turn took %v", d)
+	}
+}
+
+// On the real CLI: SetPermissionMode returns the mode in effect, a refused
+// mode (bypassPermissions, which needs the session launched with it) is a
+// *ControlError with the CLI's code and leaves the mode as it was, and the
+// session knows the capabilities that system/init and initialize list.
+func TestE2EPermissionModeInEffectAndCapabilities(t *testing.T) {
+	e := newE2E(t, claudetest.Reply(claudetest.Text("one")), claudetest.Reply(claudetest.Text("two")))
+	s := e.start()
+	ir, err := s.Initialize(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ir.Capabilities) == 0 {
+		t.Errorf("the initialize response lists no capabilities: %.300s", ir.Raw)
+	}
+	msgs, _ := e.turn(s, "first")
+	var init *claude.SystemInit
+	for _, m := range msgs {
+		if si, ok := m.(*claude.SystemInit); ok {
+			init = si
+		}
+	}
+	// Every CLI this SDK is tested with (2.1.329 on) lists the interrupt
+	// receipt.
+	if init == nil || !init.HasCapability(claude.CapabilityInterruptReceipt) || !s.HasCapability(claude.CapabilityInterruptReceipt) {
+		t.Fatalf("system/init capabilities %v, session %v", init, s.Capabilities())
+	}
+	for _, c := range ir.Capabilities {
+		if !s.HasCapability(c) {
+			t.Errorf("the session lacks %s, which initialize listed", c)
+		}
+	}
+	if mode, err := s.SetPermissionMode(e.ctx, claude.PermissionPlan); err != nil || mode != claude.PermissionPlan {
+		t.Fatalf("SetPermissionMode(plan) = %q, %v", mode, err)
+	}
+	mode, err := s.SetPermissionMode(e.ctx, claude.PermissionBypassPermissions)
+	var ce *claude.ControlError
+	if !errors.As(err, &ce) || ce.Code != "bypass_not_launched" || mode != "" {
+		t.Fatalf("SetPermissionMode(bypassPermissions) = %q, %v; want the CLI's refusal (bypass_not_launched)", mode, err)
+	}
+	msgs, _ = e.turn(s, "second")
+	for _, m := range msgs {
+		if si, ok := m.(*claude.SystemInit); ok && si.PermissionMode != string(claude.PermissionPlan) {
+			t.Errorf("after the refusal the mode is %q, want plan still", si.PermissionMode)
+		}
 	}
 }

@@ -271,8 +271,8 @@ func TestE2ESetModel(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, claude.ErrUnsupportedRequest) || ce.Subtype != "bogus_subtype" {
 		t.Errorf("bogus control request: %v", err)
 	}
-	if err := s.SetPermissionMode(e.ctx, claude.PermissionAcceptEdits); err != nil {
-		t.Errorf("SetPermissionMode: %v", err)
+	if mode, err := s.SetPermissionMode(e.ctx, claude.PermissionAcceptEdits); err != nil || mode != claude.PermissionAcceptEdits {
+		t.Errorf("SetPermissionMode = %q, %v; want acceptEdits in effect", mode, err)
 	}
 	if st, err := s.MCPStatus(e.ctx); err != nil || st == nil && false {
 		t.Errorf("MCPStatus: %v", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 )
 
 // The read side of a session is a three-stage pipeline, so that decoding,
@@ -169,11 +170,14 @@ func (s *Session) route(m Message) bool {
 		return false
 	case *SystemInit:
 		s.setSessionID(m.SessionID)
+		s.mu.Lock()
 		if m.ClaudeCodeVersion != "" {
-			s.mu.Lock()
 			s.cliVersion = m.ClaudeCodeVersion
-			s.mu.Unlock()
 		}
+		if m.Capabilities != nil {
+			s.initCaps = slices.Clone(m.Capabilities) // the reader gets m
+		}
+		s.mu.Unlock()
 	case *ResultMessage:
 		s.setSessionID(m.SessionID)
 		s.mu.Lock()

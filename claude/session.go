@@ -59,7 +59,8 @@ type Session struct {
 
 	mu         sync.Mutex
 	sessionID  string
-	cliVersion string // from the initialize response or system/init
+	cliVersion string       // from the initialize response or system/init
+	initCaps   []Capability // the latest system/init's capabilities
 	inTurn     bool
 	pending    map[string]*pendingRequest    // our requests awaiting a response
 	incoming   map[string]context.CancelFunc // the CLI's requests being answered

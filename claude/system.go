@@ -30,6 +30,9 @@ type SystemInit struct {
 	APIKeySource      string      `json:"apiKeySource,omitempty"`
 	ClaudeCodeVersion string      `json:"claude_code_version,omitempty"`
 	OutputStyle       string      `json:"output_style,omitempty"`
+	// Capabilities are the protocol features this CLI supports (see
+	// [Capability]); none from CLIs older than the field.
+	Capabilities []Capability `json:"capabilities,omitempty"`
 }
 
 // ToolNames lists tools by name. Old CLIs printed tool objects with a name

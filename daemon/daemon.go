@@ -812,7 +812,8 @@ func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
 		return err
 	}
 	err = a.call(ctx, func(ctx context.Context, s *claude.Session) error {
-		return s.SetPermissionMode(ctx, claude.PermissionMode(mode))
+		_, err := s.SetPermissionMode(ctx, claude.PermissionMode(mode))
+		return err
 	})
 	if err != nil {
 		return err
