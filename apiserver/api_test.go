@@ -83,6 +83,27 @@ func (c *client) untilIdle(t *testing.T, id string, after int64, onEvent func(*v
 	return nil
 }
 
+// through returns the events of session id up to seq last.
+func (c *client) through(t *testing.T, id string, last int64) []*v1.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	stream, err := c.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var evs []*v1.Event
+	for stream.Receive() {
+		evs = append(evs, stream.Msg().Event)
+		if stream.Msg().Event.Seq >= last {
+			return evs
+		}
+	}
+	t.Fatalf("stream ended after %d events, before seq %d: %v", len(evs), last, stream.Err())
+	return nil
+}
+
 func checkSeqs(t *testing.T, evs []*v1.Event, first int64) {
 	t.Helper()
 	for i, ev := range evs {
@@ -153,6 +174,25 @@ func TestCreateSubscribeReplay(t *testing.T) {
 	_, err = c.sessions.SetPermissionMode(c.ctx, connect.NewRequest(&v1.SetPermissionModeRequest{SessionId: id, Mode: "yolo"}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), `mode "yolo"`) {
 		t.Errorf("SetPermissionMode(yolo): %v, want InvalidArgument naming the value", err)
+	}
+	// The mode in effect, as the CLI reports it: in the answer, the
+	// session and its log.
+	mode, err := c.sessions.SetPermissionMode(c.ctx, connect.NewRequest(&v1.SetPermissionModeRequest{SessionId: id, Mode: "plan"}))
+	if err != nil || mode.Msg.Mode != "plan" {
+		t.Errorf("SetPermissionMode(plan) = %v, %v", mode, err)
+	}
+	got, err = c.sessions.GetSession(c.ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+	if err != nil || got.Msg.Session.PermissionMode != "plan" {
+		t.Errorf("GetSession after SetPermissionMode(plan): %v, %v", got, err)
+	}
+	var change *v1.PermissionModeChange
+	for _, ev := range c.through(t, id, got.Msg.Session.LastSeq) {
+		if pm := ev.GetPermissionMode(); pm != nil {
+			change = pm
+		}
+	}
+	if change.GetMode() != "plan" || change.GetRequested() != "plan" {
+		t.Errorf("the permission_mode event after SetPermissionMode(plan): %v", change)
 	}
 	if _, err := c.sessions.CloseSession(c.ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: id})); err != nil {
 		t.Fatal(err)

@@ -189,6 +189,8 @@ func eventToProto(ev *daemon.Event) *v1.Event {
 		out.Kind = &v1.Event_PermissionRequest{PermissionRequest: pr}
 	case *daemon.Interrupted:
 		out.Kind = &v1.Event_Interrupted{Interrupted: &v1.Interrupted{By: b.By}}
+	case *daemon.PermissionModeChange:
+		out.Kind = &v1.Event_PermissionMode{PermissionMode: &v1.PermissionModeChange{Mode: b.Mode, Requested: b.Requested}}
 	case *daemon.Gap:
 		out.Kind = &v1.Event_Gap{Gap: &v1.Gap{Lost: b.Lost, From: timestamppb.New(b.From), To: timestamppb.New(b.To), Reason: b.Reason}}
 	case *daemon.TextDelta:

@@ -100,10 +100,11 @@ func (s *Service) SetPermissionMode(ctx context.Context, req *connect.Request[v1
 	if err := required("session_id", req.Msg.SessionId); err != nil {
 		return nil, err
 	}
-	if err := s.D.SetPermissionMode(ctx, req.Msg.SessionId, req.Msg.Mode); err != nil {
+	mode, err := s.D.SetPermissionMode(ctx, req.Msg.SessionId, req.Msg.Mode)
+	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&v1.SetPermissionModeResponse{}), nil
+	return connect.NewResponse(&v1.SetPermissionModeResponse{Mode: mode}), nil
 }
 
 // CloseSession implements SessionService.

@@ -86,6 +86,14 @@ type actor struct {
 	// sent counts, when the CLI runs on a worker, the lines written to it
 	// over the relay (store.Relay.Sent).
 	sent atomic.Int64
+
+	// modeMu guards mode, the permission mode in effect as last recorded
+	// (stored, with a permission_mode event), and switching, how many
+	// SetPermissionMode calls are under way: the reader leaves the CLI's
+	// report of a mode to them meanwhile (noteMode).
+	modeMu    sync.Mutex
+	mode      string
+	switching int
 }
 
 // actorState is what run owns.
@@ -110,6 +118,7 @@ func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
 	}
 	a.ctx, a.cancel = context.WithCancel(d.ctx)
 	a.launching.Store(true)
+	a.mode = modeName(o.GetPermissionMode()) // as launched: asked, or stored by the last CLI
 	return a
 }
 
@@ -454,6 +463,12 @@ func (a *actor) read() error {
 		}
 		if init, ok := m.(*claude.SystemInit); ok {
 			watch.init(init)
+		}
+		switch m := m.(type) { // the mode the CLI says is in effect
+		case *claude.SystemInit:
+			a.noteMode(ctx, m.PermissionMode, "", true)
+		case *claude.SystemStatus:
+			a.noteMode(ctx, m.PermissionMode, "", true)
 		}
 		if _, ok := m.(*claude.ResultMessage); !ok {
 			watch.observe(m)

@@ -59,6 +59,9 @@ type commandResult struct {
 	Session  string          `json:"session,omitempty"`
 	Tool     string          `json:"tool,omitempty"`
 	Decision *store.Decision `json:"decision,omitempty"`
+	// Mode is the permission mode in effect that a set_permission_mode
+	// left (absent from older daemons).
+	Mode string `json:"mode,omitempty"`
 }
 
 // A RemoteError is the failure of a command another daemon carried out:
@@ -280,7 +283,7 @@ func (d *Daemon) carryOut(c store.Commander, cmd *store.Command) {
 		case cmdModel:
 			err = d.SetModel(ctx, cmd.Session, args.Model)
 		case cmdMode:
-			err = d.SetPermissionMode(ctx, cmd.Session, args.Mode)
+			res.Mode, err = d.SetPermissionMode(ctx, cmd.Session, args.Mode)
 		case cmdClose:
 			err = d.CloseSession(ctx, cmd.Session, args.By)
 		case cmdDecide:

@@ -791,36 +791,38 @@ func (d *Daemon) SetModel(ctx context.Context, id, model string) error {
 	return err
 }
 
-// SetPermissionMode switches the session's permission mode.
-func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) error {
+// SetPermissionMode switches the session's permission mode and returns the
+// mode now in effect: the CLI may make another mode than mode the one in
+// effect, and that is what the session stores and shows (with a
+// permission_mode event, mode.go). A mode the CLI refuses is its error (a
+// *claude.ControlError saying why) and changes nothing. A session without
+// a CLI (suspended) keeps mode for its next resume and returns it.
+func (d *Daemon) SetPermissionMode(ctx context.Context, id, mode string) (string, error) {
 	if !slices.Contains(claude.PermissionModes, claude.PermissionMode(mode)) {
-		return &InvalidArgumentError{Field: "mode", Value: mode, Reason: fmt.Sprintf("must be one of %v", claude.PermissionModes)}
+		return "", &InvalidArgumentError{Field: "mode", Value: mode, Reason: fmt.Sprintf("must be one of %v", claude.PermissionModes)}
 	}
 	if err := d.policy.checkMode("mode", mode); err != nil {
-		return err
+		return "", err
 	}
 	a, err := d.actor(ctx, id)
-	if _, ok, rerr := d.routed(ctx, err, id, cmdMode, commandArgs{Mode: mode}); ok {
-		return rerr
+	if res, ok, rerr := d.routed(ctx, err, id, cmdMode, commandArgs{Mode: mode}); ok {
+		if rerr != nil {
+			return "", rerr
+		}
+		return cmp.Or(res.Mode, mode), nil // a daemon older than Mode does not say
 	}
 	if d.suspendedSession(ctx, err, id) { // taken by the next resume
 		_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{PermissionMode: &mode})
 		d.feed.changed(id)
-		return err
+		if err != nil {
+			return "", err
+		}
+		return mode, nil
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	err = a.call(ctx, func(ctx context.Context, s *claude.Session) error {
-		_, err := s.SetPermissionMode(ctx, claude.PermissionMode(mode))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	_, err = d.db.UpdateSession(ctx, id, store.SessionUpdate{PermissionMode: &mode})
-	d.feed.changed(id)
-	return err
+	return a.setMode(ctx, mode)
 }
 
 // suspendedSession reports whether err, from d.actor, is about a session

@@ -27,7 +27,8 @@ type Event struct {
 
 // A Body is the content of one of the daemon's own events: *StatusChange,
 // *TextDelta, *ToolUse, *UsageReport, *PermissionRequest,
-// *PermissionResolved, *ErrorReport, *Warning, *Interrupted or *Gap.
+// *PermissionResolved, *ErrorReport, *Warning, *Interrupted, *Gap or
+// *PermissionModeChange.
 type Body interface {
 	// EventType is the event's type as stored ("status", "text_delta", …).
 	EventType() string
@@ -153,17 +154,30 @@ type Gap struct {
 	Reason string    `json:"reason"`
 }
 
+// PermissionModeChange: the session's permission mode in effect changed
+// (type "permission_mode"), as the CLI reports it: in its answer to
+// SetPermissionMode, where Requested is the mode the client asked for
+// (the CLI may have made another the mode in effect), or by itself in a
+// system/init or system/status line (a plan approved, an "always" that
+// switches modes, a start in another mode than asked), Requested empty.
+// The session's stored mode is Mode from then on.
+type PermissionModeChange struct {
+	Mode      string `json:"mode"`
+	Requested string `json:"requested,omitempty"`
+}
+
 // EventType implements Body.
-func (*StatusChange) EventType() string       { return "status" }
-func (*TextDelta) EventType() string          { return "text_delta" }
-func (*ToolUse) EventType() string            { return "tool_use" }
-func (*UsageReport) EventType() string        { return "usage_report" }
-func (*PermissionRequest) EventType() string  { return "permission_request" }
-func (*PermissionResolved) EventType() string { return "permission_resolved" }
-func (*ErrorReport) EventType() string        { return "error" }
-func (*Warning) EventType() string            { return "warning" }
-func (*Interrupted) EventType() string        { return "interrupted" }
-func (*Gap) EventType() string                { return "gap" }
+func (*StatusChange) EventType() string         { return "status" }
+func (*TextDelta) EventType() string            { return "text_delta" }
+func (*ToolUse) EventType() string              { return "tool_use" }
+func (*UsageReport) EventType() string          { return "usage_report" }
+func (*PermissionRequest) EventType() string    { return "permission_request" }
+func (*PermissionResolved) EventType() string   { return "permission_resolved" }
+func (*ErrorReport) EventType() string          { return "error" }
+func (*Warning) EventType() string              { return "warning" }
+func (*Interrupted) EventType() string          { return "interrupted" }
+func (*Gap) EventType() string                  { return "gap" }
+func (*PermissionModeChange) EventType() string { return "permission_mode" }
 
 // bodies makes an empty Body of each stored type name, for decoding.
 var bodies = map[string]func() Body{
@@ -177,6 +191,7 @@ var bodies = map[string]func() Body{
 	"warning":             func() Body { return new(Warning) },
 	"interrupted":         func() Body { return new(Interrupted) },
 	"gap":                 func() Body { return new(Gap) },
+	"permission_mode":     func() Body { return new(PermissionModeChange) },
 }
 
 // encodeBody returns the stored line of b: its JSON object with "type"

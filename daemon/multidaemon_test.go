@@ -174,6 +174,12 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 	if got, _ := b.D.Session(ctx, s.ID); got.Model != "claude-opus-4-5" {
 		t.Errorf("the model after SetModel through B: %q", got.Model)
 	}
+	if mode, err := b.D.SetPermissionMode(ctx, s.ID, "plan"); err != nil || mode != "plan" {
+		t.Errorf("SetPermissionMode through B = %q, %v; want plan, the mode in effect A's CLI reports", mode, err)
+	}
+	if got, _ := b.D.Session(ctx, s.ID); got.PermissionMode != "plan" {
+		t.Errorf("the mode after SetPermissionMode through B: %q", got.PermissionMode)
+	}
 	start := time.Now()
 	if _, _, err := b.D.Decide(ctx, daemon.Decision{RequestID: "no-such-request", Allow: true}); !errors.Is(err, permission.ErrNotPending) {
 		t.Errorf("a decision nobody holds: %v, want ErrNotPending", err)

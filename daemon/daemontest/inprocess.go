@@ -2,6 +2,7 @@ package daemontest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,10 @@ type InProcessCLI struct {
 	// instead of an init and a result; "$SESSION_ID" in them is replaced
 	// by the session's id. It lets tests replay recorded CLI lines.
 	Script func(n int) [][]byte
+	// Answer, if set, gives the response to each control request it
+	// answers, as a JSON object ("" for the usual empty success); request
+	// is the request's JSON ({"subtype": ..., ...}).
+	Answer func(subtype string, request json.RawMessage) string
 
 	started atomic.Int64
 }
@@ -41,7 +46,7 @@ func (t *InProcessCLI) Started() int64 { return t.started.Load() }
 func (t *InProcessCLI) Start(ctx context.Context, _ *claude.Command) (claude.Conn, error) {
 	n := t.started.Add(1)
 	c := &inProcessConn{sessionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), wake: make(chan struct{}, 1),
-		ignore: t.Ignore, shapeInit: t.Init, script: t.Script}
+		ignore: t.Ignore, shapeInit: t.Init, script: t.Script, answer: t.Answer}
 	context.AfterFunc(ctx, func() { c.Close() })
 	return c, nil
 }
@@ -51,6 +56,7 @@ type inProcessConn struct {
 	ignore    []string
 	shapeInit func(map[string]any)
 	script    func(int) [][]byte
+	answer    func(string, json.RawMessage) string
 	prompts   int           // written by WriteLine only (the SDK writes one line at a time)
 	wake      chan struct{} // capacity 1: lines or the end are waiting
 
@@ -89,21 +95,27 @@ func (c *inProcessConn) ReadLine() (claude.Line, error) {
 
 func (c *inProcessConn) WriteLine(_ context.Context, line []byte) error {
 	var msg struct {
-		Type      string `json:"type"`
-		RequestID string `json:"request_id"`
-		Request   struct {
-			Subtype string `json:"subtype"`
-		} `json:"request"`
+		Type      string          `json:"type"`
+		RequestID string          `json:"request_id"`
+		Request   json.RawMessage `json:"request"`
 	}
 	if err := json.Unmarshal(line, &msg); err != nil {
 		return fmt.Errorf("in-process CLI: bad line %q: %w", line, err)
 	}
 	switch msg.Type {
 	case "control_request":
-		if slices.Contains(c.ignore, msg.Request.Subtype) {
+		var req struct {
+			Subtype string `json:"subtype"`
+		}
+		json.Unmarshal(msg.Request, &req)
+		if slices.Contains(c.ignore, req.Subtype) {
 			return nil
 		}
-		c.push(fmt.Appendf(nil, `{"type":"control_response","response":{"subtype":"success","request_id":%q,"response":{}}}`, msg.RequestID))
+		resp := "{}"
+		if c.answer != nil {
+			resp = cmp.Or(c.answer(req.Subtype, msg.Request), resp)
+		}
+		c.push(fmt.Appendf(nil, `{"type":"control_response","response":{"subtype":"success","request_id":%q,"response":%s}}`, msg.RequestID, resp))
 	case "user":
 		c.prompts++
 		if c.script != nil {

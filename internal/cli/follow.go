@@ -227,6 +227,11 @@ func (f *follower) handle(ctx context.Context, ev *v1.Event) bool {
 			f.endLine()
 			fmt.Fprintf(f.env.Stderr, "claudectl: turn interrupted by %s\n", k.Interrupted.GetBy())
 		}
+	case *v1.Event_PermissionMode:
+		if !f.asJSON && f.attach {
+			f.endLine()
+			fmt.Fprintf(f.env.Stderr, "claudectl: %s\n", modeChangeText(k.PermissionMode))
+		}
 	case *v1.Event_Gap:
 		if !f.asJSON {
 			g := k.Gap
@@ -236,6 +241,17 @@ func (f *follower) handle(ctx context.Context, ev *v1.Event) bool {
 		}
 	}
 	return false
+}
+
+// modeChangeText says a change of the permission mode in effect.
+func modeChangeText(c *v1.PermissionModeChange) string {
+	switch {
+	case c.GetRequested() == "":
+		return "permission mode now " + c.GetMode() + " (changed by Claude Code)"
+	case c.GetRequested() != c.GetMode():
+		return "permission mode now " + c.GetMode() + " (" + c.GetRequested() + " was asked for)"
+	}
+	return "permission mode now " + c.GetMode()
 }
 
 // message handles a line the CLI printed, or one written to it (to_cli: of
@@ -641,6 +657,8 @@ type eventJSON struct {
 	StderrTail   string            `json:"stderr_tail,omitempty"`
 	Hint         string            `json:"hint,omitempty"` // error: what to do (credentials)
 	Lost         int64             `json:"lost,omitempty"` // gap: events that could not be stored
+	Mode         string            `json:"mode,omitempty"` // permission_mode: in effect
+	Requested    string            `json:"requested,omitempty"`
 }
 
 func (f *follower) printJSON(ev *v1.Event) {
@@ -673,6 +691,8 @@ func (f *follower) printJSON(ev *v1.Event) {
 		j.Type, j.DecidedBy = "interrupted", k.Interrupted.By
 	case *v1.Event_Gap:
 		j.Type, j.Lost, j.Detail = "gap", k.Gap.Lost, k.Gap.Reason
+	case *v1.Event_PermissionMode:
+		j.Type, j.Mode, j.Requested = "permission_mode", k.PermissionMode.Mode, k.PermissionMode.Requested
 	default:
 		j.Type = "unknown"
 	}

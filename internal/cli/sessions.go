@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -135,9 +136,12 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 		return nil
 	}
 	// PARENT and ERROR are shown only when a session has one; ERROR is
-	// last, so that a long one does not widen the columns.
-	var parents, errs, waits, remote bool
+	// last, so that a long one does not widen the columns. MODE, the
+	// permission mode in effect as Claude Code reports it, only when a
+	// session is not in the default one.
+	var parents, errs, waits, remote, modes bool
 	for _, s := range list {
+		modes = modes || cmp.Or(s.PermissionMode, "default") != "default"
 		remote = remote || (s.Worker != "" && s.Worker != "local")
 		parents = parents || s.ParentID != ""
 		errs = errs || endedError(s) != ""
@@ -146,6 +150,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	var rows [][]string
 	row := func(cells ...string) { rows = append(rows, cells) }
 	head := []string{"ID", "STATUS", "MODEL", "CWD", "COST"}
+	if modes {
+		head = slices.Insert(head, 3, "MODE")
+	}
 	if remote {
 		head = append(head, "WORKER")
 	}
@@ -161,6 +168,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	row(head...)
 	for _, s := range list {
 		cells := []string{s.ID, s.Status, cmp.Or(s.Model, "default"), s.Cwd, fmt.Sprintf("$%.4f", s.CostUSD)} // as the page says
+		if modes {
+			cells = slices.Insert(cells, 3, cmp.Or(s.PermissionMode, "default"))
+		}
 		if remote {
 			cells = append(cells, cmp.Or(s.WorkerName, s.Worker))
 		}

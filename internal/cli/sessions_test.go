@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,5 +80,50 @@ func TestSessionsShowsError(t *testing.T) {
 	// The MODEL column of a session that set none says so, as the page does.
 	if f := strings.Fields(lines[1]); len(f) < 3 || f[2] != "default" {
 		t.Errorf("sessions: the MODEL column of a session with the default model is not \"default\":\n%s", o.stdout)
+	}
+}
+
+// sessions shows the permission mode in effect, as Claude Code reports it,
+// in a MODE column once a session is not in the default mode.
+func TestSessionsShowModeInEffect(t *testing.T) {
+	t.Parallel()
+	d, _ := startDaemonModel(t, nil, claudetest.Reply(claudetest.Text("ok")), claudetest.Reply(claudetest.Text("ok")))
+	id := d.create(t, t.TempDir(), "hi")
+	d.waitResults(t, id, 1)
+	o := claudectl(t, d.inv(), "sessions")
+	if o.code != 0 || slices.Contains(strings.Fields(strings.SplitN(o.stdout, "\n", 2)[0]), "MODE") {
+		t.Fatalf("sessions with every session in the default mode: exit %d, stdout:\n%s", o.code, o.stdout)
+	}
+	res, err := d.sessions.SetPermissionMode(d.ctx, connect.NewRequest(&v1.SetPermissionModeRequest{SessionId: id, Mode: "plan"}))
+	if err != nil || res.Msg.Mode != "plan" {
+		t.Fatalf("SetPermissionMode(plan) = %v, %v", res, err)
+	}
+	o = claudectl(t, d.inv(), "sessions")
+	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+	if o.code != 0 || len(lines) != 2 || !slices.Equal(strings.Fields(lines[0])[:4], []string{"ID", "STATUS", "MODEL", "MODE"}) {
+		t.Fatalf("sessions: exit %d, stdout:\n%s", o.code, o.stdout)
+	}
+	if f := strings.Fields(lines[1]); f[0] != id || f[3] != "plan" {
+		t.Errorf("the session's row %q, want mode plan", f)
+	}
+	o = claudectl(t, d.inv(), "sessions", "--json")
+	var list []sessionJSON
+	if err := json.Unmarshal([]byte(o.stdout), &list); err != nil || len(list) != 1 || list[0].PermissionMode != "plan" {
+		t.Errorf("sessions --json: %+v, %v", list, err)
+	}
+}
+
+// attach says how the permission mode in effect changed.
+func TestModeChangeText(t *testing.T) {
+	for _, c := range []struct {
+		mode, requested, want string
+	}{
+		{"plan", "plan", "permission mode now plan"},
+		{"default", "auto", "permission mode now default (auto was asked for)"},
+		{"default", "", "permission mode now default (changed by Claude Code)"},
+	} {
+		if got := modeChangeText(&v1.PermissionModeChange{Mode: c.mode, Requested: c.requested}); got != c.want {
+			t.Errorf("modeChangeText(%s, %s) = %q, want %q", c.mode, c.requested, got, c.want)
+		}
 	}
 }

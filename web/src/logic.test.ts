@@ -80,6 +80,16 @@ describe("conversation", () => {
     expect(task.children[0].result).toBe("a.txt");
     expect((items[4] as any).text).toBe("not streamed");
   });
+  test("the permission mode in effect, as Claude Code reports it", () => {
+    const mode = (seq: bigint, m: string, requested: string) =>
+      create(EventSchema, { seq, kind: { case: "permissionMode", value: { mode: m, requested } } });
+    const items = buildConversation([mode(1n, "plan", "plan"), mode(2n, "default", "auto"), mode(3n, "acceptEdits", "")]);
+    expect(items.map((i) => (i as any).text)).toEqual([
+      "permission mode now plan",
+      "permission mode now default (auto was asked for)",
+      "permission mode now acceptEdits (changed by Claude Code)",
+    ]);
+  });
 });
 
 describe("decisions", () => {

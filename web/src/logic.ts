@@ -203,6 +203,9 @@ export function buildConversation(events: Event[]): Item[] {
       case "interrupted":
         items.push({ kind: "notice", seq: ev.seq, text: `interrupted by ${k.value.by}`, level: "info" });
         break;
+      case "permissionMode":
+        items.push({ kind: "notice", seq: ev.seq, text: modeChangeText(k.value.mode, k.value.requested), level: "info" });
+        break;
       case "gap":
         items.push({ kind: "notice", seq: ev.seq, text: `${k.value.lost} events could not be stored: ${k.value.reason}`, level: "error" });
         break;
@@ -224,6 +227,15 @@ export function decisionWords(d: Decision): { behavior: string; by: string; mess
     return { behavior: "answered", by: d.decidedBy, message };
   }
   return { behavior: d.behavior === 1 ? "allowed" : d.behavior === 2 ? "denied" : "settled", by: d.decidedBy, message: d.message };
+}
+
+// modeChangeText says a change of the permission mode in effect, which
+// Claude Code may make another than the one asked for (requested), or make
+// by itself (requested empty).
+export function modeChangeText(mode: string, requested: string): string {
+  if (!requested) return `permission mode now ${mode} (changed by Claude Code)`;
+  if (requested !== mode) return `permission mode now ${mode} (${requested} was asked for)`;
+  return `permission mode now ${mode}`;
 }
 
 // attachResults gives the tool calls of a CLI user message's tool_result

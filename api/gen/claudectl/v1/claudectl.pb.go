@@ -321,7 +321,7 @@ type Session struct {
 	ClaudeSessionId string                 `protobuf:"bytes,2,opt,name=claude_session_id,json=claudeSessionId,proto3" json:"claude_session_id,omitempty"` // the CLI's session id (for --resume)
 	Cwd             string                 `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	Model           string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
-	PermissionMode  string                 `protobuf:"bytes,5,opt,name=permission_mode,json=permissionMode,proto3" json:"permission_mode,omitempty"`
+	PermissionMode  string                 `protobuf:"bytes,5,opt,name=permission_mode,json=permissionMode,proto3" json:"permission_mode,omitempty"` // the mode in effect, as Claude Code last reported it
 	Status          SessionStatus          `protobuf:"varint,6,opt,name=status,proto3,enum=claudectl.v1.SessionStatus" json:"status,omitempty"`
 	CreatedAt       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
@@ -1401,8 +1401,11 @@ func (x *SetPermissionModeRequest) GetMode() string {
 	return ""
 }
 
+// mode is the permission mode now in effect, which Claude Code may make
+// another than the one asked for; Session.permission_mode shows it too.
 type SetPermissionModeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1435,6 +1438,13 @@ func (x *SetPermissionModeResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use SetPermissionModeResponse.ProtoReflect.Descriptor instead.
 func (*SetPermissionModeResponse) Descriptor() ([]byte, []int) {
 	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetPermissionModeResponse) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
 }
 
 type CloseSessionRequest struct {
@@ -1832,6 +1842,7 @@ type Event struct {
 	//	*Event_Warning
 	//	*Event_Interrupted
 	//	*Event_Gap
+	//	*Event_PermissionMode
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1994,6 +2005,15 @@ func (x *Event) GetGap() *Gap {
 	return nil
 }
 
+func (x *Event) GetPermissionMode() *PermissionModeChange {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_PermissionMode); ok {
+			return x.PermissionMode
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -2042,6 +2062,10 @@ type Event_Gap struct {
 	Gap *Gap `protobuf:"bytes,20,opt,name=gap,proto3,oneof"`
 }
 
+type Event_PermissionMode struct {
+	PermissionMode *PermissionModeChange `protobuf:"bytes,21,opt,name=permission_mode,json=permissionMode,proto3,oneof"`
+}
+
 func (*Event_TextDelta) isEvent_Kind() {}
 
 func (*Event_Message) isEvent_Kind() {}
@@ -2064,6 +2088,65 @@ func (*Event_Interrupted) isEvent_Kind() {}
 
 func (*Event_Gap) isEvent_Kind() {}
 
+func (*Event_PermissionMode) isEvent_Kind() {}
+
+// PermissionModeChange: the session's permission mode in effect changed,
+// as Claude Code reports it: in answer to SetPermissionMode (requested is
+// then the mode a client asked for, which Claude Code may not have made the
+// mode in effect), or on its own (a plan approved, an "always" that
+// switches modes, a start in another mode than asked; requested empty).
+type PermissionModeChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Requested     string                 `protobuf:"bytes,2,opt,name=requested,proto3" json:"requested,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionModeChange) Reset() {
+	*x = PermissionModeChange{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionModeChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionModeChange) ProtoMessage() {}
+
+func (x *PermissionModeChange) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionModeChange.ProtoReflect.Descriptor instead.
+func (*PermissionModeChange) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PermissionModeChange) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *PermissionModeChange) GetRequested() string {
+	if x != nil {
+		return x.Requested
+	}
+	return ""
+}
+
 // Interrupted: a client interrupted the running turn.
 type Interrupted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2074,7 +2157,7 @@ type Interrupted struct {
 
 func (x *Interrupted) Reset() {
 	*x = Interrupted{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2169,7 @@ func (x *Interrupted) String() string {
 func (*Interrupted) ProtoMessage() {}
 
 func (x *Interrupted) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2182,7 @@ func (x *Interrupted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interrupted.ProtoReflect.Descriptor instead.
 func (*Interrupted) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{27}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Interrupted) GetBy() string {
@@ -2123,7 +2206,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2218,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2231,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{28}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Gap) GetLost() int64 {
@@ -2189,7 +2272,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2284,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2297,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{29}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TextDelta) GetText() string {
@@ -2248,7 +2331,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2343,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2356,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{30}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Message) GetType() string {
@@ -2323,7 +2406,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2418,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2431,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{31}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolUse) GetToolUseId() string {
@@ -2403,7 +2486,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2498,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2511,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{32}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PermissionRequest) GetRequestId() string {
@@ -2527,7 +2610,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2622,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2635,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{33}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Question) GetQuestion() string {
@@ -2593,7 +2676,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2688,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2701,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{34}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -2653,7 +2736,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2748,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2761,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{35}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Decision) GetRequestId() string {
@@ -2747,7 +2830,7 @@ type UsageReport struct {
 
 func (x *UsageReport) Reset() {
 	*x = UsageReport{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +2842,7 @@ func (x *UsageReport) String() string {
 func (*UsageReport) ProtoMessage() {}
 
 func (x *UsageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +2855,7 @@ func (x *UsageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReport.ProtoReflect.Descriptor instead.
 func (*UsageReport) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UsageReport) GetTurn() *Usage {
@@ -2799,7 +2882,7 @@ type StatusChange struct {
 
 func (x *StatusChange) Reset() {
 	*x = StatusChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2894,7 @@ func (x *StatusChange) String() string {
 func (*StatusChange) ProtoMessage() {}
 
 func (x *StatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2907,7 @@ func (x *StatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
 func (*StatusChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StatusChange) GetStatus() SessionStatus {
@@ -2854,7 +2937,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +2949,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +2962,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Error) GetMessage() string {
@@ -2922,7 +3005,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3017,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3030,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Warning) GetKind() string {
@@ -2993,7 +3076,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3088,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3101,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
 }
 
 type WatchSessionsResponse struct {
@@ -3033,7 +3116,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3128,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3141,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchSessionsResponse) GetSnapshot() bool {
@@ -3084,7 +3167,7 @@ type WatchPendingRequest struct {
 
 func (x *WatchPendingRequest) Reset() {
 	*x = WatchPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3179,7 @@ func (x *WatchPendingRequest) String() string {
 func (*WatchPendingRequest) ProtoMessage() {}
 
 func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3192,7 @@ func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPendingRequest.ProtoReflect.Descriptor instead.
 func (*WatchPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WatchPendingRequest) GetSessionId() string {
@@ -3132,7 +3215,7 @@ type WatchPendingResponse struct {
 
 func (x *WatchPendingResponse) Reset() {
 	*x = WatchPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3227,7 @@ func (x *WatchPendingResponse) String() string {
 func (*WatchPendingResponse) ProtoMessage() {}
 
 func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3240,7 @@ func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPendingResponse.ProtoReflect.Descriptor instead.
 func (*WatchPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchPendingResponse) GetSnapshot() bool {
@@ -3197,7 +3280,7 @@ type SettledRequest struct {
 
 func (x *SettledRequest) Reset() {
 	*x = SettledRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3292,7 @@ func (x *SettledRequest) String() string {
 func (*SettledRequest) ProtoMessage() {}
 
 func (x *SettledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3305,7 @@ func (x *SettledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledRequest.ProtoReflect.Descriptor instead.
 func (*SettledRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SettledRequest) GetRequestId() string {
@@ -3269,7 +3352,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3364,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3377,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListPendingRequest) GetSessionId() string {
@@ -3313,7 +3396,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3408,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3421,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListPendingResponse) GetRequests() []*PermissionRequest {
@@ -3364,7 +3447,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3459,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3472,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DecideRequest) GetRequestId() string {
@@ -3443,7 +3526,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3538,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3551,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DecideResponse) GetDecision() *Decision {
@@ -3492,7 +3575,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3587,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3600,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Rule) GetId() string {
@@ -3570,7 +3653,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3665,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3678,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
 }
 
 type ListRulesResponse struct {
@@ -3607,7 +3690,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3702,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3715,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -3651,7 +3734,7 @@ type AddRuleRequest struct {
 
 func (x *AddRuleRequest) Reset() {
 	*x = AddRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3663,7 +3746,7 @@ func (x *AddRuleRequest) String() string {
 func (*AddRuleRequest) ProtoMessage() {}
 
 func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3676,7 +3759,7 @@ func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleRequest.ProtoReflect.Descriptor instead.
 func (*AddRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AddRuleRequest) GetRule() *Rule {
@@ -3695,7 +3778,7 @@ type AddRuleResponse struct {
 
 func (x *AddRuleResponse) Reset() {
 	*x = AddRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +3790,7 @@ func (x *AddRuleResponse) String() string {
 func (*AddRuleResponse) ProtoMessage() {}
 
 func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +3803,7 @@ func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleResponse.ProtoReflect.Descriptor instead.
 func (*AddRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AddRuleResponse) GetRule() *Rule {
@@ -3739,7 +3822,7 @@ type RemoveRuleRequest struct {
 
 func (x *RemoveRuleRequest) Reset() {
 	*x = RemoveRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3751,7 +3834,7 @@ func (x *RemoveRuleRequest) String() string {
 func (*RemoveRuleRequest) ProtoMessage() {}
 
 func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3764,7 +3847,7 @@ func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RemoveRuleRequest) GetRuleId() string {
@@ -3782,7 +3865,7 @@ type RemoveRuleResponse struct {
 
 func (x *RemoveRuleResponse) Reset() {
 	*x = RemoveRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +3877,7 @@ func (x *RemoveRuleResponse) String() string {
 func (*RemoveRuleResponse) ProtoMessage() {}
 
 func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +3890,7 @@ func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleResponse.ProtoReflect.Descriptor instead.
 func (*RemoveRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
 }
 
 type ListDecisionsRequest struct {
@@ -3820,7 +3903,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3915,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +3928,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListDecisionsRequest) GetSessionId() string {
@@ -3871,7 +3954,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +3966,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +3979,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*Decision {
@@ -3914,7 +3997,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4009,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4022,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
 }
 
 type HealthResponse struct {
@@ -3951,7 +4034,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3963,7 +4046,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3976,7 +4059,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HealthResponse) GetOk() bool {
@@ -4013,7 +4096,7 @@ type ClaudeCodeStatus struct {
 
 func (x *ClaudeCodeStatus) Reset() {
 	*x = ClaudeCodeStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4025,7 +4108,7 @@ func (x *ClaudeCodeStatus) String() string {
 func (*ClaudeCodeStatus) ProtoMessage() {}
 
 func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4038,7 +4121,7 @@ func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeStatus.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClaudeCodeStatus) GetVersion() string {
@@ -4115,7 +4198,7 @@ type CompatibilityReason struct {
 
 func (x *CompatibilityReason) Reset() {
 	*x = CompatibilityReason{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4127,7 +4210,7 @@ func (x *CompatibilityReason) String() string {
 func (*CompatibilityReason) ProtoMessage() {}
 
 func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4140,7 +4223,7 @@ func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompatibilityReason.ProtoReflect.Descriptor instead.
 func (*CompatibilityReason) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CompatibilityReason) GetKind() string {
@@ -4231,7 +4314,7 @@ type ClaudeCodeVersion struct {
 
 func (x *ClaudeCodeVersion) Reset() {
 	*x = ClaudeCodeVersion{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4243,7 +4326,7 @@ func (x *ClaudeCodeVersion) String() string {
 func (*ClaudeCodeVersion) ProtoMessage() {}
 
 func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4256,7 +4339,7 @@ func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeVersion.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeVersion) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClaudeCodeVersion) GetVersion() string {
@@ -4327,7 +4410,7 @@ type DegradedSession struct {
 
 func (x *DegradedSession) Reset() {
 	*x = DegradedSession{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4339,7 +4422,7 @@ func (x *DegradedSession) String() string {
 func (*DegradedSession) ProtoMessage() {}
 
 func (x *DegradedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4352,7 +4435,7 @@ func (x *DegradedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DegradedSession.ProtoReflect.Descriptor instead.
 func (*DegradedSession) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DegradedSession) GetSessionId() string {
@@ -4391,7 +4474,7 @@ type HealthDetailsRequest struct {
 
 func (x *HealthDetailsRequest) Reset() {
 	*x = HealthDetailsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4403,7 +4486,7 @@ func (x *HealthDetailsRequest) String() string {
 func (*HealthDetailsRequest) ProtoMessage() {}
 
 func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4416,7 +4499,7 @@ func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsRequest.ProtoReflect.Descriptor instead.
 func (*HealthDetailsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
 }
 
 type ListWorkersRequest struct {
@@ -4427,7 +4510,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4522,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4535,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
 }
 
 type ListWorkersResponse struct {
@@ -4464,7 +4547,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4476,7 +4559,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4489,7 +4572,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*Worker {
@@ -4520,7 +4603,7 @@ type Worker struct {
 
 func (x *Worker) Reset() {
 	*x = Worker{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4615,7 @@ func (x *Worker) String() string {
 func (*Worker) ProtoMessage() {}
 
 func (x *Worker) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4628,7 @@ func (x *Worker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worker.ProtoReflect.Descriptor instead.
 func (*Worker) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Worker) GetName() string {
@@ -4652,7 +4735,7 @@ type HealthDetailsResponse struct {
 
 func (x *HealthDetailsResponse) Reset() {
 	*x = HealthDetailsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4664,7 +4747,7 @@ func (x *HealthDetailsResponse) String() string {
 func (*HealthDetailsResponse) ProtoMessage() {}
 
 func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4677,7 +4760,7 @@ func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsResponse.ProtoReflect.Descriptor instead.
 func (*HealthDetailsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *HealthDetailsResponse) GetOk() bool {
@@ -4794,7 +4877,7 @@ type StoreStatus struct {
 
 func (x *StoreStatus) Reset() {
 	*x = StoreStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4806,7 +4889,7 @@ func (x *StoreStatus) String() string {
 func (*StoreStatus) ProtoMessage() {}
 
 func (x *StoreStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4819,7 +4902,7 @@ func (x *StoreStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreStatus.ProtoReflect.Descriptor instead.
 func (*StoreStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *StoreStatus) GetOk() bool {
@@ -4982,8 +5065,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x18SetPermissionModeRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04mode\x18\x02 \x01(\tR\x04mode\"\x1b\n" +
-	"\x19SetPermissionModeResponse\"L\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\"/\n" +
+	"\x19SetPermissionModeResponse\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\"L\n" +
 	"\x13CloseSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -5006,7 +5090,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\">\n" +
 	"\x11SubscribeResponse\x12)\n" +
-	"\x05event\x18\x01 \x01(\v2\x13.claudectl.v1.EventR\x05event\"\x81\x06\n" +
+	"\x05event\x18\x01 \x01(\v2\x13.claudectl.v1.EventR\x05event\"\xd0\x06\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
@@ -5024,8 +5108,12 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x05error\x18\x11 \x01(\v2\x13.claudectl.v1.ErrorH\x00R\x05error\x121\n" +
 	"\awarning\x18\x12 \x01(\v2\x15.claudectl.v1.WarningH\x00R\awarning\x12=\n" +
 	"\vinterrupted\x18\x13 \x01(\v2\x19.claudectl.v1.InterruptedH\x00R\vinterrupted\x12%\n" +
-	"\x03gap\x18\x14 \x01(\v2\x11.claudectl.v1.GapH\x00R\x03gapB\x06\n" +
-	"\x04kind\"\x1d\n" +
+	"\x03gap\x18\x14 \x01(\v2\x11.claudectl.v1.GapH\x00R\x03gap\x12M\n" +
+	"\x0fpermission_mode\x18\x15 \x01(\v2\".claudectl.v1.PermissionModeChangeH\x00R\x0epermissionModeB\x06\n" +
+	"\x04kind\"H\n" +
+	"\x14PermissionModeChange\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x1c\n" +
+	"\trequested\x18\x02 \x01(\tR\trequested\"\x1d\n" +
 	"\vInterrupted\x12\x0e\n" +
 	"\x02by\x18\x01 \x01(\tR\x02by\"\x8d\x01\n" +
 	"\x03Gap\x12\x12\n" +
@@ -5338,7 +5426,7 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                     // 1: claudectl.v1.Behavior
@@ -5372,63 +5460,64 @@ var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(*SubscribeRequest)(nil),          // 29: claudectl.v1.SubscribeRequest
 	(*SubscribeResponse)(nil),         // 30: claudectl.v1.SubscribeResponse
 	(*Event)(nil),                     // 31: claudectl.v1.Event
-	(*Interrupted)(nil),               // 32: claudectl.v1.Interrupted
-	(*Gap)(nil),                       // 33: claudectl.v1.Gap
-	(*TextDelta)(nil),                 // 34: claudectl.v1.TextDelta
-	(*Message)(nil),                   // 35: claudectl.v1.Message
-	(*ToolUse)(nil),                   // 36: claudectl.v1.ToolUse
-	(*PermissionRequest)(nil),         // 37: claudectl.v1.PermissionRequest
-	(*Question)(nil),                  // 38: claudectl.v1.Question
-	(*PermissionResolved)(nil),        // 39: claudectl.v1.PermissionResolved
-	(*Decision)(nil),                  // 40: claudectl.v1.Decision
-	(*UsageReport)(nil),               // 41: claudectl.v1.UsageReport
-	(*StatusChange)(nil),              // 42: claudectl.v1.StatusChange
-	(*Error)(nil),                     // 43: claudectl.v1.Error
-	(*Warning)(nil),                   // 44: claudectl.v1.Warning
-	(*WatchSessionsRequest)(nil),      // 45: claudectl.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),     // 46: claudectl.v1.WatchSessionsResponse
-	(*WatchPendingRequest)(nil),       // 47: claudectl.v1.WatchPendingRequest
-	(*WatchPendingResponse)(nil),      // 48: claudectl.v1.WatchPendingResponse
-	(*SettledRequest)(nil),            // 49: claudectl.v1.SettledRequest
-	(*ListPendingRequest)(nil),        // 50: claudectl.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),       // 51: claudectl.v1.ListPendingResponse
-	(*DecideRequest)(nil),             // 52: claudectl.v1.DecideRequest
-	(*DecideResponse)(nil),            // 53: claudectl.v1.DecideResponse
-	(*Rule)(nil),                      // 54: claudectl.v1.Rule
-	(*ListRulesRequest)(nil),          // 55: claudectl.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),         // 56: claudectl.v1.ListRulesResponse
-	(*AddRuleRequest)(nil),            // 57: claudectl.v1.AddRuleRequest
-	(*AddRuleResponse)(nil),           // 58: claudectl.v1.AddRuleResponse
-	(*RemoveRuleRequest)(nil),         // 59: claudectl.v1.RemoveRuleRequest
-	(*RemoveRuleResponse)(nil),        // 60: claudectl.v1.RemoveRuleResponse
-	(*ListDecisionsRequest)(nil),      // 61: claudectl.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),     // 62: claudectl.v1.ListDecisionsResponse
-	(*HealthRequest)(nil),             // 63: claudectl.v1.HealthRequest
-	(*HealthResponse)(nil),            // 64: claudectl.v1.HealthResponse
-	(*ClaudeCodeStatus)(nil),          // 65: claudectl.v1.ClaudeCodeStatus
-	(*CompatibilityReason)(nil),       // 66: claudectl.v1.CompatibilityReason
-	(*ClaudeCodeVersion)(nil),         // 67: claudectl.v1.ClaudeCodeVersion
-	(*DegradedSession)(nil),           // 68: claudectl.v1.DegradedSession
-	(*HealthDetailsRequest)(nil),      // 69: claudectl.v1.HealthDetailsRequest
-	(*ListWorkersRequest)(nil),        // 70: claudectl.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),       // 71: claudectl.v1.ListWorkersResponse
-	(*Worker)(nil),                    // 72: claudectl.v1.Worker
-	(*HealthDetailsResponse)(nil),     // 73: claudectl.v1.HealthDetailsResponse
-	(*StoreStatus)(nil),               // 74: claudectl.v1.StoreStatus
-	nil,                               // 75: claudectl.v1.Usage.ByModelEntry
-	nil,                               // 76: claudectl.v1.SessionOptions.WorkerLabelsEntry
-	nil,                               // 77: claudectl.v1.Decision.AnswersEntry
-	nil,                               // 78: claudectl.v1.DecideRequest.AnswersEntry
-	nil,                               // 79: claudectl.v1.Worker.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 80: google.protobuf.Timestamp
+	(*PermissionModeChange)(nil),      // 32: claudectl.v1.PermissionModeChange
+	(*Interrupted)(nil),               // 33: claudectl.v1.Interrupted
+	(*Gap)(nil),                       // 34: claudectl.v1.Gap
+	(*TextDelta)(nil),                 // 35: claudectl.v1.TextDelta
+	(*Message)(nil),                   // 36: claudectl.v1.Message
+	(*ToolUse)(nil),                   // 37: claudectl.v1.ToolUse
+	(*PermissionRequest)(nil),         // 38: claudectl.v1.PermissionRequest
+	(*Question)(nil),                  // 39: claudectl.v1.Question
+	(*PermissionResolved)(nil),        // 40: claudectl.v1.PermissionResolved
+	(*Decision)(nil),                  // 41: claudectl.v1.Decision
+	(*UsageReport)(nil),               // 42: claudectl.v1.UsageReport
+	(*StatusChange)(nil),              // 43: claudectl.v1.StatusChange
+	(*Error)(nil),                     // 44: claudectl.v1.Error
+	(*Warning)(nil),                   // 45: claudectl.v1.Warning
+	(*WatchSessionsRequest)(nil),      // 46: claudectl.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),     // 47: claudectl.v1.WatchSessionsResponse
+	(*WatchPendingRequest)(nil),       // 48: claudectl.v1.WatchPendingRequest
+	(*WatchPendingResponse)(nil),      // 49: claudectl.v1.WatchPendingResponse
+	(*SettledRequest)(nil),            // 50: claudectl.v1.SettledRequest
+	(*ListPendingRequest)(nil),        // 51: claudectl.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),       // 52: claudectl.v1.ListPendingResponse
+	(*DecideRequest)(nil),             // 53: claudectl.v1.DecideRequest
+	(*DecideResponse)(nil),            // 54: claudectl.v1.DecideResponse
+	(*Rule)(nil),                      // 55: claudectl.v1.Rule
+	(*ListRulesRequest)(nil),          // 56: claudectl.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),         // 57: claudectl.v1.ListRulesResponse
+	(*AddRuleRequest)(nil),            // 58: claudectl.v1.AddRuleRequest
+	(*AddRuleResponse)(nil),           // 59: claudectl.v1.AddRuleResponse
+	(*RemoveRuleRequest)(nil),         // 60: claudectl.v1.RemoveRuleRequest
+	(*RemoveRuleResponse)(nil),        // 61: claudectl.v1.RemoveRuleResponse
+	(*ListDecisionsRequest)(nil),      // 62: claudectl.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),     // 63: claudectl.v1.ListDecisionsResponse
+	(*HealthRequest)(nil),             // 64: claudectl.v1.HealthRequest
+	(*HealthResponse)(nil),            // 65: claudectl.v1.HealthResponse
+	(*ClaudeCodeStatus)(nil),          // 66: claudectl.v1.ClaudeCodeStatus
+	(*CompatibilityReason)(nil),       // 67: claudectl.v1.CompatibilityReason
+	(*ClaudeCodeVersion)(nil),         // 68: claudectl.v1.ClaudeCodeVersion
+	(*DegradedSession)(nil),           // 69: claudectl.v1.DegradedSession
+	(*HealthDetailsRequest)(nil),      // 70: claudectl.v1.HealthDetailsRequest
+	(*ListWorkersRequest)(nil),        // 71: claudectl.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),       // 72: claudectl.v1.ListWorkersResponse
+	(*Worker)(nil),                    // 73: claudectl.v1.Worker
+	(*HealthDetailsResponse)(nil),     // 74: claudectl.v1.HealthDetailsResponse
+	(*StoreStatus)(nil),               // 75: claudectl.v1.StoreStatus
+	nil,                               // 76: claudectl.v1.Usage.ByModelEntry
+	nil,                               // 77: claudectl.v1.SessionOptions.WorkerLabelsEntry
+	nil,                               // 78: claudectl.v1.Decision.AnswersEntry
+	nil,                               // 79: claudectl.v1.DecideRequest.AnswersEntry
+	nil,                               // 80: claudectl.v1.Worker.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 81: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,  // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	80, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	80, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	81, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	81, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
 	6,  // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
-	75, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
-	76, // 5: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
+	76, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	77, // 5: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
 	8,  // 6: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
 	5,  // 7: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
 	0,  // 8: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
@@ -5437,117 +5526,118 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	5,  // 11: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
 	5,  // 12: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
 	31, // 13: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	80, // 14: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
-	34, // 15: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
-	35, // 16: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
-	36, // 17: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
-	37, // 18: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
-	39, // 19: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
-	41, // 20: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
-	42, // 21: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
-	43, // 22: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
-	44, // 23: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
-	32, // 24: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
-	33, // 25: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
-	80, // 26: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	80, // 27: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
-	38, // 28: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	80, // 29: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	54, // 30: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
-	40, // 31: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
-	1,  // 32: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	80, // 33: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	77, // 34: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
-	6,  // 35: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
-	6,  // 36: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
-	0,  // 37: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
-	3,  // 38: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
-	5,  // 39: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	37, // 40: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	49, // 41: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
-	80, // 42: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
-	37, // 43: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	1,  // 44: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	78, // 45: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	40, // 46: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
-	1,  // 47: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
-	2,  // 48: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	80, // 49: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	54, // 50: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	54, // 51: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	54, // 52: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	40, // 53: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
-	3,  // 54: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	66, // 55: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	67, // 56: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	68, // 57: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
-	3,  // 58: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	80, // 59: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	80, // 60: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
-	3,  // 61: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 62: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 63: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	72, // 64: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
-	79, // 65: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
-	4,  // 66: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
-	80, // 67: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
-	80, // 68: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
-	80, // 69: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	65, // 70: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	74, // 71: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
-	72, // 72: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
-	80, // 73: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	80, // 74: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	7,  // 75: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	9,  // 76: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	11, // 77: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	13, // 78: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	15, // 79: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	17, // 80: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	19, // 81: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	21, // 82: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	23, // 83: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	25, // 84: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	27, // 85: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	29, // 86: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	45, // 87: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
-	50, // 88: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	47, // 89: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
-	52, // 90: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	55, // 91: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	57, // 92: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	59, // 93: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	61, // 94: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	70, // 95: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
-	63, // 96: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	69, // 97: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	10, // 98: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	12, // 99: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	14, // 100: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	16, // 101: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	18, // 102: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	20, // 103: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	22, // 104: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	24, // 105: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	26, // 106: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	28, // 107: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	30, // 108: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	46, // 109: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
-	51, // 110: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	48, // 111: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
-	53, // 112: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	56, // 113: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	58, // 114: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	60, // 115: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	62, // 116: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	71, // 117: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
-	64, // 118: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	73, // 119: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	98, // [98:120] is the sub-list for method output_type
-	76, // [76:98] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	81, // 14: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	35, // 15: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
+	36, // 16: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
+	37, // 17: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
+	38, // 18: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
+	40, // 19: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
+	42, // 20: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
+	43, // 21: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
+	44, // 22: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
+	45, // 23: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
+	33, // 24: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
+	34, // 25: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
+	32, // 26: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
+	81, // 27: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	81, // 28: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	39, // 29: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
+	81, // 30: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 31: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
+	41, // 32: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
+	1,  // 33: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
+	81, // 34: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	78, // 35: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
+	6,  // 36: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
+	6,  // 37: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
+	0,  // 38: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
+	3,  // 39: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
+	5,  // 40: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	38, // 41: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	50, // 42: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
+	81, // 43: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	38, // 44: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	1,  // 45: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
+	79, // 46: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	41, // 47: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	1,  // 48: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
+	2,  // 49: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
+	81, // 50: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	55, // 51: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	55, // 52: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	55, // 53: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	41, // 54: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	3,  // 55: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
+	67, // 56: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	68, // 57: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	69, // 58: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	3,  // 59: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
+	81, // 60: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	81, // 61: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	3,  // 62: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 63: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
+	3,  // 64: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
+	73, // 65: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
+	80, // 66: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
+	4,  // 67: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
+	81, // 68: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
+	81, // 69: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
+	81, // 70: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	66, // 71: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	75, // 72: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	73, // 73: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
+	81, // 74: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	81, // 75: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	7,  // 76: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	9,  // 77: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	11, // 78: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	13, // 79: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	15, // 80: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	17, // 81: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	19, // 82: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	21, // 83: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	23, // 84: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	25, // 85: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	27, // 86: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	29, // 87: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	46, // 88: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	51, // 89: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	48, // 90: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	53, // 91: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	56, // 92: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	58, // 93: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	60, // 94: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	62, // 95: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	71, // 96: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
+	64, // 97: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	70, // 98: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	10, // 99: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	12, // 100: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	14, // 101: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	16, // 102: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	18, // 103: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	20, // 104: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	22, // 105: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	24, // 106: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	26, // 107: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	28, // 108: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	30, // 109: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	47, // 110: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	52, // 111: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	49, // 112: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	54, // 113: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	57, // 114: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	59, // 115: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	61, // 116: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	63, // 117: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	72, // 118: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
+	65, // 119: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	74, // 120: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	99, // [99:121] is the sub-list for method output_type
+	77, // [77:99] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -5567,6 +5657,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 		(*Event_Warning)(nil),
 		(*Event_Interrupted)(nil),
 		(*Event_Gap)(nil),
+		(*Event_PermissionMode)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -5574,7 +5665,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   75,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
