@@ -456,3 +456,68 @@ func TestE2EHookAnswersPermissionRequest(t *testing.T) {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
 }
+
+// writeSkill writes a project skill whose text holds a shell command.
+func writeSkill(t *testing.T, cwd, name, command string) {
+	t.Helper()
+	writeFile(t, filepath.Join(cwd, ".claude", "skills", name, "SKILL.md"),
+		"---\nname: "+name+"\ndescription: Says what a command printed.\n---\nThe command printed: !`"+command+"`.\n")
+}
+
+// loadSkill is the scripted turns in which the model loads skill name.
+func loadSkill(name string) []claudetest.Turn {
+	return []claudetest.Turn{
+		claudetest.Reply(claudetest.ToolUse("Skill", map[string]any{"skill": name})),
+		claudetest.Reply(claudetest.Text("Done.")),
+	}
+}
+
+// skillText returns the text the model got for a loaded skill: the user
+// message after the Skill tool's result, or "".
+func skillText(srv *claudetest.Server) string {
+	reqs := srv.Requests()
+	if len(reqs) < 2 {
+		return ""
+	}
+	return string(reqs[1].Raw)
+}
+
+// A PreSkillShellCommand hook (2.1.332) sees a skill's shell command, typed,
+// before it runs: allowed, it runs; denied, it does not, and the model is
+// told so in the skill's text. A read-only command (echo) runs without
+// any hook or permission prompt otherwise.
+func TestE2EPreSkillShellCommand(t *testing.T) {
+	for _, c := range []struct {
+		decision claude.HookPermissionDecision
+		ran      bool
+	}{{claude.HookAllow, true}, {claude.HookDeny, false}, {claude.HookAsk, false}} {
+		t.Run(string(c.decision), func(t *testing.T) {
+			e := newE2E(t, loadSkill("shelly")...)
+			writeSkill(t, e.opts.Cwd, "shelly", "echo RAN$((40+2))")
+			var got atomic.Pointer[claude.PreSkillShellCommandInput]
+			e.opts.Hooks = map[claude.HookEventName][]claude.HookMatcher{claude.HookPreSkillShellCommand: {{
+				Hooks: []claude.HookFunc{claude.HookFor(func(ctx context.Context, in *claude.PreSkillShellCommandInput) (*claude.HookOutput, error) {
+					got.Store(in)
+					return &claude.HookOutput{Specific: &claude.HookSpecific{PermissionDecision: c.decision,
+						PermissionDecisionReason: "claudectl test"}}, nil
+				})}}}}
+			s := e.start()
+			e.turn(s, "use shelly")
+			in := got.Load()
+			if in == nil {
+				t.Fatal("the PreSkillShellCommand hook was not called")
+			}
+			if in.HookEventName != claude.HookPreSkillShellCommand || in.ToolName != "Bash" || in.Command() != "echo RAN$((40+2))" ||
+				in.CommandName != "shelly" || in.InvokedBy != "claude" || in.ToolUseID == "" || in.SessionID == "" {
+				t.Errorf("hook input %+v (command %q)", in, in.Command())
+			}
+			text := skillText(e.srv)
+			if ran := strings.Contains(text, "RAN42"); ran != c.ran {
+				t.Errorf("the command ran = %v, want %v; the skill's text: %.300s", ran, c.ran, text)
+			}
+			if !c.ran && !strings.Contains(text, "not run") {
+				t.Errorf("the model was not told the command did not run: %.300s", text)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import "encoding/json"
 //	SessionEnd          *SessionEndInput
 //	Notification        *NotificationInput
 //	PermissionRequest   *PermissionRequestInput
+//	PreSkillShellCommand *PreSkillShellCommandInput
 //	any other event     *RawHookInput
 //
 // Every input keeps the JSON it was decoded from (Raw), for the fields this
@@ -160,6 +161,43 @@ type PermissionRequestInput struct {
 	PermissionSuggestions []PermissionUpdate `json:"permission_suggestions,omitempty"`
 }
 
+// PreSkillShellCommandInput is the input of PreSkillShellCommand: a shell
+// command that the text of a skill or command holds (!`cmd`) is about to
+// run while the skill or command loads, outside any tool call of the
+// model's. Answer with PermissionDecision HookAllow to let it run; any
+// other answer, no answer (a defer) or an UpdatedInput keeps it from
+// running, and the skill's text then says "[not run: blocked by hook]".
+type PreSkillShellCommandInput struct {
+	HookBase
+	// ToolName is the shell tool that would run the command: "Bash" or
+	// "PowerShell".
+	ToolName string `json:"tool_name"`
+	// ToolInput is {"command": ...}, the command as it would run, with
+	// the skill's arguments filled in; Command is that command.
+	ToolInput json.RawMessage `json:"tool_input"`
+	// ToolUseID identifies the command; it names no tool call in the
+	// transcript.
+	ToolUseID string `json:"tool_use_id"`
+	// CommandName is the skill or command whose text holds the command,
+	// and CommandSource where it was loaded from ("projectSettings", a
+	// plugin, ...; may be empty).
+	CommandName   string `json:"command_name"`
+	CommandSource string `json:"command_source,omitempty"`
+	// InvokedBy is who started the load: "user" (typed, or sent by an SDK
+	// host), "claude" (the Skill tool, or a turn Claude scheduled) or
+	// "other" (a sub-agent's preload, a channel message, or not known).
+	InvokedBy string `json:"invoked_by"`
+}
+
+// Command returns the shell command, from ToolInput.
+func (in *PreSkillShellCommandInput) Command() string {
+	var ti struct {
+		Command string `json:"command"`
+	}
+	_ = json.Unmarshal(in.ToolInput, &ti)
+	return ti.Command
+}
+
 // RawHookInput is the input of an event without a typed input here; decode
 // Raw (or use Decode) for its fields.
 type RawHookInput struct {
@@ -207,6 +245,8 @@ func decodeHookInput(raw json.RawMessage, registered HookEventName) (HookInput, 
 		in = &NotificationInput{}
 	case HookPermissionRequest:
 		in = &PermissionRequestInput{}
+	case HookPreSkillShellCommand:
+		in = &PreSkillShellCommandInput{}
 	default:
 		in = &RawHookInput{}
 	}

@@ -35,10 +35,12 @@ type HookOutput struct {
 	AsyncTimeout time.Duration
 }
 
-// HookPermissionDecision is a PreToolUse hook's verdict on a tool call.
+// HookPermissionDecision is a PreToolUse hook's verdict on a tool call, or
+// a PreSkillShellCommand hook's on a skill's shell command (where only
+// HookAllow lets it run, and adds nothing to the CLI's own checks).
 type HookPermissionDecision string
 
-// PreToolUse verdicts.
+// PreToolUse (and PreSkillShellCommand) verdicts.
 const (
 	// HookAllow runs the tool without asking for permission.
 	HookAllow HookPermissionDecision = "allow"
@@ -55,14 +57,16 @@ const (
 // ("hookSpecificOutput"). Set only the fields the event takes (each
 // field's comment names its events).
 type HookSpecific struct {
-	// PermissionDecision (PreToolUse, PreModelSwitch) allows, denies or
-	// asks about the call; PermissionDecisionReason is shown to the model
-	// on a denial, to the user otherwise.
+	// PermissionDecision (PreToolUse, PreModelSwitch,
+	// PreSkillShellCommand) allows, denies or asks about the call;
+	// PermissionDecisionReason is shown to the model on a denial, to the
+	// user otherwise.
 	PermissionDecision       HookPermissionDecision
 	PermissionDecisionReason string
 	// UpdatedInput (PreToolUse) replaces the tool's input. Without
 	// PermissionDecision the usual permission check then applies to the new
-	// input.
+	// input. A PreSkillShellCommand hook's is never applied: any value
+	// keeps the command from running.
 	UpdatedInput json.RawMessage
 	// AdditionalContext (PreToolUse, PostToolUse, PostToolUseFailure,
 	// UserPromptSubmit, SessionStart, SubagentStart, Notification and most
@@ -83,7 +87,8 @@ type HookSpecific struct {
 }
 
 // DenyTool returns a PreToolUse output that refuses the tool call; the model
-// sees reason in the tool's error result.
+// sees reason in the tool's error result. For PreSkillShellCommand it keeps
+// the skill's shell command from running.
 func DenyTool(reason string) *HookOutput {
 	return &HookOutput{Specific: &HookSpecific{PermissionDecision: HookDeny, PermissionDecisionReason: reason}}
 }

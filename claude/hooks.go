@@ -12,8 +12,10 @@ import (
 // HookEventName names a hook event, as in the CLI's hook_event_name.
 type HookEventName string
 
-// The hook events the CLI knows (2.1.329). Inputs are typed for the common
-// ones (see [HookInput]); the others arrive as a [*RawHookInput].
+// The hook events the CLI knows (2.1.332). Inputs are typed for the common
+// ones (see [HookInput]); the others arrive as a [*RawHookInput]. A CLI
+// that does not know an event ignores the hooks registered for it (before
+// 2.1.332, PreSkillShellCommand never fires).
 const (
 	HookPreToolUse          HookEventName = "PreToolUse"
 	HookPostToolUse         HookEventName = "PostToolUse"
@@ -48,6 +50,12 @@ const (
 	HookFileChanged         HookEventName = "FileChanged"
 	HookDirectoryAdded      HookEventName = "DirectoryAdded"
 	HookMessageDisplay      HookEventName = "MessageDisplay"
+	// HookPreSkillShellCommand fires before a shell command that a skill's
+	// or command's text holds (!`cmd`) runs as the skill or command loads
+	// (2.1.332): see [PreSkillShellCommandInput]. Only an allow lets it run
+	// (and then the CLI's own checks still apply); deny, ask and defer keep
+	// it from running, and so does any UpdatedInput.
+	HookPreSkillShellCommand HookEventName = "PreSkillShellCommand"
 )
 
 // HookEventNames lists the hook events in the order the CLI documents them.
@@ -62,6 +70,7 @@ var HookEventNames = []HookEventName{
 	HookTaskCompleted, HookElicitation, HookElicitationResult, HookConfigChange,
 	HookWorktreeCreate, HookWorktreeRemove, HookInstructionsLoaded,
 	HookCwdChanged, HookFileChanged, HookDirectoryAdded, HookMessageDisplay,
+	HookPreSkillShellCommand,
 }
 
 // A HookMatcher is a group of callbacks for one hook event and the filter
