@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,6 +93,66 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		return unaudited(err), nil
 	}
 	return r.Result, nil
+}
+
+// hooks are the hooks the daemon registers with every CLI: the permission
+// engine decides the shell commands that skills' and commands' text runs
+// as they load (PreSkillShellCommand, 2.1.332), which reach no
+// can_use_tool: the CLI runs a read-only one without asking anyone.
+// Rules and people decide them as a Bash call of the same command; a hook
+// that fails (the request withdrawn, the daemon stopping) or times out
+// keeps the command from running. The hook waits as long as a request
+// may wait for a person, and a minute more. A CLI older than the event
+// ignores the hook.
+func (a *actor) hooks() map[claude.HookEventName][]claude.HookMatcher {
+	return map[claude.HookEventName][]claude.HookMatcher{
+		claude.HookPreSkillShellCommand: {{
+			Hooks:     []claude.HookFunc{claude.HookFor(a.skillShellCommand)},
+			Timeout:   a.d.broker.MaxWait() + time.Minute,
+			OnFailure: claude.HookFailureBlock,
+		}},
+	}
+}
+
+// skillShellCommand decides a skill's shell command as canUseTool decides
+// a Bash call of it: rules first, then a person, audited and logged the
+// same way. Only an allow lets it run (and the CLI's own checks still
+// apply); "always" stores a rule for the exact command in the project.
+func (a *actor) skillShellCommand(ctx context.Context, in *claude.PreSkillShellCommandInput) (*claude.HookOutput, error) {
+	cmd := in.Command()
+	who := map[string]string{"user": "a person", "claude": "Claude"}[in.InvokedBy]
+	if who == "" {
+		who = "something else (a sub-agent, a channel)"
+	}
+	req := &claude.PermissionRequest{
+		RequestID: newRequestID(),
+		ToolName:  cmp.Or(in.ToolName, "Bash"),
+		Input:     in.ToolInput,
+		ToolUseID: in.ToolUseID,
+		Description: fmt.Sprintf("a shell command in the text of skill %s, which %s loaded; it runs before the skill's text reaches Claude",
+			in.CommandName, who),
+		DecisionReason: "skill " + in.CommandName + " runs a shell command as it loads",
+		Suggestions: []claude.PermissionUpdate{{Type: "addRules", Behavior: "allow", Destination: "localSettings",
+			Rules: []claude.PermissionRule{{ToolName: cmp.Or(in.ToolName, "Bash"), RuleContent: cmd}}}},
+	}
+	res, err := a.canUseTool(ctx, req)
+	if err != nil {
+		return nil, err // the hook fails: the command does not run
+	}
+	if !res.Allow {
+		return claude.DenyTool(res.Message), nil
+	}
+	return &claude.HookOutput{Specific: &claude.HookSpecific{PermissionDecision: claude.HookAllow}}, nil
+}
+
+// newRequestID makes the id of a request the daemon asks of a person
+// itself (a skill's shell command): a random UUID, as the CLI's are.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // An auditOutcome is whether a request's decision reached the audit trail:

@@ -182,6 +182,11 @@ func NewBroker(opts *BrokerOptions) *Broker {
 	return b
 }
 
+// MaxWait is the longest a request waits in one tier before it expires:
+// the larger of WatchedTimeout and UnwatchedTimeout. (A request whose
+// session changes tiers can wait longer.)
+func (b *Broker) MaxWait() time.Duration { return max(b.watched, b.unwatched) }
+
 func cmpOr[T int | time.Duration](v, def T) T {
 	if v <= 0 {
 		return def

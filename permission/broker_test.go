@@ -334,3 +334,13 @@ func TestBrokerConcurrent(t *testing.T) {
 		t.Errorf("%d still pending", len(p))
 	}
 }
+
+// MaxWait is the longer of the two tiers, with their defaults.
+func TestBrokerMaxWait(t *testing.T) {
+	if got := permission.NewBroker(nil).MaxWait(); got != 24*time.Hour {
+		t.Errorf("default MaxWait = %v, want 24h", got)
+	}
+	if got := permission.NewBroker(&permission.BrokerOptions{WatchedTimeout: 2 * time.Hour, UnwatchedTimeout: time.Hour}).MaxWait(); got != 2*time.Hour {
+		t.Errorf("MaxWait = %v, want 2h", got)
+	}
+}
