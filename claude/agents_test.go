@@ -193,6 +193,9 @@ func TestEnvironAsksForSessionState(t *testing.T) {
 	if env := (&claude.Options{}).Environ(); !has(env, "CLAUDE_CODE_SDK_READS_SESSION_STATE=1") {
 		t.Error("the CLI is not asked for session_state_changed messages")
 	}
+	if env := (&claude.Options{}).Environ(); !has(env, "CLAUDE_CODE_STARTUP_FAILURE_RESULTS=1") {
+		t.Error("the CLI is not asked for startup failure results")
+	}
 	// An empty value in Env removes it.
 	env := (&claude.Options{Env: map[string]string{"CLAUDE_CODE_SDK_READS_SESSION_STATE": ""}}).Environ()
 	for _, e := range env {

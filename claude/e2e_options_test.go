@@ -516,3 +516,41 @@ func TestE2EFileCheckpointing(t *testing.T) {
 		})
 	}
 }
+
+// An administrator's managed setting disableSideloadFlags refuses a launch
+// that names MCP servers of its own (2.1.331): the CLI prints a result
+// saying why (startup_failure_reason sideload_flags_disabled, which the SDK
+// asks for) and exits; the session's end is the CLI's exit code 1.
+func TestE2EStartupFailureReason(t *testing.T) {
+	e := newE2E(t)
+	e.opts.ManagedSettings = json.RawMessage(`{"disableSideloadFlags":true}`)
+	e.opts.MCPConfig = []string{`{"mcpServers":{"tools":{"type":"stdio","command":"true"}}}`}
+	s := e.start()
+	var res *claude.ResultMessage
+	var end error
+	for m, err := range s.Messages(e.ctx) {
+		if err != nil {
+			end = err
+			break
+		}
+		if r, ok := m.(*claude.ResultMessage); ok {
+			res = r
+		}
+	}
+	if res == nil {
+		t.Fatalf("no result before the end (%v); stderr: %s", end, s.StderrTail())
+	}
+	var re *claude.ResultError
+	if res.StartupFailureReason != claude.StartupSideloadFlagsDisabled || res.StartupFailureReason.Retryable() ||
+		!errors.As(res.Err(), &re) || re.StartupFailureReason != claude.StartupSideloadFlagsDisabled ||
+		!strings.Contains(re.Error(), "refused to start (sideload_flags_disabled)") || !strings.Contains(re.Error(), "disableSideloadFlags") {
+		t.Errorf("result %s, err %v", res.Raw(), res.Err())
+	}
+	var ee *claude.ExitError
+	if !errors.As(end, &ee) || ee.Code != 1 {
+		t.Errorf("the session ended with %v, want the CLI's exit code 1", end)
+	}
+	if n := len(e.srv.Requests()); n != 0 {
+		t.Errorf("%d requests reached the model", n)
+	}
+}

@@ -103,6 +103,9 @@ type ResultError struct {
 	Subtype   string
 	Errors    []string
 	Result    string
+	// StartupFailureReason says why the CLI refused to start, when this is
+	// the result it printed before exiting for that.
+	StartupFailureReason StartupFailureReason
 }
 
 func (e *ResultError) Error() string {
@@ -117,6 +120,9 @@ func (e *ResultError) Error() string {
 	if what == "" || what == "success" {
 		what = "an error" // the CLI reports API failures as subtype success with is_error set
 	}
+	if e.StartupFailureReason != "" {
+		return fmt.Sprintf("claude: Claude Code refused to start (%s): %s", e.StartupFailureReason, detail)
+	}
 	return fmt.Sprintf("claude: turn ended with %s (session %s): %s", what, e.SessionID, detail)
 }
 
@@ -125,7 +131,8 @@ func (m *ResultMessage) Err() error {
 	if !m.IsError && (m.Subtype == "success" || m.Subtype == "") {
 		return nil
 	}
-	return &ResultError{SessionID: m.SessionID, Subtype: m.Subtype, Errors: m.Errors, Result: m.Result}
+	return &ResultError{SessionID: m.SessionID, Subtype: m.Subtype, Errors: m.Errors, Result: m.Result,
+		StartupFailureReason: m.StartupFailureReason}
 }
 
 // StartError reports that the CLI could not be started.

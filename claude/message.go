@@ -134,6 +134,11 @@ type ResultMessage struct {
 	Errors            []string              `json:"errors,omitempty"`
 	TerminalReason    string                `json:"terminal_reason,omitempty"`
 	APIErrorStatus    int                   `json:"api_error_status,omitempty"`
+	// StartupFailureReason is set on the result the CLI prints before it
+	// exits for a known startup failure (see [StartupFailureReason]), and
+	// InvalidConfigFile with config_file_invalid.
+	StartupFailureReason StartupFailureReason `json:"startup_failure_reason,omitempty"`
+	InvalidConfigFile    *InvalidConfigFile   `json:"invalid_config_file,omitempty"`
 }
 
 // Usage counts tokens, as in the Anthropic API.

@@ -503,6 +503,11 @@ func (o *Options) environ() []string {
 		// Ask for session_state_changed messages (Session.UntilIdle).
 		out = append(out, "CLAUDE_CODE_SDK_READS_SESSION_STATE=1")
 	}
+	if _, ok := o.Env["CLAUDE_CODE_STARTUP_FAILURE_RESULTS"]; !ok {
+		// Ask for a result saying why the CLI refused to start
+		// (ResultMessage.StartupFailureReason), not stderr alone.
+		out = append(out, "CLAUDE_CODE_STARTUP_FAILURE_RESULTS=1")
+	}
 	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if _, ok := o.Env[k]; !ok {
 			out = append(out, k+"="+set[k])
