@@ -94,6 +94,11 @@ type actor struct {
 	modeMu    sync.Mutex
 	mode      string
 	switching int
+
+	// startupFailure is the result of a CLI that refused to start (its
+	// StartupFailureReason set), written by the reader and read by end
+	// once the reader is done (startup.go).
+	startupFailure *claude.ResultMessage
 }
 
 // actorState is what run owns.
@@ -346,6 +351,11 @@ func (a *actor) end(st *actorState, err error) {
 		final, detail = store.StatusInterrupted, "the daemon stopped during a turn; the next prompt resumes the session"
 	case st.shutdown:
 		final, detail = store.StatusSuspended, "the daemon stopped; the next prompt resumes the session"
+	case a.startupFailure != nil && !st.closing:
+		// Said already, in the person's words, as the result's error
+		// event; failed (whatever the exit), so that no prompt starts it
+		// again.
+		detail, final = startupFailureText(a.startupFailure), store.StatusFailed
 	case st.closing || err == nil:
 	default:
 		tail := a.sess.StderrTail()
@@ -435,6 +445,9 @@ func (a *actor) read() error {
 		var usage usageOutcome
 		switch m := m.(type) {
 		case *claude.ResultMessage: // stored with its ledger entry and the turn's end, waited for
+			if m.StartupFailureReason != "" {
+				a.startupFailure = m // the CLI exits next: end says why
+			}
 			// Observed first: what the watch logs of the line (a warning)
 			// must not land after the turn's end (the idle status).
 			watch.observe(m)
@@ -687,7 +700,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 			bodies = append(bodies, &ErrorReport{Message: resultError(m)})
 		}
 		bodies = append(bodies, &UsageReport{Turn: *rec, Totals: sess.Totals})
-		if main {
+		if main && m.StartupFailureReason == "" { // a CLI that refused to start exits: end says failed
 			bodies = append(bodies, &StatusChange{Status: store.StatusIdle})
 		}
 		made = make([]Event, len(bodies))
@@ -702,7 +715,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 		}
 		return evs, nil
 	}}
-	if main {
+	if main && m.StartupFailureReason == "" {
 		idle := store.StatusIdle
 		follow.Update = &store.SessionUpdate{Status: &idle}
 	}
@@ -735,6 +748,9 @@ func (a *actor) logError(ctx context.Context, msg, stderrTail string) {
 // is_error set: that is said as the API's failure, never as an error of
 // subtype success.
 func resultError(m *claude.ResultMessage) string {
+	if m.StartupFailureReason != "" {
+		return startupFailureText(m)
+	}
 	var msg string
 	switch m.Subtype {
 	case "", "success":
