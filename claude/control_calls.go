@@ -58,6 +58,20 @@ func (s *Session) InterruptWith(ctx context.Context, opts *InterruptOptions) (*I
 	return &r, nil
 }
 
+// NotePromptDraftActivity tells the CLI that a person is typing a prompt
+// for this session in the program's own composer (it carries none of the
+// text). Send it at the first key and about every 10 seconds while the
+// typing goes on: between turns the CLI may use the time to get the next
+// request ready; during a turn it does nothing.
+//
+// Experimental: the official SDK sends it (notePromptDraftActivity, the
+// prompt_draft_activity control request, 0.3.332) but documents it in
+// none of its types, so it may change or go. A CLI without it answers
+// with an error that matches ErrUnsupportedRequest.
+func (s *Session) NotePromptDraftActivity(ctx context.Context) error {
+	return s.controlInto(ctx, "prompt_draft_activity", nil, nil)
+}
+
 // RenameSession sets the session's title (what `claude --resume` and
 // [ListSessions] show). The CLI records it in the session's transcript.
 func (s *Session) RenameSession(ctx context.Context, title string) error {

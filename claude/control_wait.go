@@ -46,6 +46,7 @@ var longControlRequests = map[string]bool{
 	"mcp_authenticate":                 true,
 	"claude_authenticate":              true,
 	"claude_oauth_wait_for_completion": true,
+	"mcp_call":                         true, // a tool runs as long as it runs; check_permissions may ask a person
 }
 
 // controlTimeout is the wait bound of the session's control requests; 0 for none.

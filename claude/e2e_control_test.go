@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,7 +248,9 @@ func TestE2EInterruptWith(t *testing.T) {
 }
 
 // resourceServerEnv turns the test binary into a stdio MCP server with one
-// ui:// resource: the CLI reads resources only of servers it runs itself.
+// ui:// resource (the CLI reads resources only of servers it runs itself)
+// and two tools, echo(text) and fail (a tool error, with structured
+// content), for mcp_call.
 const resourceServerEnv = "CLAUDECTL_TEST_MCP_RESOURCE_SERVER"
 
 func runResourceServer() int {
@@ -255,6 +258,18 @@ func runResourceServer() int {
 	srv.AddResource(&mcp.Resource{URI: "ui://res/panel", Name: "panel", MIMEType: "text/html"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/html", Text: "<p>hi</p>"}}}, nil
+		})
+	type echoArgs struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Says text back."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "fail", Description: "Fails as a tool does."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the disk is full"}},
+				StructuredContent: map[string]any{"code": 28}}, nil, nil
 		})
 	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		return 1
@@ -435,5 +450,49 @@ func TestE2EPermissionModeInEffectAndCapabilities(t *testing.T) {
 		if si, ok := m.(*claude.SystemInit); ok && si.PermissionMode != string(claude.PermissionPlan) {
 			t.Errorf("after the refusal the mode is %q, want plan still", si.PermissionMode)
 		}
+	}
+}
+
+// MCPCall on the real CLI: a tool's result, a tool's own error as an error,
+// or with SoftErrorResult (2.1.331, mcp_call_soft_error_result_v1) as a
+// result with its structured content; CheckPermissions asks CanUseTool,
+// whose denial keeps the call from the server. And the experimental
+// prompt_draft_activity is acknowledged.
+func TestE2EMCPCall(t *testing.T) {
+	e := newE2E(t, claudetest.Reply(claudetest.Text("one")))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.opts.MCPServerConfigs = map[string]claude.MCPServerConfig{
+		"res": {Command: self, Env: map[string]string{resourceServerEnv: "1"}},
+	}
+	var asked atomic.Value
+	e.opts.CanUseTool = func(ctx context.Context, req *claude.PermissionRequest) (claude.PermissionResult, error) {
+		asked.Store(req.ToolName)
+		return claude.Deny("not now"), nil
+	}
+	s := e.start()
+	e.turn(s, "hi")
+	if !s.HasCapability(claude.CapabilityMCPCallSoftErrorResult) {
+		t.Fatalf("the CLI does not list %s: %v", claude.CapabilityMCPCallSoftErrorResult, s.Capabilities())
+	}
+	r, err := s.MCPCall(e.ctx, "mcp__res__echo", map[string]any{"text": "hi"}, nil)
+	if err != nil || r.Text() != "echo: hi" || r.IsError {
+		t.Fatalf("MCPCall(echo) = %+v, %v", r, err)
+	}
+	_, err = s.MCPCall(e.ctx, "mcp__res__fail", nil, nil)
+	wantControlError(t, err, "mcp_call", "the disk is full")
+	r, err = s.MCPCall(e.ctx, "mcp__res__fail", nil, &claude.MCPCallOptions{SoftErrorResult: true})
+	if err != nil || !r.IsError || r.Text() != "the disk is full" || string(r.StructuredContent) != `{"code":28}` {
+		t.Errorf("MCPCall(fail, soft error result) = %+v, %v", r, err)
+	}
+	_, err = s.MCPCall(e.ctx, "mcp__res__echo", map[string]any{"text": "hi"}, &claude.MCPCallOptions{CheckPermissions: true})
+	wantControlError(t, err, "mcp_call", "The tool did not run")
+	if got, _ := asked.Load().(string); got != "mcp__res__echo" {
+		t.Errorf("CanUseTool was asked about %q, want mcp__res__echo", got)
+	}
+	if err := s.NotePromptDraftActivity(e.ctx); err != nil {
+		t.Errorf("NotePromptDraftActivity: %v", err)
 	}
 }

@@ -179,7 +179,10 @@ type Options struct {
 	TaskBudget int
 	// EnableFileCheckpointing backs files up before they are changed, so that
 	// [Session.RewindFiles] can restore them (environment
-	// CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING=true).
+	// CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING=true). An administrator's
+	// managed setting fileCheckpointingEnabled: false turns it off all the
+	// same (2.1.332: in a session an SDK starts, only an administrator's
+	// false applies), and RewindFiles then has nothing to restore.
 	EnableFileCheckpointing bool
 	// ThinkingDisplay is how thinking is returned: "summarized" or "omitted"
 	// (--thinking-display). It needs Thinking adaptive or MaxThinkingTokens.
