@@ -993,3 +993,11 @@ func (a *actor) askCloseAs(shutdown bool, closedBy string) bool {
 	a.askClose()
 	return recorded
 }
+
+// hasCapability reports whether the session's CLI says it supports c
+// (claude.Session.Capabilities): false before its CLI has said, and once
+// it has ended. The daemon decides its optional behaviour by these, not by
+// the CLI's version (docs/design.md lists which).
+func (a *actor) hasCapability(c claude.Capability) bool {
+	return a.live.Load() && a.sess.HasCapability(c) // live is set after sess
+}

@@ -92,7 +92,25 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	if err != nil && r.Result.Allow {
 		return unaudited(err), nil
 	}
-	return r.Result, nil
+	return a.toCLI(req, r), nil
+}
+
+// toCLI is how a person's decision reaches the CLI. A refused
+// AskUserQuestion is, to a CLI that lists ask_user_question_unanswered_v1,
+// its questions dismissed, the refusal's message as what Claude reads for
+// each (the transcript marks them unanswered), rather than a failed tool
+// call; a CLI without the capability may refuse such an answer whole, so
+// it gets the denial. The audit keeps the person's decision either way.
+func (a *actor) toCLI(req *claude.PermissionRequest, r permission.Resolution) claude.PermissionResult {
+	if req.ToolName != "AskUserQuestion" || r.Result.Allow || r.Outcome != permission.Decided ||
+		!a.hasCapability(claude.CapabilityAskUserQuestionUnanswered) {
+		return r.Result
+	}
+	res, err := permission.Dismiss(req, "Not answered: "+r.Result.Message)
+	if err != nil {
+		return r.Result
+	}
+	return res
 }
 
 // hooks are the hooks the daemon registers with every CLI: the permission

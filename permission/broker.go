@@ -477,3 +477,40 @@ func Answer(req *claude.PermissionRequest, answers map[string]string) (claude.Pe
 	}
 	return claude.PermissionResult{Allow: true, UpdatedInput: b}, nil
 }
+
+// Dismiss returns the answer that says an AskUserQuestion request's
+// questions went unanswered because a person dismissed them, text saying
+// so to Claude: an allow whose input has each question's answer set to
+// text and its annotation's "unanswered" to "dismissed". Only a CLI that
+// lists claude.CapabilityAskUserQuestionUnanswered takes it; to another,
+// refuse the request (a denial) instead.
+func Dismiss(req *claude.PermissionRequest, text string) (claude.PermissionResult, error) {
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(req.Input, &in); err != nil || in == nil {
+		return claude.PermissionResult{}, fmt.Errorf("permission: Dismiss: input of %s is not a JSON object", req.ToolName)
+	}
+	var qs struct {
+		Questions []claude.Question `json:"questions"`
+	}
+	if err := json.Unmarshal(req.Input, &qs); err != nil || len(qs.Questions) == 0 {
+		return claude.PermissionResult{}, fmt.Errorf("permission: Dismiss: %s asks no questions", req.ToolName)
+	}
+	answers := make(map[string]string, len(qs.Questions))
+	notes := make(map[string]any, len(qs.Questions))
+	for _, q := range qs.Questions {
+		answers[q.Question] = text
+		notes[q.Question] = map[string]string{"unanswered": "dismissed"}
+	}
+	var err error
+	if in["answers"], err = json.Marshal(answers); err != nil {
+		return claude.PermissionResult{}, err
+	}
+	if in["annotations"], err = json.Marshal(notes); err != nil {
+		return claude.PermissionResult{}, err
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return claude.PermissionResult{}, err
+	}
+	return claude.PermissionResult{Allow: true, UpdatedInput: b}, nil
+}

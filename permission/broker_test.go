@@ -344,3 +344,25 @@ func TestBrokerMaxWait(t *testing.T) {
 		t.Errorf("MaxWait = %v, want 2h", got)
 	}
 }
+
+// Dismiss answers every question with the text and marks it unanswered.
+func TestDismiss(t *testing.T) {
+	q := &claude.PermissionRequest{RequestID: "q", ToolName: "AskUserQuestion",
+		Input: json.RawMessage(`{"questions":[{"question":"A?","options":[]},{"question":"B?","options":[]}],"x":1}`)}
+	res, err := permission.Dismiss(q, "Not answered: later")
+	if err != nil || !res.Allow {
+		t.Fatalf("Dismiss = %+v, %v", res, err)
+	}
+	var in struct {
+		Answers     map[string]string
+		Annotations map[string]struct{ Unanswered string }
+		X           int
+	}
+	if err := json.Unmarshal(res.UpdatedInput, &in); err != nil || in.X != 1 || len(in.Answers) != 2 || in.Answers["B?"] != "Not answered: later" ||
+		in.Annotations["A?"].Unanswered != "dismissed" || in.Annotations["B?"].Unanswered != "dismissed" {
+		t.Errorf("updated input %s (%v)", res.UpdatedInput, err)
+	}
+	if _, err := permission.Dismiss(&claude.PermissionRequest{ToolName: "AskUserQuestion", Input: json.RawMessage(`{}`)}, "x"); err == nil {
+		t.Error("Dismiss of a request without questions: no error")
+	}
+}
