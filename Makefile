@@ -7,7 +7,8 @@ TOOLS := $(CURDIR)/.tools
 CLAUDE_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_VERSION)/node_modules/.bin/claude
 CLAUDE_WS_BIN := $(TOOLS)/claude-code-$(CLAUDE_CODE_WS_VERSION)/node_modules/.bin/claude
 # The official TypeScript SDK whose surface docs/parity.md maps; claude/parity_test.go reads its
-# sdk.d.ts (npm view @anthropic-ai/claude-agent-sdk versions).
+# sdk.d.ts (npm view @anthropic-ai/claude-agent-sdk versions). Moving it: make parity-diff
+# FROM=<this> TO=<new> says what changed and what the table does not map yet.
 CLAUDE_AGENT_SDK_VERSION := 0.3.332
 AGENT_SDK_DTS := $(TOOLS)/claude-agent-sdk-$(CLAUDE_AGENT_SDK_VERSION)/node_modules/@anthropic-ai/claude-agent-sdk/sdk.d.ts
 # grpcurl, a gRPC client that is not ours, drives the daemon's API in apiserver's tests.
@@ -19,7 +20,7 @@ export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures tmux web web-deps web-test chromium postgresql
+.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures parity-diff tmux web web-deps web-test chromium postgresql
 
 all: build
 
@@ -71,6 +72,18 @@ fixtures:
 	CLAUDECTL_TEST_CLI=$(TOOLS)/claude-code-$(CLI)/node_modules/.bin/claude \
 	CLAUDETEST_RECORD=$(CURDIR)/claude/testdata/real/$(CLI) \
 		$(GO) test -count=1 -run '^TestRecordTranscripts$$' ./claudetest/
+
+# What changed in the official TypeScript SDK between two versions that the Go SDK maps (option
+# fields, query methods, control request subtypes, message types, hook events, capabilities,
+# startup failure reasons), and which names of TO docs/parity.md does not map yet (then the exit
+# status is 1): make parity-diff FROM=0.3.330 TO=0.3.332. Installs both into .tools/ if needed;
+# TO defaults to the pinned version (internal/tools/paritydiff).
+TO ?= $(CLAUDE_AGENT_SDK_VERSION)
+SDK_DTS = $(TOOLS)/claude-agent-sdk-$(1)/node_modules/@anthropic-ai/claude-agent-sdk/sdk.d.ts
+parity-diff:
+	@[ -n "$(FROM)" ] || { echo "usage: make parity-diff FROM=0.3.330 TO=0.3.332 (TO defaults to the pinned $(CLAUDE_AGENT_SDK_VERSION))"; exit 2; }
+	@for v in $(FROM) $(TO); do [ -f "$(call SDK_DTS,$$v)" ] || ./scripts/install-agent-sdk.sh $$v $(TOOLS)/claude-agent-sdk-$$v; done
+	@$(GO) run ./internal/tools/paritydiff -table docs/parity.md "$(call SDK_DTS,$(FROM))" "$(call SDK_DTS,$(TO))"
 
 # The terminal tests (internal/cli) run claudectl in a tmux pane: installed with apt-get when
 # missing and root on Debian; elsewhere they are skipped (and fail under CI=true).

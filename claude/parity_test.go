@@ -3,53 +3,84 @@ package claude_test
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/claudectl/claudectl/internal/sdksurface"
 )
 
-// TestParityTable keeps docs/parity.md current: every field of the
-// official TypeScript SDK's Options type and every method of its Query
-// interface, read from the sdk.d.ts that the Makefile pins
-// (CLAUDE_AGENT_SDK_VERSION, installed into .tools/), must be named in the
-// table (as `name`).
+// TestParityTable keeps docs/parity.md current: every name of the official
+// TypeScript SDK's surface, read from the sdk.d.ts that the Makefile pins
+// (CLAUDE_AGENT_SDK_VERSION, installed into .tools/), must be mapped by
+// the table of its section (in backquotes in its first column): the fields
+// of Options, the methods of Query, the control request subtypes, the
+// message types, the hook events, the capabilities and the startup
+// failure reasons.
 func TestParityTable(t *testing.T) {
 	path := agentSDKDTS(t)
+	surface, table := readParity(t, path)
+	unmapped := sdksurface.Unmapped(surface, sdksurface.Mapped(table))
+	for _, k := range sdksurface.Kinds {
+		for _, name := range unmapped[k] {
+			t.Errorf("docs/parity.md does not map the TypeScript SDK's %s `%s` (%s): add a row to its table under \"## %s\" saying what the Go SDK does",
+				k, name, path, sdksurface.Sections[k])
+		}
+	}
+}
+
+// The parity check fails for an entry removed from the table, of every
+// kind: TestParityTable is not passing because it checks nothing. The
+// entry's name goes from its row (the row with it, when it was the row's
+// only name).
+func TestParityTableCatchesMissingRows(t *testing.T) {
+	surface, table := readParity(t, agentSDKDTS(t))
+	for _, k := range sdksurface.Kinds {
+		name := surface[k][len(surface[k])/2].Name // one from the middle of each kind
+		var kept []string
+		removed := 0
+		section := ""
+		for _, line := range strings.Split(table, "\n") {
+			if title, ok := strings.CutPrefix(line, "## "); ok {
+				section = title
+			}
+			cells := strings.Split(line, "|")
+			if section == sdksurface.Sections[k] && len(cells) > 2 && strings.Contains(cells[1], "`"+name+"`") {
+				removed++
+				cells[1] = strings.Replace(cells[1], "`"+name+"`", "", 1)
+				if !strings.Contains(cells[1], "`") {
+					continue // its only name: the row goes
+				}
+				line = strings.Join(cells, "|")
+			}
+			kept = append(kept, line)
+		}
+		if removed != 1 {
+			t.Errorf("%s `%s`: %d rows of \"## %s\" name it, want 1", k, name, removed, sdksurface.Sections[k])
+			continue
+		}
+		if got := sdksurface.Unmapped(surface, sdksurface.Mapped(strings.Join(kept, "\n"))); !slices.Equal(got[k], []string{name}) {
+			t.Errorf("with the row of %s `%s` removed, the unmapped names are %v; want it alone", k, name, got)
+		}
+	}
+}
+
+// readParity reads the surface of the sdk.d.ts at path and docs/parity.md.
+func readParity(t *testing.T, path string) (sdksurface.Surface, string) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("reading the TypeScript SDK's types: %v", err)
 	}
-	src := string(b)
-	options, err := declMembers(src, "export declare type Options = {")
+	surface, err := sdksurface.Read(string(b))
 	if err != nil {
 		t.Fatal(err)
-	}
-	methods, err := declMembers(src, "export declare interface Query extends")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(options) < 50 || len(methods) < 25 {
-		t.Fatalf("read only %d Options fields and %d Query methods from %s: has its layout changed?", len(options), len(methods), path)
 	}
 	table, err := os.ReadFile(filepath.Join("..", "docs", "parity.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mentioned := map[string]bool{}
-	for _, m := range regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_]*)`").FindAllStringSubmatch(string(table), -1) {
-		mentioned[m[1]] = true
-	}
-	for _, group := range []struct {
-		what  string
-		names []string
-	}{{"Options field", options}, {"Query method", methods}} {
-		for _, name := range group.names {
-			if !mentioned[name] {
-				t.Errorf("docs/parity.md does not mention the TypeScript SDK's %s `%s` (%s)", group.what, name, path)
-			}
-		}
-	}
+	return surface, string(table)
 }
 
 // agentSDKDTS returns the pinned sdk.d.ts: $CLAUDECTL_TEST_AGENT_SDK_DTS
@@ -72,41 +103,3 @@ func agentSDKDTS(t *testing.T) string {
 	t.Skip(msg)
 	return ""
 }
-
-// declMembers returns the names of the top-level members of the TypeScript
-// declaration that starts with head: `name?: type;` fields and
-// `name(args): type;` methods, comments skipped.
-func declMembers(src, head string) ([]string, error) {
-	i := strings.Index(src, head)
-	if i < 0 {
-		return nil, &parseError{"no " + strings.TrimSpace(head)}
-	}
-	src = src[i:]
-	src = src[strings.Index(src, "{")+1:]
-	src = regexp.MustCompile(`(?s)/\*.*?\*/`).ReplaceAllString(src, "")
-	member := regexp.MustCompile(`^\s*(?:readonly\s+)?([A-Za-z_$][A-Za-z0-9_$]*)\??\s*[:(<]`)
-	var names []string
-	depth := 0
-	for _, line := range strings.Split(src, "\n") {
-		if k := strings.Index(line, "//"); k >= 0 {
-			line = line[:k]
-		}
-		if depth == 0 {
-			if strings.HasPrefix(strings.TrimSpace(line), "}") {
-				return names, nil
-			}
-			if m := member.FindStringSubmatch(line); m != nil && !slices.Contains(names, m[1]) {
-				names = append(names, m[1])
-			}
-		}
-		depth += strings.Count(line, "{") + strings.Count(line, "(") - strings.Count(line, "}") - strings.Count(line, ")")
-		if depth < 0 {
-			return names, nil
-		}
-	}
-	return nil, &parseError{"unterminated " + strings.TrimSpace(head)}
-}
-
-type parseError struct{ msg string }
-
-func (e *parseError) Error() string { return "sdk.d.ts: " + e.msg }

@@ -2,7 +2,7 @@
 # install-agent-sdk.sh VERSION DIR: installs the official TypeScript SDK
 # @anthropic-ai/claude-agent-sdk@VERSION with npm into DIR (project-local, never global),
 # without its optional native CLI packages: only its sdk.d.ts is used, by
-# claude/parity_test.go, which checks docs/parity.md against it.
+# claude/parity_test.go, which checks docs/parity.md against it, and by make parity-diff.
 set -euo pipefail
 version=${1:?usage: install-agent-sdk.sh VERSION DIR}
 dir=${2:?usage: install-agent-sdk.sh VERSION DIR}
