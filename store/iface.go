@@ -78,6 +78,31 @@ type Store interface {
 	// Decisions returns the decisions f selects, newest first.
 	Decisions(ctx context.Context, f DecisionFilter) ([]*Decision, error)
 
+	// PutUser stores u, or updates the subject, email and groups of the
+	// user of that name; it sets u.CreatedAt. It fails with a *LimitError
+	// when the store holds MaxUsers users already.
+	PutUser(ctx context.Context, u *User) error
+	// Users returns every user, by name.
+	Users(ctx context.Context) ([]*User, error)
+	// CreateToken stores t, setting its ID and CreatedAt, and creates its
+	// user when none of that name is stored. It fails with an error
+	// wrapping ErrExists when a live token has its name, and with a
+	// *LimitError when the store holds MaxTokens live tokens already.
+	CreateToken(ctx context.Context, t *Token) error
+	// Tokens returns every token, revoked ones included, oldest first.
+	Tokens(ctx context.Context) ([]*Token, error)
+	// RevokeToken revokes the live token called name (by names who did)
+	// and returns it as it is after. ErrNotFound when there is none.
+	RevokeToken(ctx context.Context, name, by string) (*Token, error)
+	// TouchTokens records when tokens were last used: each one's
+	// LastUsedAt becomes the later of the stored and the given time.
+	TouchTokens(ctx context.Context, used map[int64]time.Time) error
+	// AddAudit appends e to the audit trail (see PrepareAudit), setting
+	// its ID.
+	AddAudit(ctx context.Context, e *AuditEntry) error
+	// Audit returns the entries f selects, newest first.
+	Audit(ctx context.Context, f AuditFilter) ([]*AuditEntry, error)
+
 	// WriteHealth reports the latest write failure caused by the storage
 	// itself (not by a record), until a write succeeds.
 	WriteHealth() WriteHealth
@@ -100,6 +125,10 @@ type Watcher interface {
 	// added or removed a permission rule (and after a reconnection), and
 	// a function that ends the watch.
 	WatchRules() (<-chan struct{}, func())
+	// WatchTokens returns a channel that receives a value after any daemon
+	// created or revoked a token (and after a reconnection), and a
+	// function that ends the watch.
+	WatchTokens() (<-chan struct{}, func())
 }
 
 // A Leaser is a store that several daemons share, whose sessions are each

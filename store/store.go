@@ -43,6 +43,9 @@ import "errors"
 var (
 	// ErrNotFound means the session, rule or record named does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrExists means a record of that name exists already (a live token's
+	// name).
+	ErrExists = errors.New("already exists")
 	// ErrUnavailable means a replay cannot be served in full: the events
 	// asked for are not in the log (the client is ahead of it, or they were
 	// never stored). Replays fail with it before yielding anything.

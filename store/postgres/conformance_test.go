@@ -28,6 +28,6 @@ func mustOpen(tb testing.TB, opts *postgres.Options) *postgres.DB {
 // TestStore runs the engine-neutral conformance suite on PostgreSQL.
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, o storetest.Options) store.Store {
-		return mustOpen(t, &postgres.Options{MaxRules: o.MaxRules})
+		return mustOpen(t, &postgres.Options{MaxRules: o.MaxRules, MaxTokens: o.MaxTokens})
 	})
 }

@@ -95,6 +95,10 @@ type Options struct {
 	// MaxRules is how many permission rules the store holds at most
 	// (CreateRule refuses one more). Zero means store.MaxRules.
 	MaxRules int
+	// MaxTokens and MaxUsers are how many live tokens and users the store
+	// holds at most. Zero means store.MaxTokens and store.MaxUsers.
+	MaxTokens int
+	MaxUsers  int
 }
 
 // A DB is an open claudectl database on a PostgreSQL server. It is safe
@@ -104,6 +108,8 @@ type DB struct {
 	app        *appender
 	maxPayload int
 	maxRules   int
+	maxTokens  int
+	maxUsers   int
 	timeout    time.Duration
 	retryFor   time.Duration // see Options.RetryFor
 	health     *store.HealthTracker
@@ -236,7 +242,8 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		pool.Close()
 		return nil, err
 	}
-	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules), timeout: o.WriteTimeout, retryFor: o.RetryFor, health: h, server: server, owner: o.Owner,
+	db := &DB{pool: pool, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules),
+		maxTokens: cmp.Or(o.MaxTokens, store.MaxTokens), maxUsers: cmp.Or(o.MaxUsers, store.MaxUsers), timeout: o.WriteTimeout, retryFor: o.RetryFor, health: h, server: server, owner: o.Owner,
 		fences: make(map[string]int64), ttls: make(map[string]int64), logger: cmp.Or(o.Logger, slog.Default())}
 	db.app = newAppender(db, o.MaxBatch)
 	return db, nil

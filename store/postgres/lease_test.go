@@ -200,3 +200,31 @@ func mustOpenURL(t *testing.T, url string) *postgres.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestWatchTokens: a token created or revoked through one store wakes the
+// token watchers of another, within a second.
+func TestWatchTokens(t *testing.T) {
+	url := pgtest.New(t)
+	ctx := context.Background()
+	a, b := mustOpenURL(t, url), mustOpenURL(t, url)
+	ch, stop := b.WatchTokens()
+	defer stop()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(time.Second):
+			t.Fatalf("no notification of %s within a second", what)
+		}
+	}
+	wait("the listener's start")
+	h := make([]byte, 32)
+	if err := a.CreateToken(ctx, &store.Token{Name: "phone", User: "alice", Role: "approver", Hash: h}); err != nil {
+		t.Fatal(err)
+	}
+	wait("a token created")
+	if _, err := a.RevokeToken(ctx, "phone", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	wait("a token revoked")
+}

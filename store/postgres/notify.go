@@ -163,7 +163,7 @@ func (l *listener) listen(ctx context.Context) error {
 	// the pool with a LISTEN on it.
 	c := conn.Hijack()
 	defer c.Close(context.Background())
-	for _, ch := range []string{eventsChannel, commandsChannel, doneChannel, rulesChannel, pendingChannel} {
+	for _, ch := range []string{eventsChannel, commandsChannel, doneChannel, rulesChannel, pendingChannel, tokensChannel} {
 		if _, err := c.Exec(ctx, `LISTEN `+ch); err != nil {
 			return err
 		}

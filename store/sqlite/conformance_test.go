@@ -11,7 +11,7 @@ import (
 // TestStore runs the engine-neutral conformance suite on SQLite.
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, o storetest.Options) store.Store {
-		db, _ := mustOpen(t, &sqlite.Options{MaxRules: o.MaxRules})
+		db, _ := mustOpen(t, &sqlite.Options{MaxRules: o.MaxRules, MaxTokens: o.MaxTokens})
 		return db
 	})
 }

@@ -118,6 +118,10 @@ type Options struct {
 	// MaxRules is how many permission rules the store holds at most
 	// (CreateRule refuses one more). Zero means store.MaxRules.
 	MaxRules int
+	// MaxTokens and MaxUsers are how many live tokens and users the store
+	// holds at most. Zero means store.MaxTokens and store.MaxUsers.
+	MaxTokens int
+	MaxUsers  int
 }
 
 // A DB is an open claudectl database. See the package doc for its
@@ -130,6 +134,8 @@ type DB struct {
 	cp         *checkpointer
 	maxPayload int
 	maxRules   int
+	maxTokens  int
+	maxUsers   int
 	health     *store.HealthTracker
 
 	closed    atomic.Bool
@@ -352,7 +358,8 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules), health: h}, nil
+	return &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules),
+		maxTokens: cmp.Or(o.MaxTokens, store.MaxTokens), maxUsers: cmp.Or(o.MaxUsers, store.MaxUsers), health: h}, nil
 }
 
 // migrate applies the migrations the database lacks, in one transaction,

@@ -26,7 +26,8 @@ import (
 // Options are what a test asks of the store that Run's open makes; a
 // zero field means the store's default.
 type Options struct {
-	MaxRules int // the rules it holds at most (store.MaxRules)
+	MaxRules  int // the rules it holds at most (store.MaxRules)
+	MaxTokens int // the live tokens it holds at most (store.MaxTokens)
 }
 
 // ruleLimitRules is the MaxRules of the store RuleLimit fills: store.MaxRules
@@ -53,6 +54,9 @@ func Run(t *testing.T, open func(t *testing.T, o Options) store.Store) {
 		{"DeleteAfterQueuedAppends", deleteAfterQueued, Options{}},
 		{"LongReplay", longReplay, Options{}},
 		{"HostileText", hostileText, Options{}},
+		{"Tokens", tokens, Options{}},
+		{"TokenLimit", tokenLimit, Options{MaxTokens: tokenLimitTokens}},
+		{"Audit", audit, Options{}},
 		{"Close", closeStore, Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
