@@ -20,14 +20,16 @@ import (
 	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claudetest"
 	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/store/postgres/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.M(m)) }
 
 type client struct {
 	sessions claudectlv1connect.SessionServiceClient
 	perms    claudectlv1connect.PermissionServiceClient
 	health   claudectlv1connect.HealthServiceClient
+	auth     claudectlv1connect.AuthServiceClient
 	url      string
 	token    string
 	ctx      context.Context
@@ -49,6 +51,7 @@ func startWith(t *testing.T, opts *daemontest.Options, turns ...claudetest.Turn)
 		sessions: claudectlv1connect.NewSessionServiceClient(httpc, url),
 		perms:    claudectlv1connect.NewPermissionServiceClient(httpc, url),
 		health:   claudectlv1connect.NewHealthServiceClient(httpc, url),
+		auth:     claudectlv1connect.NewAuthServiceClient(httpc, url),
 		url:      url, token: d.Token(), ctx: d.Ctx,
 	}
 }

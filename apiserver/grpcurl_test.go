@@ -375,3 +375,40 @@ func TestGrpcurlWatch(t *testing.T) {
 		t.Errorf("WatchPending of an unknown session: %v\n%s", err, out)
 	}
 }
+
+// TestGrpcurlRoles: grpcurl with a viewer's token reads the schema
+// (reflection) and the sessions, and is refused a decision with
+// PermissionDenied naming what was needed; with a worker's token it is
+// refused even the schema.
+func TestGrpcurlRoles(t *testing.T) {
+	g := startGrpcurl(t)
+	var tok v1.CreateTokenResponse
+	g.call("claudectl.v1.AuthService/CreateToken", map[string]any{"name": "watcher", "role": "viewer"}, &tok)
+	viewer := *g
+	viewer.token = tok.Secret
+	if list := viewer.run(g.addr, "list"); !strings.Contains(list, "claudectl.v1.AuthService\n") {
+		t.Errorf("a viewer's grpcurl list:\n%s", list)
+	}
+	var ls v1.ListSessionsResponse
+	viewer.call("claudectl.v1.SessionService/ListSessions", struct{}{}, &ls)
+	var who v1.WhoamiResponse
+	viewer.call("claudectl.v1.AuthService/Whoami", struct{}{}, &who)
+	if who.Role != "viewer" || who.Token != "watcher" {
+		t.Errorf("Whoami = %v", &who)
+	}
+	var stderr bytes.Buffer
+	cmd := viewer.command("-d", `{"request_id":"req_1","behavior":"BEHAVIOR_ALLOW"}`, g.addr, "claudectl.v1.PermissionService/Decide")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "PermissionDenied") || !strings.Contains(stderr.String(), `permission "decide"`) {
+		t.Errorf("a viewer's Decide through grpcurl: %v\n%s", err, stderr.String())
+	}
+	g.call("claudectl.v1.AuthService/CreateToken", map[string]any{"name": "w1", "role": "worker"}, &tok)
+	worker := *g
+	worker.token = tok.Secret
+	stderr.Reset()
+	cmd = worker.command(g.addr, "list")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "worker token") {
+		t.Errorf("a worker token's grpcurl list: %v\n%s", err, stderr.String())
+	}
+}

@@ -22,7 +22,11 @@ func (s *Service) ListPending(ctx context.Context, req *connect.Request[v1.ListP
 		return nil, err
 	}
 	out := &v1.ListPendingResponse{}
+	sees := s.visible(ctx)
 	for _, p := range s.D.Pending(req.Msg.SessionId) {
+		if sees != nil && !sees(p.SessionID) {
+			continue
+		}
 		out.Requests = append(out.Requests, pendingToProto(p, s.D.AlwaysOf(ctx, p)))
 	}
 	return connect.NewResponse(out), nil
@@ -49,7 +53,7 @@ func (s *Service) Decide(ctx context.Context, req *connect.Request[v1.DecideRequ
 		return nil, invalid("always", "true", "only an allow can be always")
 	}
 	d, _, err := s.D.Decide(ctx, daemon.Decision{RequestID: m.RequestId, Allow: allow, Message: m.Message,
-		Always: m.Always, Answers: m.Answers, Client: m.Client})
+		Always: m.Always, Answers: m.Answers, Client: who(ctx, m.Client)})
 	if errors.Is(err, permission.ErrNotPending) { // the broker's error quotes the id whole
 		return nil, notFound("no such pending request %q (claudectl pending lists them)", clip(m.RequestId))
 	}
@@ -66,7 +70,11 @@ func (s *Service) ListRules(ctx context.Context, _ *connect.Request[v1.ListRules
 		return nil, toConnect(err)
 	}
 	out := &v1.ListRulesResponse{}
+	sees, id := s.visible(ctx), IdentityOf(ctx)
 	for _, r := range rules {
+		if sees != nil && !ruleSeen(id, sees, r) {
+			continue
+		}
 		out.Rules = append(out.Rules, ruleToProto(r))
 	}
 	return connect.NewResponse(out), nil
@@ -149,7 +157,11 @@ func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.Lis
 		return nil, toConnect(err)
 	}
 	out := &v1.ListDecisionsResponse{}
+	sees := s.visible(ctx)
 	for _, d := range ds {
+		if sees != nil && !sees(d.SessionID) {
+			continue
+		}
 		out.Decisions = append(out.Decisions, decisionToProto(d))
 	}
 	return connect.NewResponse(out), nil
@@ -160,23 +172,50 @@ func (s *Service) WatchPending(ctx context.Context, req *connect.Request[v1.Watc
 	if err := s.knownSession(ctx, req.Msg.SessionId); err != nil {
 		return err
 	}
+	sees := s.visible(ctx)
 	for ch, err := range s.D.WatchPending(ctx, req.Msg.SessionId) {
 		if err != nil {
 			return toConnect(err)
 		}
 		out := &v1.WatchPendingResponse{Snapshot: ch.Snapshot}
 		for _, p := range ch.Pending {
-			out.Requests = append(out.Requests, pendingToProto(p, s.D.AlwaysOf(ctx, p)))
+			if sees == nil || sees(p.SessionID) {
+				out.Requests = append(out.Requests, pendingToProto(p, s.D.AlwaysOf(ctx, p)))
+			}
 		}
-		if st := ch.Settled; st != nil {
+		if st := ch.Settled; st != nil && (sees == nil || sees(st.SessionID)) {
 			out.Settled = &v1.SettledRequest{RequestId: st.RequestID, SessionId: st.SessionID, Outcome: st.Outcome,
 				By: st.By, At: timestamppb.New(st.At)}
+		}
+		if !ch.Snapshot && len(out.Requests) == 0 && out.Settled == nil {
+			continue // nothing this token sees
 		}
 		if err := stream.Send(out); err != nil {
 			return stalledOr(ctx, err)
 		}
 	}
 	return nil
+}
+
+// ruleSeen reports whether a scoped token sees a rule: a global one, a
+// project one whose directory and the token's overlap, a session one of
+// a session it sees.
+func ruleSeen(id *Identity, sees func(string) bool, r *store.Rule) bool {
+	switch {
+	case r.SessionID != "":
+		return sees(r.SessionID)
+	case r.ProjectDir != "":
+		if id.SessionID != "" {
+			return false
+		}
+		for _, d := range id.Dirs {
+			if Within(d, r.ProjectDir) || Within(r.ProjectDir, d) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // knownSession checks the session a request filters on, if any: a typo

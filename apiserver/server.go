@@ -1,8 +1,10 @@
 package apiserver
 
 import (
+	"context"
 	"crypto/subtle"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +44,9 @@ type ServerOptions struct {
 	// TLS, when set, makes the server speak HTTPS (HTTP/1.1 and HTTP/2
 	// negotiated by ALPN): serve it with ServeTLS(ln, "", "").
 	TLS *tls.Config
+	// Auth, when set, verifies the tokens of requests (the store's, with
+	// Token and WorkerToken); nil means Token and WorkerToken alone.
+	Auth *Auth
 	// WorkerToken is the token remote workers present at WorkerPath (their
 	// listener checks it; here it only tells a worker's connection from a
 	// stranger's, see GuardListener).
@@ -93,7 +98,11 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 		opts.Logger = slog.Default()
 	}
 	if opts.Token != "" {
-		h = requireToken(h, opts.Token, opts.WorkerToken)
+		auth := opts.Auth
+		if auth == nil {
+			auth, _ = NewAuth(context.Background(), &AuthOptions{Token: opts.Token, WorkerToken: opts.WorkerToken, Logger: opts.Logger})
+		}
+		h = requireToken(h, auth)
 	}
 	h = checkOrigin(h, addr, &opts)
 	h = hangUpRefused(h)
@@ -156,11 +165,16 @@ func tokenIs(got, want string) bool {
 	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-func requireToken(h http.Handler, token, workerToken string) http.Handler {
+// requireToken lets through the requests whose token auth verifies, with
+// the identity it stands for in their context (IdentityOf), and the page's
+// files, which need none. What a verified identity may do is the
+// authorizer's business (authz.go). A refusal says nothing of the token
+// but, for one the daemon made, its name: revoked or expired.
+func requireToken(h http.Handler, auth *Auth) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := bearerToken(r)
 		if r.URL.Path == WorkerPath { // the worker listener checks its own token
-			if tokenIs(got, workerToken) {
+			if auth.workerOK(got, r.RemoteAddr) {
 				markAuthenticated(r.Context())
 			}
 			h.ServeHTTP(w, r)
@@ -170,25 +184,58 @@ func requireToken(h http.Handler, token, workerToken string) http.Handler {
 			h.ServeHTTP(w, r) // the page's files: public code; the API calls it makes carry the token
 			return
 		}
-		if !tokenIs(got, token) {
+		id, err := auth.verify(got, r.RemoteAddr)
+		if err != nil {
 			refusing(r)                           // not logged: the client is told, and a stranger could fill the log
 			w.Header().Set("Connection", "close") // no idle socket left to whoever lacks the token
-			// Say nothing about the token: neither what came nor what was expected.
+			ae := err.(*authError)
+			grpcCode, httpCode, code := "16", http.StatusUnauthorized, "unauthenticated" // UNAUTHENTICATED
+			if ae.limited {
+				grpcCode, httpCode, code = "8", http.StatusTooManyRequests, "resource_exhausted" // RESOURCE_EXHAUSTED
+			}
 			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 				w.Header().Set("Content-Type", "application/grpc")
-				w.Header().Set("Grpc-Status", "16") // UNAUTHENTICATED
-				w.Header().Set("Grpc-Message", "missing or bad bearer token")
+				w.Header().Set("Grpc-Status", grpcCode)
+				w.Header().Set("Grpc-Message", grpcPercentEncode(ae.msg))
 				w.WriteHeader(http.StatusOK)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprint(w, `{"code":"unauthenticated","message":"missing or bad bearer token"}`)
+			w.WriteHeader(httpCode)
+			b, _ := json.Marshal(map[string]string{"code": code, "message": ae.msg})
+			w.Write(b)
 			return
 		}
+		id.Remote = r.RemoteAddr
+		id.ClientKind = clientKind(r.Header.Get(ClientHeader))
 		markAuthenticated(r.Context())
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
 	})
+}
+
+// clientKind is what a client says it is, as the audit trail records it:
+// "page", "cli", or "api" for anything else.
+func clientKind(h string) string {
+	switch h = strings.ToLower(strings.TrimSpace(h)); h {
+	case "page", "cli":
+		return h
+	}
+	return "api"
+}
+
+// grpcPercentEncode encodes a Grpc-Message header value as gRPC's
+// protocol says: bytes outside printable ASCII, and '%', as %XX.
+func grpcPercentEncode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < ' ' || c > '~' || c == '%' {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // hangUpGrace is how long an HTTP/2 connection hung up after a refusal

@@ -18,12 +18,13 @@ import (
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/store"
 )
 
 // Version is claudectl's version as HealthDetails reports it (BuildVersion).
 var Version = BuildVersion()
 
-// Service implements the four services on a daemon.
+// Service implements the five services on a daemon.
 type Service struct {
 	D *daemon.Daemon
 	// VersionOf asks the CLI's version; nil means claude.VersionOf.
@@ -49,6 +50,12 @@ type Service struct {
 	// Logger receives the streams ended for their stalled clients; nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// Auth verifies tokens (the server's, see ServerOptions.Auth); the
+	// token methods reload it after a change. Nil: the AuthService's
+	// token methods answer FailedPrecondition.
+	Auth *Auth
+	// Store keeps the tokens and the audit trail; nil keeps no audit.
+	Store store.Store
 }
 
 var (
@@ -56,6 +63,7 @@ var (
 	_ claudectlv1connect.PermissionServiceHandler = (*Service)(nil)
 	_ claudectlv1connect.HealthServiceHandler     = (*Service)(nil)
 	_ claudectlv1connect.WorkerServiceHandler     = (*Service)(nil)
+	_ claudectlv1connect.AuthServiceHandler       = (*Service)(nil)
 )
 
 // MaxRequestBytes bounds one request message (a prompt, a decision), as
@@ -103,19 +111,24 @@ func NewHandler(s *Service) http.Handler {
 		limit.max = DefaultMaxStreams
 	}
 	opts := connect.WithHandlerOptions(connect.WithReadMaxBytes(MaxRequestBytes), limitedGzip(MaxRequestBytes), jsonCodecs(),
-		connect.WithInterceptors(clientWords{}, limit))
+		connect.WithInterceptors(clientWords{}, authorizer{s}, limit))
 	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewPermissionServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewWorkerServiceHandler(s, opts))
+	mux.Handle(claudectlv1connect.NewAuthServiceHandler(s, opts))
 	r := grpcreflect.NewStaticReflector(
 		claudectlv1connect.SessionServiceName,
 		claudectlv1connect.PermissionServiceName,
 		claudectlv1connect.HealthServiceName,
 		claudectlv1connect.WorkerServiceName,
+		claudectlv1connect.AuthServiceName,
 	)
-	mux.Handle(grpcreflect.NewHandlerV1(r))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(r))
+	// Reflection is behind the same authorizer: a worker's token may not
+	// read the API's schema.
+	reflectOpts := connect.WithInterceptors(clientWords{}, authorizer{s})
+	mux.Handle(grpcreflect.NewHandlerV1(r, reflectOpts))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(r, reflectOpts))
 	if w := s.D.Workers(); w != nil {
 		mux.Handle(WorkerPath, w)
 	}

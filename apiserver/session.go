@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/claudectl/claudectl/daemon"
+
 	"connectrpc.com/connect"
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
@@ -37,7 +39,11 @@ func (s *Service) ListSessions(ctx context.Context, req *connect.Request[v1.List
 		return nil, toConnect(err)
 	}
 	out := &v1.ListSessionsResponse{}
+	id := IdentityOf(ctx)
 	for _, ss := range all {
+		if !id.Sees(ss.ID, ss.Cwd) {
+			continue
+		}
 		p := s.sessionToProto(ss)
 		if len(want) > 0 && !want[p.Status] {
 			continue
@@ -78,7 +84,7 @@ func (s *Service) Interrupt(ctx context.Context, req *connect.Request[v1.Interru
 	if err := clientName(req.Msg.Client); err != nil {
 		return nil, err
 	}
-	if err := s.D.Interrupt(ctx, req.Msg.SessionId, req.Msg.Client); err != nil {
+	if err := s.D.Interrupt(ctx, req.Msg.SessionId, who(ctx, req.Msg.Client)); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&v1.InterruptResponse{}), nil
@@ -115,7 +121,7 @@ func (s *Service) CloseSession(ctx context.Context, req *connect.Request[v1.Clos
 	if err := clientName(req.Msg.Client); err != nil {
 		return nil, err
 	}
-	if err := s.D.CloseSession(ctx, req.Msg.SessionId, req.Msg.Client); err != nil {
+	if err := s.D.CloseSession(ctx, req.Msg.SessionId, who(ctx, req.Msg.Client)); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&v1.CloseSessionResponse{}), nil
@@ -174,17 +180,34 @@ func (s *Service) Subscribe(ctx context.Context, req *connect.Request[v1.Subscri
 
 // WatchSessions implements SessionService.
 func (s *Service) WatchSessions(ctx context.Context, _ *connect.Request[v1.WatchSessionsRequest], stream *connect.ServerStream[v1.WatchSessionsResponse]) error {
+	id := IdentityOf(ctx)
 	for ch, err := range s.D.WatchSessions(ctx) {
 		if err != nil {
 			return toConnect(err)
 		}
 		out := &v1.WatchSessionsResponse{Snapshot: ch.Snapshot}
 		for _, ss := range ch.Sessions {
-			out.Sessions = append(out.Sessions, s.sessionToProto(ss))
+			if id.Sees(ss.ID, ss.Cwd) {
+				out.Sessions = append(out.Sessions, s.sessionToProto(ss))
+			}
+		}
+		if !ch.Snapshot && len(out.Sessions) == 0 {
+			continue // nothing this token sees changed
 		}
 		if err := stream.Send(out); err != nil {
 			return stalledOr(ctx, err)
 		}
 	}
 	return nil
+}
+
+// who is what the daemon is told of who acts (a Decide, an Interrupt, a
+// CloseSession): the verified user of a token the daemon made, or, for
+// the daemon's own token, shared by whoever holds it, the name the client
+// gives itself.
+func who(ctx context.Context, client string) string {
+	if id := IdentityOf(ctx); !id.Bootstrap {
+		return daemon.VerifiedBy(id.User)
+	}
+	return client
 }

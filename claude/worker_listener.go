@@ -48,6 +48,10 @@ import (
 type WorkerListener struct {
 	// Token is the bearer token workers must present.
 	Token string
+	// Authorize, if set, accepts other tokens too: it is given a worker's
+	// bearer token and address and says whether that worker may connect
+	// (a daemon's tokens of role worker). Token may then be empty.
+	Authorize func(token, remote string) bool
 	// Addr is the address Listen listens on; empty means "127.0.0.1:0" (a
 	// free port on the loopback interface).
 	Addr string
@@ -171,11 +175,20 @@ func (l *WorkerListener) path() string {
 	return "/worker"
 }
 
+// authorized asks Authorize about r's bearer token.
+func (l *WorkerListener) authorized(r *http.Request) bool {
+	if l.Authorize == nil {
+		return false
+	}
+	token, ok := bearer(r.Header.Get("Authorization"))
+	return ok && token != "" && l.Authorize(token, r.RemoteAddr)
+}
+
 // Listen starts serving on Addr in the background. Workers connect to
 // [WorkerListener.URL].
 func (l *WorkerListener) Listen() error {
 	l.init()
-	if l.Token == "" {
+	if l.Token == "" && l.Authorize == nil {
 		return errors.New("claude: WorkerListener.Token is empty")
 	}
 	addr := l.Addr
@@ -265,7 +278,7 @@ func (l *WorkerListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer l.handlers.Done()
-	if !bearerOK(r, l.Token) {
+	if !bearerOK(r, l.Token) && !l.authorized(r) {
 		l.logger().Warn("claude: worker connection refused", "remote", r.RemoteAddr, "path", r.URL.Path, "reason", authProblem(r))
 		refuse(w)
 		return
@@ -469,7 +482,7 @@ func (l *WorkerListener) Start(ctx context.Context, c *Command) (Conn, error) {
 // start is Start with t's Tag and Hold.
 func (l *WorkerListener) start(ctx context.Context, c *Command, t *WorkerTransport) (Conn, error) {
 	l.init()
-	if l.Token == "" {
+	if l.Token == "" && l.Authorize == nil {
 		return nil, errors.New("claude: WorkerListener.Token is empty")
 	}
 	if err := ctx.Err(); err != nil {

@@ -319,7 +319,7 @@ func (d *Daemon) remoteDecide(ctx context.Context, dec Decision) (*store.Decisio
 		return nil, err
 	}
 	if res.Decision == nil { // an older daemon: what it said
-		b, by := "deny", "client:"+cmp.Or(dec.Client, "anonymous")
+		b, by := "deny", clientName(dec.Client)
 		if dec.Allow {
 			b = "allow"
 		}

@@ -757,13 +757,28 @@ func (d *Daemon) Interrupt(ctx context.Context, id, by string) error {
 	return a.call(ctx, func(ctx context.Context, s *claude.Session) error { return s.Interrupt(ctx) })
 }
 
-// clientName is how a client is named in the log: "client:<name>".
+// clientName is how a client is named in the log: "client:<name>", or
+// "user:<name>" for a name from VerifiedBy.
 func clientName(name string) string {
+	if user, ok := strings.CutPrefix(name, verifiedMark); ok {
+		return "user:" + user
+	}
 	if name == "" {
 		return "client:anonymous"
 	}
 	return "client:" + name
 }
+
+// verifiedMark starts a client name that VerifiedBy made: a character
+// that is not printable, so that no name a client gives itself (the API
+// refuses those that are not) can pass for it.
+const verifiedMark = "\u2063"
+
+// VerifiedBy returns what to pass as a client name (Interrupt's and
+// CloseSession's by, Decision.Client) for a person the API verified (a
+// token's user): the session's log, the audit trail and every client then
+// name them "user:<name>", not "client:<name>".
+func VerifiedBy(user string) string { return verifiedMark + user }
 
 // SetModel switches the session's model ("" for the default).
 func (d *Daemon) SetModel(ctx context.Context, id, model string) error {

@@ -247,7 +247,8 @@ type Decision struct {
 	Always bool
 	// Answers answers an AskUserQuestion: question text to chosen label.
 	Answers map[string]string
-	// Client names who decides, for the audit trail.
+	// Client names who decides, for the audit trail: a client's own name,
+	// or VerifiedBy's for a verified person.
 	Client string
 }
 
@@ -274,10 +275,7 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*
 			break
 		}
 	}
-	by := "client:" + dec.Client
-	if dec.Client == "" {
-		by = "client:anonymous"
-	}
+	by := clientName(dec.Client)
 	if p == nil {
 		// Let the broker say who won, or that there is no such request.
 		err := d.broker.Resolve(dec.RequestID, claude.Deny("late"), by)

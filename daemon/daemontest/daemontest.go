@@ -65,6 +65,9 @@ type Options struct {
 	// WorkerToken, if set, makes the daemon host remote workers (served
 	// by Serve at apiserver.WorkerPath) that present this token.
 	WorkerToken string
+	// WorkersEnabled is the workers.enabled setting: remote workers may
+	// present tokens of role worker.
+	WorkersEnabled bool
 	// MaxWorkerConnections is the workers.max_connections setting (0:
 	// its default).
 	MaxWorkerConnections int
@@ -135,7 +138,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		SubscriberBuffer: o.SubscriberBuffer, MaxPayloadBytes: o.MaxPayloadBytes, MaxStreams: o.MaxStreams,
 		StreamWriteTimeout: o.StreamWriteTimeout, StreamUnsentBytes: o.StreamUnsentBytes,
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
-		WorkerToken: o.WorkerToken, WorkerWait: 60 * time.Second, WorkerMaxConnections: o.MaxWorkerConnections,
+		WorkerToken: o.WorkerToken, WorkersEnabled: o.WorkersEnabled, WorkerWait: 60 * time.Second, WorkerMaxConnections: o.MaxWorkerConnections,
 		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,
 		LogLevel:    slog.LevelError + 1, // quiet
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1), CLIScheduling: o.CLIScheduling,

@@ -176,6 +176,9 @@ func Commands(env *Env) []Command {
 		&DecideCommand{Env: env, Allow: true},
 		&DecideCommand{Env: env},
 		&RulesCommand{Env: env},
+		&TokensCommand{Env: env},
+		&WhoamiCommand{Env: env},
+		&AuditCommand{Env: env},
 		&VersionCommand{Env: env},
 		&CompletionCommand{Env: env},
 	}

@@ -72,6 +72,7 @@ type daemonClient struct {
 	perms     claudectlv1connect.PermissionServiceClient
 	health    claudectlv1connect.HealthServiceClient
 	workers   claudectlv1connect.WorkerServiceClient
+	auth      claudectlv1connect.AuthServiceClient
 }
 
 // dial resolves the address and token and returns the clients. Close it.
@@ -115,9 +116,7 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 		token, tokenNote = localToken(env.Getenv, settings, settingsErr)
 	}
 	var rt http.RoundTripper = &http.Transport{Proxy: http.ProxyFromEnvironment}
-	if token != "" {
-		rt = bearer{token: token, next: rt}
-	}
+	rt = bearer{token: token, next: rt}
 	httpc := &http.Client{Transport: rt}
 	return &daemonClient{
 		addr:      server,
@@ -127,6 +126,7 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 		perms:     claudectlv1connect.NewPermissionServiceClient(httpc, server),
 		health:    claudectlv1connect.NewHealthServiceClient(httpc, server),
 		workers:   claudectlv1connect.NewWorkerServiceClient(httpc, server),
+		auth:      claudectlv1connect.NewAuthServiceClient(httpc, server),
 	}, nil
 }
 
@@ -207,7 +207,8 @@ func settingsServer(s *serve.Settings) string {
 	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
-// bearer adds "Authorization: Bearer TOKEN" to every request.
+// bearer adds "Authorization: Bearer TOKEN" (when there is a token) and
+// the client header to every request.
 type bearer struct {
 	token string
 	next  http.RoundTripper
@@ -215,7 +216,10 @@ type bearer struct {
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	r.Header.Set(apiserver.ClientHeader, "cli") // for the audit trail, a hint
 	return b.next.RoundTrip(r)
 }
 
@@ -264,6 +268,9 @@ func (c *daemonClient) explain(err error, what string) error {
 	case connect.CodeFailedPrecondition:
 		return exitWith(ExitFailure, "%s: not possible now: %s", what, msg)
 	case connect.CodeUnauthenticated:
+		if strings.HasPrefix(msg, "token ") { // revoked or expired: the daemon names it
+			return exitWith(ExitFailure, "the daemon at %s refused the request: %s", c.addr, msg)
+		}
 		if c.tokenNote != "" {
 			return exitWith(ExitFailure, "the daemon at %s refused the request: missing or bad bearer token (set --token-file or CLAUDECTL_TOKEN); %s", c.addr, c.tokenNote)
 		}

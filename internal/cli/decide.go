@@ -129,6 +129,9 @@ func (c *DecideCommand) Run(ctx context.Context, args []string) error {
 	if d.GetToolName() != "" {
 		fmt.Fprintf(env.Stdout, " (%s in session %s)", d.ToolName, d.SessionId)
 	}
+	if by := d.GetDecidedBy(); strings.HasPrefix(by, "user:") { // a token's person, as the daemon verified them
+		fmt.Fprintf(env.Stdout, " as %s", by)
+	}
 	fmt.Fprintln(env.Stdout, ".")
 	if always {
 		if parts := describeAlways(req); len(parts) > 0 {

@@ -249,3 +249,69 @@ func TestDaemonRemoteWorkerNotEnabled(t *testing.T) {
 		t.Errorf("CreateSession with worker elsewhere: %v; want InvalidArgument naming options.worker", err)
 	}
 }
+
+// TestDaemonRemoteWorkerOwnToken: with workers.enabled and no shared
+// worker token, a worker presents a token of role worker made with
+// claudectl tokens create, and runs a session; a viewer's token is refused
+// at the worker path, and a revoked worker token too.
+func TestDaemonRemoteWorkerOwnToken(t *testing.T) {
+	t.Parallel()
+	bin := buildClaudectl(t)
+	dd := daemontest.Start(t, &daemontest.Options{WorkersEnabled: true}, claudetest.Reply(claudetest.Text("hello from the worker")))
+	url, httpc := dd.Serve()
+	d := &testDaemon{url: url, token: dd.Token(), ctx: dd.Ctx, sessions: claudectlv1connect.NewSessionServiceClient(httpc, url)}
+	endpoint := "ws://" + strings.TrimPrefix(url, "http://") + apiserver.WorkerPath
+	mint := func(name, role string) string {
+		o := claudectl(t, d.inv(), "tokens", "create", name, "--role", role)
+		if o.code != 0 {
+			t.Fatalf("tokens create %s: exit %d, stderr %q", name, o.code, o.stderr)
+		}
+		return strings.TrimSpace(o.stdout)
+	}
+	viewerFile := filepath.Join(t.TempDir(), "viewer-token")
+	if err := os.WriteFile(viewerFile, []byte(mint("watcher", "viewer")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := claudectl(t, invocation{timeout: 30 * time.Second}, "worker", "--connect", endpoint,
+		"--token-file", viewerFile, "--cli", claudetest.CLIPath(t), "--reconnect-timeout", "10s")
+	if want := "refused the worker's token (answered 401)"; o.code != ExitFailure || !strings.Contains(o.stderr, want) {
+		t.Errorf("a worker with a viewer's token: exit %d, stderr %q; want 1 and %q", o.code, o.stderr, want)
+	}
+
+	startWorker(t, bin, endpoint, mint("w1", "worker"))
+	res, err := d.sessions.CreateSession(d.ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: t.TempDir(), Worker: "remote"}, Prompt: "hi"}))
+	if err != nil {
+		t.Fatalf("CreateSession on a worker with its own token: %v", err)
+	}
+	stream, err := d.sessions.Subscribe(d.ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: res.Msg.Session.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		if m := stream.Msg().Event.GetMessage(); m.GetType() == "result" {
+			if !strings.Contains(string(m.Raw), "hello from the worker") {
+				t.Errorf("result %s", m.Raw)
+			}
+			break
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	if o := claudectl(t, d.inv(), "tokens", "revoke", "w1"); o.code != 0 {
+		t.Fatalf("tokens revoke: %q", o.stderr)
+	}
+	revoked := filepath.Join(t.TempDir(), "revoked")
+	if err := os.WriteFile(revoked, []byte(mint("w2", "worker")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	claudectl(t, d.inv(), "tokens", "revoke", "w2")
+	o = claudectl(t, invocation{timeout: 30 * time.Second}, "worker", "--connect", endpoint,
+		"--token-file", revoked, "--cli", claudetest.CLIPath(t), "--reconnect-timeout", "10s")
+	if o.code != ExitFailure || !strings.Contains(o.stderr, "refused the worker's token (answered 401)") {
+		t.Errorf("a worker with a revoked token: exit %d, stderr %q", o.code, o.stderr)
+	}
+}

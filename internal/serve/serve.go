@@ -106,6 +106,7 @@ type Server struct {
 	StoreLocation string
 
 	workers *claude.WorkerListener
+	auth    *apiserver.Auth
 	db      store.Store
 	broker  *permission.Broker
 	srv     *http.Server
@@ -204,8 +205,16 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
-	if s.WorkerToken != "" {
-		srv.workers = &claude.WorkerListener{Token: s.WorkerToken,
+	srv.auth, err = apiserver.NewAuth(ctx, &apiserver.AuthOptions{Token: srv.Token, WorkerToken: s.WorkerToken, Store: srv.db,
+		Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	serverOpts.Auth = srv.auth
+	if s.WorkerToken != "" || s.WorkersEnabled {
+		// A worker presents the shared token, or one of its own (role
+		// worker), which the store's tokens say.
+		srv.workers = &claude.WorkerListener{Token: s.WorkerToken, Authorize: srv.auth.WorkerVerifier(),
 			WaitTimeout: cmp.Or(s.WorkerWait, DefaultWorkerWait), Logger: log,
 			MaxConnections: s.WorkerMaxConnections, MaxConnectionsSetting: "workers.max_connections"}
 	}
@@ -229,7 +238,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler(), MaxStreams: s.MaxStreams,
 		StreamWriteTimeout: s.StreamWriteTimeout, StreamUnsentBytes: s.StreamUnsentBytes, Logger: log,
-		StoreLocation: srv.StoreLocation}), serverOpts)
+		StoreLocation: srv.StoreLocation, Auth: srv.auth, Store: srv.db}), serverOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -318,6 +327,10 @@ func (s *Server) Close() error {
 	if s.broker != nil {
 		s.broker.Close()
 		s.broker = nil
+	}
+	if s.auth != nil {
+		s.auth.Close() // before the store: it writes the tokens' last use
+		s.auth = nil
 	}
 	if s.db != nil {
 		errs = append(errs, s.db.Close())

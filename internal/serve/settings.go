@@ -99,7 +99,11 @@ type Settings struct {
 	// WorkerWait bounds how long a session waits for a worker to connect.
 	WorkerTokenFile string
 	WorkerToken     string
-	WorkerWait      time.Duration
+	// WorkersEnabled is workers.enabled: accept remote workers presenting a
+	// token of role worker (claudectl tokens create --role worker), with or
+	// without a WorkerToken.
+	WorkersEnabled bool
+	WorkerWait     time.Duration
 	// WorkerMaxConnections is workers.max_connections: the worker
 	// connections open at once (0: claude.DefaultMaxWorkerConnections).
 	WorkerMaxConnections int
@@ -444,6 +448,9 @@ var configKeys = []configKey{
 	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
 		c.WorkerTokenFile, err = p.path(raw)
 		return err
+	}},
+	{"workers.enabled", "true or false (default: true when workers.token_file is set)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		return json.Unmarshal(raw, &c.WorkersEnabled)
 	}},
 	{"workers.wait_timeout", `a duration > 0 such as "30s" or "2m" (default "2m")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
 		c.WorkerWait, err = jsonDuration(raw)
@@ -931,7 +938,11 @@ const Usage = `Settings file:
                                  data_dir)
   workers.token_file             file holding the token remote workers present
                                  ("claudectl worker --connect ws://ADDR/v1/worker");
-                                 unset: no remote workers
+                                 unset: no remote workers but those with a
+                                 worker token (workers.enabled)
+  workers.enabled                accept remote workers presenting a token of role
+                                 worker (claudectl tokens create NAME --role worker),
+                                 with or without workers.token_file
   workers.wait_timeout           how long a session waits for a worker (default "2m")
   workers.max_connections        worker connections open at once (control links,
                                  session links, workers waiting); one more is

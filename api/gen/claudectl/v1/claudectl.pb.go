@@ -4968,6 +4968,825 @@ func (x *StoreStatus) GetUnread() []string {
 	return nil
 }
 
+type WhoamiRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoamiRequest) Reset() {
+	*x = WhoamiRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoamiRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoamiRequest) ProtoMessage() {}
+
+func (x *WhoamiRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoamiRequest.ProtoReflect.Descriptor instead.
+func (*WhoamiRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{71}
+}
+
+type WhoamiResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// token is the token's name ("bootstrap" for the daemon's own token).
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Role  string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// dirs and session_id are the token's scopes: empty for none.
+	Dirs      []string `protobuf:"bytes,4,rep,name=dirs,proto3" json:"dirs,omitempty"`
+	SessionId string   `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// permissions are what the role allows ("sessions.read", "decide", …).
+	Permissions   []string               `protobuf:"bytes,6,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoamiResponse) Reset() {
+	*x = WhoamiResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoamiResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoamiResponse) ProtoMessage() {}
+
+func (x *WhoamiResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoamiResponse.ProtoReflect.Descriptor instead.
+func (*WhoamiResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *WhoamiResponse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *WhoamiResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *WhoamiResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *WhoamiResponse) GetDirs() []string {
+	if x != nil {
+		return x.Dirs
+	}
+	return nil
+}
+
+func (x *WhoamiResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WhoamiResponse) GetPermissions() []string {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+func (x *WhoamiResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+type CreateTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is unique among live tokens: letters, digits, '.', '_', '-', '@'
+	// (at most 64).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// role is viewer, operator, approver, admin or worker.
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// user owns the token; empty means a user named as the token.
+	User string `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// expires_in is how long it works; 0 means forever.
+	ExpiresInSeconds int64 `protobuf:"varint,4,opt,name=expires_in_seconds,json=expiresInSeconds,proto3" json:"expires_in_seconds,omitempty"`
+	// dirs limit it to sessions whose directory is one of these or below
+	// one (absolute paths that exist on the daemon's machine).
+	Dirs []string `protobuf:"bytes,5,rep,name=dirs,proto3" json:"dirs,omitempty"`
+	// session_id limits it to one session.
+	SessionId     string `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *CreateTokenRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetExpiresInSeconds() int64 {
+	if x != nil {
+		return x.ExpiresInSeconds
+	}
+	return 0
+}
+
+func (x *CreateTokenRequest) GetDirs() []string {
+	if x != nil {
+		return x.Dirs
+	}
+	return nil
+}
+
+func (x *CreateTokenRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type CreateTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// secret is the token ("cctl_…"): shown once, stored as a hash.
+	Secret        string     `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	Token         *TokenInfo `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *CreateTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetToken() *TokenInfo {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+type TokenInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Dirs          []string               `protobuf:"bytes,4,rep,name=dirs,proto3" json:"dirs,omitempty"`
+	SessionId     string                 `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	CreatedBy     string                 `protobuf:"bytes,7,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	LastUsedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	RevokedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	RevokedBy     string                 `protobuf:"bytes,11,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *TokenInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetDirs() []string {
+	if x != nil {
+		return x.Dirs
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetLastUsedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUsedAt
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *TokenInfo) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return ""
+}
+
+type ListTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// include_revoked lists revoked tokens too.
+	IncludeRevoked bool `protobuf:"varint,1,opt,name=include_revoked,json=includeRevoked,proto3" json:"include_revoked,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ListTokensRequest) GetIncludeRevoked() bool {
+	if x != nil {
+		return x.IncludeRevoked
+	}
+	return false
+}
+
+type ListTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*TokenInfo           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListTokensResponse) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *RevokeTokenRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *TokenInfo             `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *RevokeTokenResponse) GetToken() *TokenInfo {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+type ListAuditRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Since     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	User      string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	SessionId string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// limit caps the entries returned; 0 means 100, at most 1000.
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListAuditRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListAuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type AuditEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	At    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	// user and token are who the daemon verified.
+	User  string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Token string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	// client_kind (page, cli, api) and client_hint (the name the client
+	// gives itself) are what the client said: hints.
+	ClientKind string `protobuf:"bytes,4,opt,name=client_kind,json=clientKind,proto3" json:"client_kind,omitempty"`
+	ClientHint string `protobuf:"bytes,5,opt,name=client_hint,json=clientHint,proto3" json:"client_hint,omitempty"`
+	Remote     string `protobuf:"bytes,6,opt,name=remote,proto3" json:"remote,omitempty"`
+	// action is the API method: "Decide", "CreateSession", "RevokeToken".
+	Action    string `protobuf:"bytes,7,opt,name=action,proto3" json:"action,omitempty"`
+	SessionId string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Detail    string `protobuf:"bytes,9,opt,name=detail,proto3" json:"detail,omitempty"`
+	// outcome is "ok" or the error code the client got.
+	Outcome       string `protobuf:"bytes,10,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Id            int64  `protobuf:"varint,11,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetClientKind() string {
+	if x != nil {
+		return x.ClientKind
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetClientHint() string {
+	if x != nil {
+		return x.ClientHint
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetRemote() string {
+	if x != nil {
+		return x.Remote
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
 var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
 
 const file_claudectl_v1_claudectl_proto_rawDesc = "" +
@@ -5351,7 +6170,82 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"leaseTtlMs\x12\x1d\n" +
 	"\n" +
 	"read_error\x18\b \x01(\tR\treadError\x12\x16\n" +
-	"\x06unread\x18\t \x03(\tR\x06unread*\xac\x02\n" +
+	"\x06unread\x18\t \x03(\tR\x06unread\"\x0f\n" +
+	"\rWhoamiRequest\"\xde\x01\n" +
+	"\x0eWhoamiResponse\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x12\n" +
+	"\x04dirs\x18\x04 \x03(\tR\x04dirs\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12 \n" +
+	"\vpermissions\x18\x06 \x03(\tR\vpermissions\x129\n" +
+	"\n" +
+	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb1\x01\n" +
+	"\x12CreateTokenRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12,\n" +
+	"\x12expires_in_seconds\x18\x04 \x01(\x03R\x10expiresInSeconds\x12\x12\n" +
+	"\x04dirs\x18\x05 \x03(\tR\x04dirs\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\"\\\n" +
+	"\x13CreateTokenResponse\x12\x16\n" +
+	"\x06secret\x18\x01 \x01(\tR\x06secret\x12-\n" +
+	"\x05token\x18\x02 \x01(\v2\x17.claudectl.v1.TokenInfoR\x05token\"\xa7\x03\n" +
+	"\tTokenInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x12\n" +
+	"\x04dirs\x18\x04 \x03(\tR\x04dirs\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x129\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\a \x01(\tR\tcreatedBy\x129\n" +
+	"\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12<\n" +
+	"\flast_used_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastUsedAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\v \x01(\tR\trevokedBy\"<\n" +
+	"\x11ListTokensRequest\x12'\n" +
+	"\x0finclude_revoked\x18\x01 \x01(\bR\x0eincludeRevoked\"E\n" +
+	"\x12ListTokensResponse\x12/\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x17.claudectl.v1.TokenInfoR\x06tokens\"(\n" +
+	"\x12RevokeTokenRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"D\n" +
+	"\x13RevokeTokenResponse\x12-\n" +
+	"\x05token\x18\x01 \x01(\v2\x17.claudectl.v1.TokenInfoR\x05token\"\x8d\x01\n" +
+	"\x10ListAuditRequest\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"G\n" +
+	"\x11ListAuditResponse\x122\n" +
+	"\aentries\x18\x01 \x03(\v2\x18.claudectl.v1.AuditEntryR\aentries\"\xb5\x02\n" +
+	"\n" +
+	"AuditEntry\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\x12\x1f\n" +
+	"\vclient_kind\x18\x04 \x01(\tR\n" +
+	"clientKind\x12\x1f\n" +
+	"\vclient_hint\x18\x05 \x01(\tR\n" +
+	"clientHint\x12\x16\n" +
+	"\x06remote\x18\x06 \x01(\tR\x06remote\x12\x16\n" +
+	"\x06action\x18\a \x01(\tR\x06action\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06detail\x18\t \x01(\tR\x06detail\x12\x18\n" +
+	"\aoutcome\x18\n" +
+	" \x01(\tR\aoutcome\x12\x0e\n" +
+	"\x02id\x18\v \x01(\x03R\x02id*\xac\x02\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x01\x12\x1a\n" +
@@ -5408,7 +6302,14 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"RemoveRule\x12\x1f.claudectl.v1.RemoveRuleRequest\x1a .claudectl.v1.RemoveRuleResponse\x12X\n" +
 	"\rListDecisions\x12\".claudectl.v1.ListDecisionsRequest\x1a#.claudectl.v1.ListDecisionsResponse2c\n" +
 	"\rWorkerService\x12R\n" +
-	"\vListWorkers\x12 .claudectl.v1.ListWorkersRequest\x1a!.claudectl.v1.ListWorkersResponse2\xae\x01\n" +
+	"\vListWorkers\x12 .claudectl.v1.ListWorkersRequest\x1a!.claudectl.v1.ListWorkersResponse2\x99\x03\n" +
+	"\vAuthService\x12C\n" +
+	"\x06Whoami\x12\x1b.claudectl.v1.WhoamiRequest\x1a\x1c.claudectl.v1.WhoamiResponse\x12R\n" +
+	"\vCreateToken\x12 .claudectl.v1.CreateTokenRequest\x1a!.claudectl.v1.CreateTokenResponse\x12O\n" +
+	"\n" +
+	"ListTokens\x12\x1f.claudectl.v1.ListTokensRequest\x1a .claudectl.v1.ListTokensResponse\x12R\n" +
+	"\vRevokeToken\x12 .claudectl.v1.RevokeTokenRequest\x1a!.claudectl.v1.RevokeTokenResponse\x12L\n" +
+	"\tListAudit\x12\x1e.claudectl.v1.ListAuditRequest\x1a\x1f.claudectl.v1.ListAuditResponse2\xae\x01\n" +
 	"\rHealthService\x12C\n" +
 	"\x06Health\x12\x1b.claudectl.v1.HealthRequest\x1a\x1c.claudectl.v1.HealthResponse\x12X\n" +
 	"\rHealthDetails\x12\".claudectl.v1.HealthDetailsRequest\x1a#.claudectl.v1.HealthDetailsResponseBAZ?github.com/claudectl/claudectl/api/gen/claudectl/v1;claudectlv1b\x06proto3"
@@ -5426,7 +6327,7 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                     // 1: claudectl.v1.Behavior
@@ -5504,140 +6405,173 @@ var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(*Worker)(nil),                    // 73: claudectl.v1.Worker
 	(*HealthDetailsResponse)(nil),     // 74: claudectl.v1.HealthDetailsResponse
 	(*StoreStatus)(nil),               // 75: claudectl.v1.StoreStatus
-	nil,                               // 76: claudectl.v1.Usage.ByModelEntry
-	nil,                               // 77: claudectl.v1.SessionOptions.WorkerLabelsEntry
-	nil,                               // 78: claudectl.v1.Decision.AnswersEntry
-	nil,                               // 79: claudectl.v1.DecideRequest.AnswersEntry
-	nil,                               // 80: claudectl.v1.Worker.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 81: google.protobuf.Timestamp
+	(*WhoamiRequest)(nil),             // 76: claudectl.v1.WhoamiRequest
+	(*WhoamiResponse)(nil),            // 77: claudectl.v1.WhoamiResponse
+	(*CreateTokenRequest)(nil),        // 78: claudectl.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),       // 79: claudectl.v1.CreateTokenResponse
+	(*TokenInfo)(nil),                 // 80: claudectl.v1.TokenInfo
+	(*ListTokensRequest)(nil),         // 81: claudectl.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),        // 82: claudectl.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),        // 83: claudectl.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),       // 84: claudectl.v1.RevokeTokenResponse
+	(*ListAuditRequest)(nil),          // 85: claudectl.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),         // 86: claudectl.v1.ListAuditResponse
+	(*AuditEntry)(nil),                // 87: claudectl.v1.AuditEntry
+	nil,                               // 88: claudectl.v1.Usage.ByModelEntry
+	nil,                               // 89: claudectl.v1.SessionOptions.WorkerLabelsEntry
+	nil,                               // 90: claudectl.v1.Decision.AnswersEntry
+	nil,                               // 91: claudectl.v1.DecideRequest.AnswersEntry
+	nil,                               // 92: claudectl.v1.Worker.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 93: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
-	0,  // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	81, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	81, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
-	76, // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
-	77, // 5: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
-	8,  // 6: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
-	5,  // 7: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
-	0,  // 8: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
-	5,  // 9: claudectl.v1.ListSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	5,  // 10: claudectl.v1.GetSessionResponse.session:type_name -> claudectl.v1.Session
-	5,  // 11: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
-	5,  // 12: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
-	31, // 13: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	81, // 14: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
-	35, // 15: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
-	36, // 16: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
-	37, // 17: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
-	38, // 18: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
-	40, // 19: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
-	42, // 20: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
-	43, // 21: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
-	44, // 22: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
-	45, // 23: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
-	33, // 24: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
-	34, // 25: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
-	32, // 26: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
-	81, // 27: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	81, // 28: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
-	39, // 29: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	81, // 30: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	55, // 31: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
-	41, // 32: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
-	1,  // 33: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	81, // 34: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	78, // 35: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
-	6,  // 36: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
-	6,  // 37: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
-	0,  // 38: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
-	3,  // 39: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
-	5,  // 40: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	38, // 41: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	50, // 42: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
-	81, // 43: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
-	38, // 44: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	1,  // 45: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	79, // 46: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	41, // 47: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
-	1,  // 48: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
-	2,  // 49: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	81, // 50: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	55, // 51: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	55, // 52: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	55, // 53: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	41, // 54: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
-	3,  // 55: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	67, // 56: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	68, // 57: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	69, // 58: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
-	3,  // 59: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	81, // 60: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	81, // 61: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
-	3,  // 62: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 63: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
-	3,  // 64: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	73, // 65: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
-	80, // 66: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
-	4,  // 67: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
-	81, // 68: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
-	81, // 69: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
-	81, // 70: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	66, // 71: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	75, // 72: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
-	73, // 73: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
-	81, // 74: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	81, // 75: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	7,  // 76: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	9,  // 77: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	11, // 78: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	13, // 79: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	15, // 80: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	17, // 81: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	19, // 82: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	21, // 83: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	23, // 84: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	25, // 85: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	27, // 86: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	29, // 87: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	46, // 88: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
-	51, // 89: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	48, // 90: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
-	53, // 91: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	56, // 92: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	58, // 93: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	60, // 94: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	62, // 95: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	71, // 96: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
-	64, // 97: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	70, // 98: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	10, // 99: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	12, // 100: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	14, // 101: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	16, // 102: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	18, // 103: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	20, // 104: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	22, // 105: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	24, // 106: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	26, // 107: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	28, // 108: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	30, // 109: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	47, // 110: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
-	52, // 111: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	49, // 112: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
-	54, // 113: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	57, // 114: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	59, // 115: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	61, // 116: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	63, // 117: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	72, // 118: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
-	65, // 119: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	74, // 120: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	99, // [99:121] is the sub-list for method output_type
-	77, // [77:99] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	0,   // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
+	93,  // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	93,  // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	6,   // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
+	88,  // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	89,  // 5: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
+	8,   // 6: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
+	5,   // 7: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
+	0,   // 8: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
+	5,   // 9: claudectl.v1.ListSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	5,   // 10: claudectl.v1.GetSessionResponse.session:type_name -> claudectl.v1.Session
+	5,   // 11: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
+	5,   // 12: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
+	31,  // 13: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
+	93,  // 14: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	35,  // 15: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
+	36,  // 16: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
+	37,  // 17: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
+	38,  // 18: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
+	40,  // 19: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
+	42,  // 20: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
+	43,  // 21: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
+	44,  // 22: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
+	45,  // 23: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
+	33,  // 24: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
+	34,  // 25: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
+	32,  // 26: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
+	93,  // 27: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	93,  // 28: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	39,  // 29: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
+	93,  // 30: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	55,  // 31: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
+	41,  // 32: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
+	1,   // 33: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
+	93,  // 34: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	90,  // 35: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
+	6,   // 36: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
+	6,   // 37: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
+	0,   // 38: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
+	3,   // 39: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
+	5,   // 40: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	38,  // 41: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	50,  // 42: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
+	93,  // 43: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	38,  // 44: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	1,   // 45: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
+	91,  // 46: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	41,  // 47: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	1,   // 48: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
+	2,   // 49: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
+	93,  // 50: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	55,  // 51: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	55,  // 52: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	55,  // 53: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	41,  // 54: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	3,   // 55: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
+	67,  // 56: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	68,  // 57: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	69,  // 58: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	3,   // 59: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
+	93,  // 60: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	93,  // 61: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	3,   // 62: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
+	3,   // 63: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
+	3,   // 64: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
+	73,  // 65: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
+	92,  // 66: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
+	4,   // 67: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
+	93,  // 68: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
+	93,  // 69: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
+	93,  // 70: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	66,  // 71: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	75,  // 72: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	73,  // 73: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
+	93,  // 74: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	93,  // 75: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	93,  // 76: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
+	80,  // 77: claudectl.v1.CreateTokenResponse.token:type_name -> claudectl.v1.TokenInfo
+	93,  // 78: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
+	93,  // 79: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
+	93,  // 80: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
+	93,  // 81: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
+	80,  // 82: claudectl.v1.ListTokensResponse.tokens:type_name -> claudectl.v1.TokenInfo
+	80,  // 83: claudectl.v1.RevokeTokenResponse.token:type_name -> claudectl.v1.TokenInfo
+	93,  // 84: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	87,  // 85: claudectl.v1.ListAuditResponse.entries:type_name -> claudectl.v1.AuditEntry
+	93,  // 86: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	7,   // 87: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	9,   // 88: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	11,  // 89: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	13,  // 90: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	15,  // 91: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	17,  // 92: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	19,  // 93: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	21,  // 94: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	23,  // 95: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	25,  // 96: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	27,  // 97: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	29,  // 98: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	46,  // 99: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	51,  // 100: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	48,  // 101: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	53,  // 102: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	56,  // 103: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	58,  // 104: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	60,  // 105: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	62,  // 106: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	71,  // 107: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
+	76,  // 108: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
+	78,  // 109: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
+	81,  // 110: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
+	83,  // 111: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
+	85,  // 112: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
+	64,  // 113: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	70,  // 114: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	10,  // 115: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	12,  // 116: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	14,  // 117: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	16,  // 118: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	18,  // 119: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	20,  // 120: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	22,  // 121: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	24,  // 122: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	26,  // 123: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	28,  // 124: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	30,  // 125: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	47,  // 126: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	52,  // 127: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	49,  // 128: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	54,  // 129: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	57,  // 130: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	59,  // 131: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	61,  // 132: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	63,  // 133: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	72,  // 134: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
+	77,  // 135: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
+	79,  // 136: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
+	82,  // 137: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
+	84,  // 138: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
+	86,  // 139: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
+	65,  // 140: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	74,  // 141: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	115, // [115:142] is the sub-list for method output_type
+	88,  // [88:115] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -5665,9 +6599,9 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   76,
+			NumMessages:   88,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_claudectl_v1_claudectl_proto_goTypes,
 		DependencyIndexes: file_claudectl_v1_claudectl_proto_depIdxs,

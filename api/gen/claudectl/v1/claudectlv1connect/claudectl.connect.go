@@ -32,6 +32,8 @@ const (
 	PermissionServiceName = "claudectl.v1.PermissionService"
 	// WorkerServiceName is the fully-qualified name of the WorkerService service.
 	WorkerServiceName = "claudectl.v1.WorkerService"
+	// AuthServiceName is the fully-qualified name of the AuthService service.
+	AuthServiceName = "claudectl.v1.AuthService"
 	// HealthServiceName is the fully-qualified name of the HealthService service.
 	HealthServiceName = "claudectl.v1.HealthService"
 )
@@ -102,6 +104,16 @@ const (
 	// WorkerServiceListWorkersProcedure is the fully-qualified name of the WorkerService's ListWorkers
 	// RPC.
 	WorkerServiceListWorkersProcedure = "/claudectl.v1.WorkerService/ListWorkers"
+	// AuthServiceWhoamiProcedure is the fully-qualified name of the AuthService's Whoami RPC.
+	AuthServiceWhoamiProcedure = "/claudectl.v1.AuthService/Whoami"
+	// AuthServiceCreateTokenProcedure is the fully-qualified name of the AuthService's CreateToken RPC.
+	AuthServiceCreateTokenProcedure = "/claudectl.v1.AuthService/CreateToken"
+	// AuthServiceListTokensProcedure is the fully-qualified name of the AuthService's ListTokens RPC.
+	AuthServiceListTokensProcedure = "/claudectl.v1.AuthService/ListTokens"
+	// AuthServiceRevokeTokenProcedure is the fully-qualified name of the AuthService's RevokeToken RPC.
+	AuthServiceRevokeTokenProcedure = "/claudectl.v1.AuthService/RevokeToken"
+	// AuthServiceListAuditProcedure is the fully-qualified name of the AuthService's ListAudit RPC.
+	AuthServiceListAuditProcedure = "/claudectl.v1.AuthService/ListAudit"
 	// HealthServiceHealthProcedure is the fully-qualified name of the HealthService's Health RPC.
 	HealthServiceHealthProcedure = "/claudectl.v1.HealthService/Health"
 	// HealthServiceHealthDetailsProcedure is the fully-qualified name of the HealthService's
@@ -793,6 +805,194 @@ type UnimplementedWorkerServiceHandler struct{}
 
 func (UnimplementedWorkerServiceHandler) ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.WorkerService.ListWorkers is not implemented"))
+}
+
+// AuthServiceClient is a client for the claudectl.v1.AuthService service.
+type AuthServiceClient interface {
+	// Whoami says who the request's token is: user, token, role, scopes and
+	// what it may do.
+	Whoami(context.Context, *connect.Request[v1.WhoamiRequest]) (*connect.Response[v1.WhoamiResponse], error)
+	// CreateToken makes a token; its secret is in the answer and nowhere
+	// else, ever.
+	CreateToken(context.Context, *connect.Request[v1.CreateTokenRequest]) (*connect.Response[v1.CreateTokenResponse], error)
+	ListTokens(context.Context, *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error)
+	// RevokeToken revokes a token by name: every request carrying it is
+	// refused from then on.
+	RevokeToken(context.Context, *connect.Request[v1.RevokeTokenRequest]) (*connect.Response[v1.RevokeTokenResponse], error)
+	// ListAudit reads the audit trail, newest first.
+	ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error)
+}
+
+// NewAuthServiceClient constructs a client for the claudectl.v1.AuthService service. By default, it
+// uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and sends
+// uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC() or
+// connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewAuthServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) AuthServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	authServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("AuthService").Methods()
+	return &authServiceClient{
+		whoami: connect.NewClient[v1.WhoamiRequest, v1.WhoamiResponse](
+			httpClient,
+			baseURL+AuthServiceWhoamiProcedure,
+			connect.WithSchema(authServiceMethods.ByName("Whoami")),
+			connect.WithClientOptions(opts...),
+		),
+		createToken: connect.NewClient[v1.CreateTokenRequest, v1.CreateTokenResponse](
+			httpClient,
+			baseURL+AuthServiceCreateTokenProcedure,
+			connect.WithSchema(authServiceMethods.ByName("CreateToken")),
+			connect.WithClientOptions(opts...),
+		),
+		listTokens: connect.NewClient[v1.ListTokensRequest, v1.ListTokensResponse](
+			httpClient,
+			baseURL+AuthServiceListTokensProcedure,
+			connect.WithSchema(authServiceMethods.ByName("ListTokens")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeToken: connect.NewClient[v1.RevokeTokenRequest, v1.RevokeTokenResponse](
+			httpClient,
+			baseURL+AuthServiceRevokeTokenProcedure,
+			connect.WithSchema(authServiceMethods.ByName("RevokeToken")),
+			connect.WithClientOptions(opts...),
+		),
+		listAudit: connect.NewClient[v1.ListAuditRequest, v1.ListAuditResponse](
+			httpClient,
+			baseURL+AuthServiceListAuditProcedure,
+			connect.WithSchema(authServiceMethods.ByName("ListAudit")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// authServiceClient implements AuthServiceClient.
+type authServiceClient struct {
+	whoami      *connect.Client[v1.WhoamiRequest, v1.WhoamiResponse]
+	createToken *connect.Client[v1.CreateTokenRequest, v1.CreateTokenResponse]
+	listTokens  *connect.Client[v1.ListTokensRequest, v1.ListTokensResponse]
+	revokeToken *connect.Client[v1.RevokeTokenRequest, v1.RevokeTokenResponse]
+	listAudit   *connect.Client[v1.ListAuditRequest, v1.ListAuditResponse]
+}
+
+// Whoami calls claudectl.v1.AuthService.Whoami.
+func (c *authServiceClient) Whoami(ctx context.Context, req *connect.Request[v1.WhoamiRequest]) (*connect.Response[v1.WhoamiResponse], error) {
+	return c.whoami.CallUnary(ctx, req)
+}
+
+// CreateToken calls claudectl.v1.AuthService.CreateToken.
+func (c *authServiceClient) CreateToken(ctx context.Context, req *connect.Request[v1.CreateTokenRequest]) (*connect.Response[v1.CreateTokenResponse], error) {
+	return c.createToken.CallUnary(ctx, req)
+}
+
+// ListTokens calls claudectl.v1.AuthService.ListTokens.
+func (c *authServiceClient) ListTokens(ctx context.Context, req *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error) {
+	return c.listTokens.CallUnary(ctx, req)
+}
+
+// RevokeToken calls claudectl.v1.AuthService.RevokeToken.
+func (c *authServiceClient) RevokeToken(ctx context.Context, req *connect.Request[v1.RevokeTokenRequest]) (*connect.Response[v1.RevokeTokenResponse], error) {
+	return c.revokeToken.CallUnary(ctx, req)
+}
+
+// ListAudit calls claudectl.v1.AuthService.ListAudit.
+func (c *authServiceClient) ListAudit(ctx context.Context, req *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
+	return c.listAudit.CallUnary(ctx, req)
+}
+
+// AuthServiceHandler is an implementation of the claudectl.v1.AuthService service.
+type AuthServiceHandler interface {
+	// Whoami says who the request's token is: user, token, role, scopes and
+	// what it may do.
+	Whoami(context.Context, *connect.Request[v1.WhoamiRequest]) (*connect.Response[v1.WhoamiResponse], error)
+	// CreateToken makes a token; its secret is in the answer and nowhere
+	// else, ever.
+	CreateToken(context.Context, *connect.Request[v1.CreateTokenRequest]) (*connect.Response[v1.CreateTokenResponse], error)
+	ListTokens(context.Context, *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error)
+	// RevokeToken revokes a token by name: every request carrying it is
+	// refused from then on.
+	RevokeToken(context.Context, *connect.Request[v1.RevokeTokenRequest]) (*connect.Response[v1.RevokeTokenResponse], error)
+	// ListAudit reads the audit trail, newest first.
+	ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error)
+}
+
+// NewAuthServiceHandler builds an HTTP handler from the service implementation. It returns the path
+// on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewAuthServiceHandler(svc AuthServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	authServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("AuthService").Methods()
+	authServiceWhoamiHandler := connect.NewUnaryHandler(
+		AuthServiceWhoamiProcedure,
+		svc.Whoami,
+		connect.WithSchema(authServiceMethods.ByName("Whoami")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceCreateTokenHandler := connect.NewUnaryHandler(
+		AuthServiceCreateTokenProcedure,
+		svc.CreateToken,
+		connect.WithSchema(authServiceMethods.ByName("CreateToken")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceListTokensHandler := connect.NewUnaryHandler(
+		AuthServiceListTokensProcedure,
+		svc.ListTokens,
+		connect.WithSchema(authServiceMethods.ByName("ListTokens")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceRevokeTokenHandler := connect.NewUnaryHandler(
+		AuthServiceRevokeTokenProcedure,
+		svc.RevokeToken,
+		connect.WithSchema(authServiceMethods.ByName("RevokeToken")),
+		connect.WithHandlerOptions(opts...),
+	)
+	authServiceListAuditHandler := connect.NewUnaryHandler(
+		AuthServiceListAuditProcedure,
+		svc.ListAudit,
+		connect.WithSchema(authServiceMethods.ByName("ListAudit")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/claudectl.v1.AuthService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case AuthServiceWhoamiProcedure:
+			authServiceWhoamiHandler.ServeHTTP(w, r)
+		case AuthServiceCreateTokenProcedure:
+			authServiceCreateTokenHandler.ServeHTTP(w, r)
+		case AuthServiceListTokensProcedure:
+			authServiceListTokensHandler.ServeHTTP(w, r)
+		case AuthServiceRevokeTokenProcedure:
+			authServiceRevokeTokenHandler.ServeHTTP(w, r)
+		case AuthServiceListAuditProcedure:
+			authServiceListAuditHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedAuthServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedAuthServiceHandler struct{}
+
+func (UnimplementedAuthServiceHandler) Whoami(context.Context, *connect.Request[v1.WhoamiRequest]) (*connect.Response[v1.WhoamiResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.AuthService.Whoami is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) CreateToken(context.Context, *connect.Request[v1.CreateTokenRequest]) (*connect.Response[v1.CreateTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.AuthService.CreateToken is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) ListTokens(context.Context, *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.AuthService.ListTokens is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) RevokeToken(context.Context, *connect.Request[v1.RevokeTokenRequest]) (*connect.Response[v1.RevokeTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.AuthService.RevokeToken is not implemented"))
+}
+
+func (UnimplementedAuthServiceHandler) ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.AuthService.ListAudit is not implemented"))
 }
 
 // HealthServiceClient is a client for the claudectl.v1.HealthService service.
