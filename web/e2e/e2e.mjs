@@ -265,6 +265,53 @@ try {
     assert(added && (added.scope ?? "RULE_SCOPE_GLOBAL") === "RULE_SCOPE_GLOBAL" && !added.scopeValue, "the rule stored: " + JSON.stringify(added));
   }
 
+  step("a viewer's page hides what it cannot do; an approver's decides, and every page names the person");
+  {
+    const viewerTok = (await api("AuthService", "CreateToken", { name: "watcher", role: "viewer", user: "vera" })).secret;
+    const phoneTok = (await api("AuthService", "CreateToken", { name: "phone", role: "approver", user: "alice" })).secret;
+    assert(viewerTok.startsWith("cctl_") && phoneTok.startsWith("cctl_"), "tokens " + viewerTok + " " + phoneTok);
+    const vctx = await browser.newContext({ viewport: { width: 1200, height: 900 } }); // its own storage: its own login
+    const viewer = await newPage(vctx);
+    await viewer.goto(base + "/#token=" + viewerTok);
+    await viewer.getByTestId("me").filter({ hasText: "vera (viewer)" }).waitFor({ timeout: 10000 });
+    await viewer.goto(base + "/#/sessions");
+    await viewer.getByTestId("sessions").waitFor({ state: "attached" });
+    assert(await viewer.getByTestId("new-session").count() === 0, "a viewer's page shows the form that starts sessions");
+    fs.rmSync(file, { force: true });
+    await api("SessionService", "CreateSession", { options: { cwd: CWD, includePartialMessages: true }, prompt: "write a file" });
+    await viewer.goto(base + "/#/inbox");
+    const vcard = viewer.getByTestId("card").first();
+    await vcard.waitFor({ timeout: 30000 });
+    await vcard.getByTestId("cannot-decide").waitFor({ timeout: 10000 });
+    assert(await vcard.getByRole("button", { name: "Allow once" }).count() === 0, "a viewer's card has an Allow button");
+    assert(await vcard.getByRole("button", { name: "Deny" }).count() === 0, "a viewer's card has a Deny button");
+    await shot(viewer, "web-viewer.png");
+    const reqID = await vcard.getAttribute("data-request");
+    const sid = (await api("PermissionService", "ListPending")).requests.find((r) => r.requestId === reqID).sessionId;
+    await viewer.goto(base + "/#/s/" + sid);
+    await viewer.getByTestId("session-view").waitFor();
+    assert(await viewer.getByTestId("controls").count() === 0, "a viewer's session view has the controls");
+    await viewer.goto(base + "/#/rules");
+    await viewer.getByTestId("rules").waitFor({ state: "attached" });
+    assert(await viewer.getByTestId("rule-form").count() === 0, "a viewer's page shows the rule form");
+
+    const pctx = await browser.newContext({ viewport: { width: 400, height: 800 } }); // a phone
+    const phone = await newPage(pctx);
+    await phone.goto(base + "/#token=" + phoneTok);
+    await phone.getByTestId("me").filter({ hasText: "alice (approver)" }).waitFor({ timeout: 10000 });
+    const pcard = phone.locator(`[data-testid="card"][data-request="${reqID}"]`);
+    await pcard.waitFor({ timeout: 10000 });
+    await pcard.getByRole("button", { name: "Allow once" }).click();
+    await viewer.goto(base + "/#/inbox");
+    await viewer.locator(`[data-testid="settled"][data-request="${reqID}"]`).filter({ hasText: "allowed by user:alice" }).waitFor({ timeout: 10000 });
+    await phone.goto(base + "/#/sessions");
+    assert(await phone.getByTestId("new-session").count() === 0, "an approver's page shows the form that starts sessions");
+    const audit = (await api("AuthService", "ListAudit", { user: "alice" })).entries ?? [];
+    assert(audit.some((e) => e.action === "Decide" && e.token === "phone" && e.clientKind === "page"), "the audit: " + JSON.stringify(audit));
+    await vctx.close();
+    await pctx.close();
+  }
+
   step("the daemon restarted under the page: the page recovers");
   await page.goto(base + "/#/sessions");
   await page.getByTestId("conn").filter({ hasText: "live" }).waitFor({ timeout: 10000 });

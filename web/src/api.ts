@@ -2,7 +2,7 @@
 // every client uses, with the daemon's token as a bearer token.
 import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { HealthService, PermissionService, SessionService } from "./gen/claudectl/v1/claudectl_pb";
+import { AuthService, HealthService, PermissionService, SessionService } from "./gen/claudectl/v1/claudectl_pb";
 
 const tokenKey = "claudectl.token";
 
@@ -17,16 +17,18 @@ export function setToken(t: string | null) {
   else localStorage.setItem(tokenKey, t);
 }
 
-const auth: Interceptor = (next) => async (req) => {
+const bearer: Interceptor = (next) => async (req) => {
   const t = getToken();
   if (t) req.header.set("Authorization", "Bearer " + t);
+  req.header.set("Claudectl-Client", "page"); // the audit trail's client kind (a hint)
   return next(req);
 };
 
-const transport = createConnectTransport({ baseUrl: location.origin, interceptors: [auth] });
+const transport = createConnectTransport({ baseUrl: location.origin, interceptors: [bearer] });
 export const sessions = createClient(SessionService, transport);
 export const permissions = createClient(PermissionService, transport);
 export const health = createClient(HealthService, transport);
+export const auth = createClient(AuthService, transport);
 
 // clientName names this page in decisions and interrupts ("client:web").
 export const clientName = "web";

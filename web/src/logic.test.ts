@@ -3,7 +3,7 @@ import { describe, expect, test } from "vitest";
 import {
   EventSchema, PermissionRequestSchema, SessionSchema, SessionStatus, SettledRequestSchema,
 } from "./gen/claudectl/v1/claudectl_pb";
-import { Log, buildConversation, diffLines, fieldOf, filterSessions, mergeInbox, mergeSessions, tokenFromHash, toolDiff } from "./logic";
+import { Log, buildConversation, can, diffLines, fieldOf, filterSessions, mergeInbox, mergeSessions, tokenFromHash, toolDiff } from "./logic";
 
 const enc = new TextEncoder();
 const msg = (seq: number, obj: unknown, toCli = false) =>
@@ -137,5 +137,14 @@ describe("diffs and field errors", () => {
     expect(fieldOf(`daemon: invalid cwd "rel": must be an absolute path`, f)).toBe("cwd");
     expect(fieldOf(`invalid permission_mode "x": must be one of`, f)).toBe("permission_mode");
     expect(fieldOf("something else", f)).toBeNull();
+  });
+});
+
+describe("can", () => {
+  test("follows Whoami's permissions, and allows all when the daemon does not say", () => {
+    expect(can(["api", "sessions.read"], "decide")).toBe(false);
+    expect(can(["api", "sessions.read", "decide"], "decide")).toBe(true);
+    expect(can([], "sessions.read")).toBe(false);
+    expect(can(null, "rules.write")).toBe(true);
   });
 });

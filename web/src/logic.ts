@@ -296,3 +296,11 @@ export function fieldOf(message: string, fields: string[]): string | null {
   }
   return null;
 }
+
+// can says whether a token may do what needs permission p (see
+// docs/security.md): perms are Whoami's, null when the daemon does not say
+// (an older daemon, whose every token may do everything). The page hides
+// what the token cannot do; the daemon refuses it anyway.
+export function can(perms: readonly string[] | null, p: string): boolean {
+  return perms === null || perms.includes(p);
+}

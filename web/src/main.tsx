@@ -1,12 +1,12 @@
 // The claudectl web page: the inbox, the sessions, a session's
 // conversation and the rules, live over the daemon's API (see README.md).
-import { render } from "preact";
-import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { createContext, render } from "preact";
+import { useContext, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Behavior, RuleScope, type Decision, type PermissionRequest, type Rule, type Session } from "./gen/claudectl/v1/claudectl_pb";
-import { clientName, getToken, permissions, sessions, setToken } from "./api";
+import { auth, clientName, getToken, permissions, sessions, setToken } from "./api";
 import {
-  Log, buildConversation, decisionWords, fieldOf, filterSessions, mergeInbox, mergeSessions, statusName, statusNames,
+  Log, buildConversation, can, decisionWords, fieldOf, filterSessions, mergeInbox, mergeSessions, statusName, statusNames,
   tokenFromHash, toolDiff, ts, type Inbox, type Item,
 } from "./logic";
 import "./style.css";
@@ -37,6 +37,20 @@ async function retry(run: (signal: AbortSignal) => Promise<void>, signal: AbortS
   }
 }
 
+// --- who the token is ---
+
+// Me is Whoami's answer, null when the daemon does not say (an older
+// daemon); views hide what the token cannot do with useCan.
+type Me = { user: string; token: string; role: string; permissions: string[] } | null;
+const MeContext = createContext<Me | undefined>(undefined);
+
+// useCan returns whether the token may do what needs permission p: false
+// until the daemon said who it is.
+function useCan(): (p: string) => boolean {
+  const me = useContext(MeContext);
+  return (p) => me !== undefined && can(me === null ? null : me.permissions, p);
+}
+
 // --- the app ---
 
 function App() {
@@ -52,6 +66,7 @@ function App() {
   const [list, setList] = useState<Session[]>([]);
   const [inbox, setInbox] = useState<Inbox>({ pending: [], settled: new Map() });
   const [route, setRoute] = useState(location.hash || "#/inbox");
+  const [me, setMe] = useState<Me | undefined>(undefined);
 
   useEffect(() => {
     const f = () => setRoute(location.hash || "#/inbox");
@@ -70,6 +85,14 @@ function App() {
         setTok(null);
       }
     };
+    setMe(undefined);
+    auth.whoami({}, { signal: ac.signal }).then(
+      (w) => setMe({ user: w.user, token: w.token, role: w.role, permissions: w.permissions }),
+      (e) => {
+        const ce = ConnectError.from(e);
+        if (ce.code === Code.Unimplemented) setMe(null); // an older daemon: every token may do everything
+        else if (ce.code === Code.Unauthenticated) state("auth");
+      });
     retry(async (signal) => {
       for await (const ch of sessions.watchSessions({}, { signal })) {
         setConn("ok");
@@ -97,6 +120,7 @@ function App() {
 
   const sessionID = route.startsWith("#/s/") ? decodeURIComponent(route.slice(4)) : null;
   return (
+    <MeContext.Provider value={me}>
     <div class="app">
       <header>
         <strong>claudectl</strong>
@@ -105,6 +129,7 @@ function App() {
           <a href="#/sessions" class={route === "#/sessions" ? "on" : ""}>Sessions</a>
           <a href="#/rules" class={route === "#/rules" ? "on" : ""}>Rules</a>
         </nav>
+        {me && <span class="muted small" data-testid="me" title={"token " + me.token + ": " + me.permissions.join(", ")}>{me.user} ({me.role})</span>}
         <span class={"conn " + conn} data-testid="conn">{conn === "ok" ? "live" : conn === "gone" ? "daemon unreachable, retrying…" : "connecting…"}</span>
       </header>
       {conn === "gone" && <div class="banner error" data-testid="gone">The daemon does not answer. The page reconnects by itself and catches up.</div>}
@@ -115,6 +140,7 @@ function App() {
           : <InboxView inbox={inbox} list={list} />}
       </main>
     </div>
+    </MeContext.Provider>
   );
 }
 
@@ -244,6 +270,7 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
   if (props.settledBy) {
     return <div class="card settled" data-testid="card-settled">{r.toolName}: answered by {props.settledBy}</div>;
   }
+  const allowed = useCan();
   const pick = (q: string, opt: string, multi: boolean) =>
     setAnswers((a) => {
       const cur = a[q] ?? [];
@@ -272,7 +299,8 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
             onInput={(e) => setOther({ ...other, [q.question]: (e.target as HTMLInputElement).value })} />
         </fieldset>
       ))}
-      <div class="actions">
+      {!allowed("decide") && <p class="muted small" data-testid="cannot-decide">This token cannot answer requests (it needs the approver or admin role).</p>}
+      {allowed("decide") && <div class="actions">
         <button data-key="a" disabled={busy} onClick={() => decide(Behavior.ALLOW)}>{r.questions.length ? "Answer" : "Allow once"}</button>
         {(r.alwaysRules.length > 0 || r.alwaysSession.length > 0) && (
           <button disabled={busy} data-testid="always" onClick={() => decide(Behavior.ALLOW, true)}
@@ -280,7 +308,7 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
         )}
         <input class="deny-msg" type="text" placeholder="why not (optional)" value={msg} onInput={(e) => setMsg((e.target as HTMLInputElement).value)} />
         <button data-key="d" class="deny" disabled={busy} onClick={() => decide(Behavior.DENY)}>Deny</button>
-      </div>
+      </div>}
       {(r.alwaysRules.length > 0 || r.alwaysSession.length > 0) && (
         <p class="muted small" data-testid="always-rules">
           Always stores: {r.alwaysRules.map((x) => x.pattern + " (" + scopeName(x.scope) + ")").concat(r.alwaysSession).join("; ")}
@@ -308,13 +336,14 @@ function Diff(props: { lines: { op: string; text: string }[] }) {
 const modes = ["default", "acceptEdits", "plan", "bypassPermissions"];
 
 function SessionsView(props: { list: Session[] }) {
+  const allowed = useCan();
   const [status, setStatus] = useState("");
   const [cwd, setCwd] = useState("");
   const shown = filterSessions(props.list, status, cwd);
   return (
     <section>
       <h2>Sessions</h2>
-      <NewSession />
+      {allowed("sessions.operate") && <NewSession />}
       <div class="filters">
         <select aria-label="status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
           <option value="">every status</option>
@@ -471,6 +500,7 @@ function ItemView(props: { item: Item; inbox: Inbox }) {
 }
 
 function Controls(props: { id: string; session?: Session }) {
+  const allowed = useCan();
   const [text, setText] = useState("");
   const [err, setErr] = useState("");
   const s = props.session;
@@ -489,8 +519,9 @@ function Controls(props: { id: string; session?: Session }) {
     setText("");
     run(() => sessions.send({ sessionId: props.id, text: t }));
   };
+  if (!allowed("sessions.operate")) return null; // a viewer or approver watches, it does not drive
   return (
-    <div class="controls">
+    <div class="controls" data-testid="controls">
       <form onSubmit={send} class="send">
         <textarea aria-label="message" rows={2} value={text} placeholder="Send the next message…" onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
           onKeyDown={(e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send(e); }} />
@@ -518,6 +549,7 @@ function Controls(props: { id: string; session?: Session }) {
 // --- rules and audit ---
 
 function RulesView() {
+  const allowed = useCan();
   const [rules, setRules] = useState<Rule[]>([]);
   const [decisions, setDecisions] = useState<Decision[]>([]);
   const [err, setErr] = useState("");
@@ -550,19 +582,19 @@ function RulesView() {
   return (
     <section>
       <h2>Rules</h2>
-      <form class="rule-form" onSubmit={add} data-testid="rule-form">
+      {allowed("rules.write") && <form class="rule-form" onSubmit={add} data-testid="rule-form">
         <input aria-label="pattern" placeholder="Bash(git status:*)" value={f.pattern} onInput={set("pattern")} required />
         <select aria-label="behavior" value={f.behavior} onChange={set("behavior")}><option>allow</option><option>deny</option><option>ask</option></select>
         <select aria-label="scope" value={f.scope} onChange={set("scope")}><option>global</option><option>project</option><option>session</option></select>
         {f.scope !== "global" && <input aria-label="scope value" placeholder={f.scope === "project" ? "/project/dir" : "session id"} value={f.value} onInput={set("value")} />}
         <button type="submit">Add</button>
-      </form>
+      </form>}
       {err && <p class="error" data-testid="rule-error">{err}</p>}
       <ul class="rules" data-testid="rules">
         {rules.map((r) => (
           <li key={r.id}>
             <code>{r.pattern}</code> {Behavior[r.behavior].toLowerCase()} · {scopeName(r.scope)} {r.scopeValue}
-            <button class="small deny" onClick={async () => { await permissions.removeRule({ ruleId: r.id }); load(); }}>remove</button>
+            {allowed("rules.write") && <button class="small deny" onClick={async () => { await permissions.removeRule({ ruleId: r.id }); load(); }}>remove</button>}
           </li>
         ))}
       </ul>
