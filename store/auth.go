@@ -16,11 +16,15 @@ import (
 // token name is shown in every audit line: they are bounded so that a
 // client with the admin token cannot make either costly.
 const (
-	// MaxTokens is how many live (not revoked) tokens a store holds at
-	// most; CreateToken refuses one more with a *LimitError. Revoked
-	// tokens are kept, so that a request carrying one is told which it
-	// was, up to as many again: the oldest go first.
+	// MaxTokens is how many live (neither revoked nor expired) tokens a
+	// store holds at most; CreateToken refuses one more with a
+	// *LimitError. Revoked tokens are kept, so that a request carrying one
+	// is told which it was, up to as many again: the oldest go first.
+	// Expired ones are kept ExpiredKept.
 	MaxTokens = 1000
+	// ExpiredKept is how long a token is kept after it expired (a
+	// sign-in's expires in hours): then CreateToken removes it.
+	ExpiredKept = 30 * 24 * time.Hour
 	// MaxUsers is how many users a store holds at most.
 	MaxUsers = 1000
 	// MaxNameBytes bounds a token's, a user's and a role's name.

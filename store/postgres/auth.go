@@ -150,8 +150,13 @@ func (db *DB) CreateToken(ctx context.Context, t *store.Token) (err error) {
 		return err
 	}
 	defer tx.Rollback(context.Background())
+	now := time.Now().UnixNano()
+	// Tokens expired a while ago go: each sign-in makes one.
+	if _, err := tx.Exec(ctx, `DELETE FROM tokens WHERE expires_at <> 0 AND expires_at < $1`, now-int64(store.ExpiredKept)); err != nil {
+		return err
+	}
 	var n int
-	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM tokens WHERE revoked_at = 0`).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM tokens WHERE revoked_at = 0 AND (expires_at = 0 OR expires_at > $1)`, now).Scan(&n); err != nil {
 		return err
 	}
 	if n >= db.maxTokens {

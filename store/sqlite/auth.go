@@ -135,9 +135,15 @@ func (db *DB) CreateToken(ctx context.Context, t *store.Token) (err error) {
 		return err
 	}
 	defer tx.Rollback()
+	now := time.Now().UnixNano()
+	// Tokens expired a while ago go: each sign-in makes one.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE expires_at <> 0 AND expires_at < ?`,
+		now-int64(store.ExpiredKept)); err != nil {
+		return err
+	}
 	var n, same int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE name = ?) FROM tokens WHERE revoked_at = 0`,
-		t.Name).Scan(&n, &same); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FILTER (WHERE expires_at = 0 OR expires_at > ?2),
+		COUNT(*) FILTER (WHERE name = ?1) FROM tokens WHERE revoked_at = 0`, t.Name, now).Scan(&n, &same); err != nil {
 		return err
 	}
 	if same > 0 {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,15 @@ func tokens(t *testing.T, s store.Store) {
 // *store.LimitError; a revocation makes room.
 func tokenLimit(t *testing.T, s store.Store) {
 	ctx := context.Background()
+	// Expired tokens do not count, and one expired long ago goes.
+	if err := s.CreateToken(ctx, &store.Token{Name: "ancient", User: "u", Role: "viewer", Hash: hashOf("ancient"),
+		ExpiresAt: time.Now().Add(-store.ExpiredKept - time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateToken(ctx, &store.Token{Name: "expired", User: "u", Role: "viewer", Hash: hashOf("expired"),
+		ExpiresAt: time.Now().Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range tokenLimitTokens {
 		if err := s.CreateToken(ctx, &store.Token{Name: fmt.Sprint("t", i), User: "u", Role: "viewer", Hash: hashOf(fmt.Sprint(i))}); err != nil {
 			t.Fatal(err)
@@ -133,6 +143,12 @@ func tokenLimit(t *testing.T, s store.Store) {
 	}
 	if err := s.CreateToken(ctx, &store.Token{Name: "over", User: "u", Role: "viewer", Hash: hashOf("over")}); err != nil {
 		t.Fatalf("after a revocation: %v", err)
+	}
+	if ts, _ := s.Tokens(ctx); slices.ContainsFunc(ts, func(t *store.Token) bool { return t.Name == "ancient" }) {
+		t.Errorf("a token expired %v ago is kept", store.ExpiredKept)
+	}
+	if _, err := s.RevokeToken(ctx, "expired", "x"); err != nil {
+		t.Fatal(err)
 	}
 	// Revoked tokens are kept up to the limit, the oldest go first.
 	for i := 1; i < tokenLimitTokens; i++ {
