@@ -18,9 +18,10 @@ GO ?= go
 export CLAUDECTL_TEST_CLI := $(CLAUDE_BIN)
 export CLAUDECTL_TEST_CLI_WS := $(CLAUDE_WS_BIN)
 export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
+export CLAUDECTL_TEST_HYDRA := $(TOOLS)/bin/hydra
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build install run demo grpcurl test vet fmt cli bench generate clean fixtures parity-diff tmux web web-deps web-test chromium postgresql
+.PHONY: all build install run demo grpcurl hydra test vet fmt cli bench generate clean fixtures parity-diff tmux web web-deps web-test chromium postgresql
 
 all: build
 
@@ -63,6 +64,13 @@ grpcurl: $(TOOLS)/bin/grpcurl
 $(TOOLS)/bin/grpcurl:
 	GO=$(GO) ./scripts/install-grpcurl.sh $(GRPCURL_VERSION) $(TOOLS)/bin
 
+# Ory Hydra, the OpenID Connect provider the page's sign-in test runs on loopback
+# (web/oidc_e2e_test.go), built from the Go module proxy as tools/hydra/go.mod pins it.
+hydra: $(TOOLS)/bin/hydra
+$(TOOLS)/bin/hydra: tools/hydra/go.mod tools/hydra/go.sum
+	@mkdir -p $(TOOLS)/bin
+	cd tools/hydra && CGO_ENABLED=1 $(GO) build -tags sqlite,sqlite_omit_load_extension,json1 -o $(TOOLS)/bin/hydra github.com/ory/hydra/v2
+
 # Records the scripted scenarios from a real CLI into claude/testdata/real/<version>/ for
 # the contract tests (claude/contract_test.go), installing that CLI into .tools/ if needed:
 # make fixtures CLI=2.1.332. Add the version to RecordedVersions in claude/version.go.
@@ -102,7 +110,7 @@ fmt:
 # 10,000-session release test, too slow under the race detector; the total time at the end.
 # Then the daemon's tests once more with every test daemon's store on PostgreSQL (a throwaway
 # server on loopback, store/postgres/pgtest).
-test: cli $(TOOLS)/bin/grpcurl $(AGENT_SDK_DTS) tmux chromium postgresql web-test fmt vet
+test: cli $(TOOLS)/bin/grpcurl $(TOOLS)/bin/hydra $(AGENT_SDK_DTS) tmux chromium postgresql web-test fmt vet
 	@start=$$(date +%s); \
 	GO=$(GO) $(GO) run ./internal/tools/testsum -race -count=1 ./... && \
 	GO=$(GO) $(GO) run ./internal/tools/testsum -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/ && \

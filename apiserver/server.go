@@ -184,6 +184,25 @@ func requireToken(h http.Handler, auth *Auth) http.Handler {
 			h.ServeHTTP(w, r) // the page's files: public code; the API calls it makes carry the token
 			return
 		}
+		if strings.HasPrefix(r.URL.Path, "/auth/") {
+			h.ServeHTTP(w, r) // the sign-in (oidc.go): it is how a page gets a token
+			return
+		}
+		cookie := false
+		if got == "" {
+			// A signed-in page's requests carry its token in a cookie, and
+			// must prove they come from the page (CSRFHeader): the browser
+			// adds the cookie to whatever asks, a form of another site too.
+			if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+				if !csrfOK(r, c.Value) {
+					refusing(r)
+					w.Header().Set("Connection", "close")
+					http.Error(w, "claudectl: a request signed in by cookie must carry the "+CSRFHeader+" header (the page sends it)", http.StatusForbidden)
+					return
+				}
+				got, cookie = c.Value, true
+			}
+		}
 		id, err := auth.verify(got, r.RemoteAddr)
 		if err != nil {
 			refusing(r)                           // not logged: the client is told, and a stranger could fill the log
@@ -208,6 +227,9 @@ func requireToken(h http.Handler, auth *Auth) http.Handler {
 		}
 		id.Remote = r.RemoteAddr
 		id.ClientKind = clientKind(r.Header.Get(ClientHeader))
+		if cookie {
+			id.ClientKind = "page"
+		}
 		markAuthenticated(r.Context())
 		h.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
 	})

@@ -56,6 +56,8 @@ type Service struct {
 	Auth *Auth
 	// Store keeps the tokens and the audit trail; nil keeps no audit.
 	Store store.Store
+	// OIDC, if set, serves the page's sign-in at /auth/.
+	OIDC *OIDC
 }
 
 var (
@@ -131,6 +133,9 @@ func NewHandler(s *Service) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(r, reflectOpts))
 	if w := s.D.Workers(); w != nil {
 		mux.Handle(WorkerPath, w)
+	}
+	if s.OIDC != nil {
+		mux.Handle("/auth/", s.OIDC)
 	}
 	if s.Page != nil {
 		mux.Handle("/", s.Page)

@@ -125,6 +125,12 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if cfg.OIDCClientSecretFile != "" {
+		cfg.OIDC.ClientSecret, err = readSecret(cfg.OIDCClientSecretFile, "", "auth.oidc.client_secret_file", false, cfg.File)
+		if err != nil {
+			return err
+		}
+	}
 	// The web page's address carries the token only to a terminal: in a
 	// log (a journal, serve > file 2>&1) it would put the token there.
 	// StderrIsTerminal, not isTerminal(env.Stderr): withDefaults wrapped

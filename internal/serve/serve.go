@@ -211,6 +211,14 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		return nil, err
 	}
 	serverOpts.Auth = srv.auth
+	var signIn *apiserver.OIDC
+	if s.OIDC.Issuer != "" || s.OIDC.ClientID != "" || len(s.OIDC.Roles) > 0 {
+		o := s.OIDC
+		o.Store, o.Auth, o.Logger, o.Secure = srv.db, srv.auth, log, serverOpts.TLS != nil
+		if signIn, err = apiserver.NewOIDC(&o); err != nil {
+			return nil, &SettingsError{file: cmp.Or(s.File, "settings"), msg: err.Error()}
+		}
+	}
 	if s.WorkerToken != "" || s.WorkersEnabled {
 		// A worker presents the shared token, or one of its own (role
 		// worker), which the store's tokens say.
@@ -238,7 +246,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler(), MaxStreams: s.MaxStreams,
 		StreamWriteTimeout: s.StreamWriteTimeout, StreamUnsentBytes: s.StreamUnsentBytes, Logger: log,
-		StoreLocation: srv.StoreLocation, Auth: srv.auth, Store: srv.db}), serverOpts)
+		StoreLocation: srv.StoreLocation, Auth: srv.auth, Store: srv.db, OIDC: signIn}), serverOpts)
 	if err != nil {
 		return nil, err
 	}

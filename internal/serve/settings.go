@@ -104,6 +104,12 @@ type Settings struct {
 	// without a WorkerToken.
 	WorkersEnabled bool
 	WorkerWait     time.Duration
+
+	// OIDC is auth.oidc: sign-in for the page with OpenID Connect; its
+	// Issuer is "" when none is set. OIDCClientSecretFile is read by the
+	// command into OIDC.ClientSecret.
+	OIDC                 apiserver.OIDCOptions
+	OIDCClientSecretFile string
 	// WorkerMaxConnections is workers.max_connections: the worker
 	// connections open at once (0: claude.DefaultMaxWorkerConnections).
 	WorkerMaxConnections int
@@ -159,7 +165,7 @@ type configKey struct {
 var errBadValue = errors.New("bad value")
 
 // configSections are the keys whose value is an object of more keys.
-var configSections = []string{"daemon", "permissions", "sessions", "store", "workers"}
+var configSections = []string{"auth", "auth.oidc", "daemon", "permissions", "sessions", "store", "workers"}
 
 // configKeys are the settings, in the order the usage lists them.
 var configKeys = []configKey{
@@ -449,6 +455,67 @@ var configKeys = []configKey{
 		c.WorkerTokenFile, err = p.path(raw)
 		return err
 	}},
+	{"auth.oidc.issuer", `the identity provider's issuer URL, such as "https://id.example.com"`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil {
+			return err
+		}
+		u, perr := url.Parse(s)
+		if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return errBadValue
+		}
+		c.OIDC.Issuer = s
+		return nil
+	}},
+	{"auth.oidc.client_id", "the daemon's client id at the identity provider", func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		c.OIDC.ClientID, err = jsonString(raw)
+		return err
+	}},
+	{"auth.oidc.client_secret_file", "the path of a file holding the client's secret (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
+		c.OIDCClientSecretFile, err = p.path(raw)
+		return err
+	}},
+	{"auth.oidc.redirect_url", `where the provider sends the browser back, "https://HOST:PORT/auth/callback" (default: the address the page was opened at)`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil {
+			return err
+		}
+		u, perr := url.Parse(s)
+		if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != apiserver.AuthCallbackPath {
+			return errBadValue
+		}
+		c.OIDC.RedirectURL = s
+		return nil
+	}},
+	{"auth.oidc.scopes", `an array of scopes (default ["openid", "email", "profile", "groups"])`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		if json.Unmarshal(raw, &c.OIDC.Scopes) != nil || !slices.Contains(c.OIDC.Scopes, "openid") {
+			return errBadValue
+		}
+		return nil
+	}},
+	{"auth.oidc.groups_claim", `the ID token's claim that lists a person's groups (default "groups")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		c.OIDC.GroupsClaim, err = jsonString(raw)
+		return err
+	}},
+	{"auth.oidc.roles", `an array mapping people to roles, the first match wins, such as [{"group": "ops", "role": "admin"}, {"email": "bob@example.com", "role": "approver"}]`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		var roles []apiserver.RoleMapping
+		if dec.Decode(&roles) != nil {
+			return errBadValue
+		}
+		for _, m := range roles {
+			if (m.Group == "") == (m.Email == "") || apiserver.RolePermissions(m.Role) == nil || m.Role == apiserver.RoleWorker {
+				return errBadValue
+			}
+		}
+		c.OIDC.Roles = roles
+		return nil
+	}},
+	{"auth.oidc.session_ttl", `how long a sign-in lasts, a duration > 0 such as "8h" (default "12h")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		c.OIDC.SessionTTL, err = jsonDuration(raw)
+		return err
+	}},
 	{"workers.enabled", "true or false (default: true when workers.token_file is set)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		return json.Unmarshal(raw, &c.WorkersEnabled)
 	}},
@@ -652,7 +719,7 @@ func (p *configParser) object(prefix string, c *Settings) error {
 		}
 		key := prefix + tok.(string)
 		keyEnd := int(p.dec.InputOffset())
-		if prefix == "" && slices.Contains(configSections, key) {
+		if slices.Contains(configSections, key) {
 			valStart := p.valueStart(keyEnd)
 			if valStart < len(p.data) && p.data[valStart] == '{' {
 				if err := p.object(key+".", c); err != nil {
@@ -940,6 +1007,18 @@ const Usage = `Settings file:
                                  ("claudectl worker --connect ws://ADDR/v1/worker");
                                  unset: no remote workers but those with a
                                  worker token (workers.enabled)
+  auth.oidc.issuer               sign-in for the page with OpenID Connect: the
+                                 identity provider's issuer URL (docs/security.md)
+  auth.oidc.client_id            the daemon's client id at the provider
+  auth.oidc.client_secret_file   file holding the client's secret
+  auth.oidc.redirect_url         https://HOST:PORT/auth/callback (default: the
+                                 address the page was opened at)
+  auth.oidc.scopes               scopes asked for (default openid, email, profile,
+                                 groups)
+  auth.oidc.groups_claim         the ID token's claim of groups (default "groups")
+  auth.oidc.roles                [{"group": G | "email": E, "role": R}, ...]: the
+                                 first match gives the role; nobody else gets in
+  auth.oidc.session_ttl          how long a sign-in lasts (default "12h")
   workers.enabled                accept remote workers presenting a token of role
                                  worker (claudectl tokens create NAME --role worker),
                                  with or without workers.token_file

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"github.com/claudectl/claudectl/apiserver"
 	"log/slog"
 
 	"strings"
@@ -47,6 +48,14 @@ func TestConfigParse(t *testing.T) {
 			Settings{FullSync: true, WatchedTimeout: time.Minute, MaxPayloadBytes: -1}},
 		{"relative paths", `{"cli": "../bin/claude", "token_file": "tok", "data_dir": "./d/"}`,
 			Settings{CLI: "/etc/bin/claude", TokenFile: "/etc/cc/tok", DataDir: "/etc/cc/d"}},
+		{"oidc", `{"auth": {"oidc": {"issuer": "https://id.example.com", "client_id": "cctl", "client_secret_file": "oidc-secret",
+			"roles": [{"group": "ops", "role": "admin"}, {"email": "bob@example.com", "role": "approver"}], "session_ttl": "8h"}},
+			"workers.enabled": true}`,
+			Settings{OIDC: apiserver.OIDCOptions{Issuer: "https://id.example.com", ClientID: "cctl", SessionTTL: 8 * time.Hour,
+				Roles: []apiserver.RoleMapping{{Group: "ops", Role: "admin"}, {Email: "bob@example.com", Role: "approver"}}},
+				OIDCClientSecretFile: "/etc/cc/oidc-secret", WorkersEnabled: true}},
+		{"oidc dotted", `{"auth.oidc.issuer": "http://127.0.0.1:4444", "auth.oidc.scopes": ["openid", "email"]}`,
+			Settings{OIDC: apiserver.OIDCOptions{Issuer: "http://127.0.0.1:4444", Scopes: []string{"openid", "email"}}}},
 		{"null is the default", `{"listen": null, "daemon": null, "permissions": {"watched_timeout": null}}`, Settings{}},
 		{"exponent", `{"daemon": {"max_payload_bytes": 1e6}}`, Settings{MaxPayloadBytes: 1000000}},
 		{"stalled streams", `{"daemon": {"stream_write_timeout": "2m", "stream_unsent_bytes": 1048576}}`,
@@ -125,6 +134,14 @@ func TestConfigErrors(t *testing.T) {
 		{"store sqlite path", `{"store.url": "sqlite:"}`, `invalid value "sqlite:" for store.url: must be "sqlite:PATH"`},
 		{"store bad postgres", `{"store.url": "postgres://u:hunter2@db:port/cc"}`, `invalid store.url: not a PostgreSQL URL`},
 		{"worker connections", `{"workers.max_connections": 0}`, `invalid value 0 for workers.max_connections: must be a whole number of connections from 1 to 65536 (default 1024)`},
+		{"oidc issuer", `{"auth": {"oidc": {"issuer": "id.example.com"}}}`, `invalid value "id.example.com" for auth.oidc.issuer: must be the identity provider's issuer URL`},
+		{"oidc role", `{"auth.oidc.roles": [{"group": "ops", "role": "root"}]}`, `invalid value [{"group": "ops", "role": "root"}] for auth.oidc.roles`},
+		{"oidc role both", `{"auth.oidc.roles": [{"group": "ops", "email": "a@b", "role": "admin"}]}`, `for auth.oidc.roles: must be an array mapping people to roles`},
+		{"oidc role worker", `{"auth.oidc.roles": [{"group": "ops", "role": "worker"}]}`, `for auth.oidc.roles`},
+		{"oidc role field", `{"auth.oidc.roles": [{"groups": "ops", "role": "admin"}]}`, `for auth.oidc.roles`},
+		{"oidc scopes", `{"auth.oidc.scopes": ["email"]}`, `invalid value ["email"] for auth.oidc.scopes`},
+		{"oidc redirect", `{"auth.oidc.redirect_url": "https://x.example.com/callback"}`, `for auth.oidc.redirect_url`},
+		{"oidc unknown", `{"auth": {"oidc": {"isuer": "https://x"}}}`, `unknown key "auth.oidc.isuer" (did you mean "auth.oidc.issuer"?)`},
 		{"cli scheduling", `{"sessions.cli_scheduling": "idle"}`, `invalid value "idle" for sessions.cli_scheduling: must be "batch" or "normal"`},
 		{"cli scheduling type", `{"sessions.cli_scheduling": true}`, `invalid value true for sessions.cli_scheduling: must be "batch" or "normal"`},
 		{"set twice", "{\"daemon\": {\"full_sync\": true},\n \"daemon.full_sync\": false}", `settings.json:2:22: daemon.full_sync is set twice (first on line 1)`},

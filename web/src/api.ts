@@ -17,9 +17,39 @@ export function setToken(t: string | null) {
   else localStorage.setItem(tokenKey, t);
 }
 
+// A page signed in with the identity provider holds no token: its
+// requests carry the daemon's HttpOnly session cookie, and the CSRF value
+// the daemon set beside it in a cookie only pages of its origin can read,
+// which a request another site makes the browser send cannot carry.
+export function csrfCookie(): string | null {
+  const m = document.cookie.match(/(?:^|;\s*)claudectl_csrf=([^;]+)/);
+  return m ? m[1] : null;
+}
+
+// signInConfigured asks the daemon whether it offers sign-in with an
+// identity provider.
+export async function signInConfigured(): Promise<boolean> {
+  try {
+    const r = await fetch("/auth/config");
+    return r.ok && (await r.json()).oidc === true;
+  } catch {
+    return false;
+  }
+}
+
+// signOut ends a sign-in: the daemon revokes its token and forgets the
+// cookies.
+export async function signOut() {
+  await fetch("/auth/logout", { method: "POST", headers: { "Claudectl-Csrf": csrfCookie() ?? "" } });
+}
+
 const bearer: Interceptor = (next) => async (req) => {
   const t = getToken();
   if (t) req.header.set("Authorization", "Bearer " + t);
+  else {
+    const c = csrfCookie();
+    if (c) req.header.set("Claudectl-Csrf", c);
+  }
   req.header.set("Claudectl-Client", "page"); // the audit trail's client kind (a hint)
   return next(req);
 };

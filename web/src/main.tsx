@@ -4,7 +4,7 @@ import { createContext, render } from "preact";
 import { useContext, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Behavior, RuleScope, type Decision, type PermissionRequest, type Rule, type Session } from "./gen/claudectl/v1/claudectl_pb";
-import { auth, clientName, getToken, permissions, sessions, setToken } from "./api";
+import { auth, clientName, csrfCookie, getToken, permissions, sessions, setToken, signInConfigured, signOut } from "./api";
 import {
   Log, buildConversation, can, decisionWords, fieldOf, filterSessions, mergeInbox, mergeSessions, statusName, statusNames,
   tokenFromHash, toolDiff, ts, type Inbox, type Item,
@@ -53,6 +53,9 @@ function useCan(): (p: string) => boolean {
 
 // --- the app ---
 
+// cookieToken stands for a sign-in's cookie in the token state.
+const cookieToken = "(signed in)";
+
 function App() {
   const [token, setTok] = useState<string | null>(() => {
     const { token, rest } = tokenFromHash(location.hash);
@@ -60,7 +63,8 @@ function App() {
       setToken(token);
       history.replaceState(null, "", location.pathname + location.search + rest);
     }
-    return getToken();
+    // Signed in with the identity provider: the cookie is the token.
+    return getToken() ?? (csrfCookie() ? cookieToken : null);
   });
   const [conn, setConn] = useState<Conn>("connecting");
   const [list, setList] = useState<Session[]>([]);
@@ -116,7 +120,7 @@ function App() {
     document.title = n ? `(${n}) claudectl` : "claudectl";
   }, [inbox.pending.length]);
 
-  if (!token || conn === "auth") return <Login wrong={conn === "auth"} onToken={(t) => { setToken(t); setTok(t); setConn("connecting"); }} />;
+  if (!token || conn === "auth") return <Login wrong={conn === "auth" && token !== cookieToken} onToken={(t) => { setToken(t); setTok(t); setConn("connecting"); }} />;
 
   const sessionID = route.startsWith("#/s/") ? decodeURIComponent(route.slice(4)) : null;
   return (
@@ -130,6 +134,11 @@ function App() {
           <a href="#/rules" class={route === "#/rules" ? "on" : ""}>Rules</a>
         </nav>
         {me && <span class="muted small" data-testid="me" title={"token " + me.token + ": " + me.permissions.join(", ")}>{me.user} ({me.role})</span>}
+        <button class="small" data-testid="logout" onClick={async () => {
+          if (token === cookieToken) await signOut();
+          setToken(null);
+          setTok(null);
+        }}>{token === cookieToken ? "Sign out" : "Log out"}</button>
         <span class={"conn " + conn} data-testid="conn">{conn === "ok" ? "live" : conn === "gone" ? "daemon unreachable, retrying…" : "connecting…"}</span>
       </header>
       {conn === "gone" && <div class="banner error" data-testid="gone">The daemon does not answer. The page reconnects by itself and catches up.</div>}
@@ -151,6 +160,8 @@ function notify(r: PermissionRequest) {
 
 function Login(props: { wrong: boolean; onToken: (t: string) => void }) {
   const [v, setV] = useState("");
+  const [sso, setSSO] = useState(false);
+  useEffect(() => { signInConfigured().then(setSSO); }, []);
   return (
     <form class="login" data-testid="login" onSubmit={(e) => { e.preventDefault(); if (v.trim()) props.onToken(v.trim()); }}>
       <h1>claudectl</h1>
@@ -158,6 +169,7 @@ function Login(props: { wrong: boolean; onToken: (t: string) => void }) {
       <p>Open the address <code>claudectl serve</code> printed, or paste the daemon's token (the file <code>token</code> in its data directory).</p>
       <input type="password" aria-label="token" placeholder="token" value={v} onInput={(e) => setV((e.target as HTMLInputElement).value)} autofocus />
       <button type="submit">Log in</button>
+      {sso && <p><a class="button" href="/auth/login" data-testid="sign-in">Sign in with your identity provider</a></p>}
     </form>
   );
 }
