@@ -255,16 +255,19 @@ func (a *Auth) lookup(token string) *store.Token {
 }
 
 // workerOK reports whether token may connect a remote worker: the shared
-// worker token, or a live token of role worker.
-func (a *Auth) workerOK(token, remote string) bool {
+// worker token, or a live token of role worker. It only tells the
+// connection guard that the connection carried a token: the worker
+// listener decides (through WorkerVerifier, which counts failures), so
+// a wrong token is not counted twice.
+func (a *Auth) workerOK(token string) bool {
 	if token == "" {
 		return false
 	}
 	if a.worker != "" && tokenIs(token, a.worker) {
 		return true
 	}
-	id, err := a.verify(token, remote)
-	return err == nil && id.Role == RoleWorker
+	t := a.lookup(token)
+	return t != nil && t.Role == RoleWorker && t.Live(time.Now())
 }
 
 // WorkerVerifier returns what the worker listener checks a worker's

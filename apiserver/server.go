@@ -174,7 +174,7 @@ func requireToken(h http.Handler, auth *Auth) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := bearerToken(r)
 		if r.URL.Path == WorkerPath { // the worker listener checks its own token
-			if auth.workerOK(got, r.RemoteAddr) {
+			if auth.workerOK(got) {
 				markAuthenticated(r.Context())
 			}
 			h.ServeHTTP(w, r)
