@@ -106,6 +106,7 @@ func putUser(ctx context.Context, tx pgx.Tx, u *store.User, maxUsers int, update
 // Users returns every user, by name.
 func (db *DB) Users(ctx context.Context) (_ []*store.User, err error) {
 	defer wrap(&err, "postgres: Users")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -207,6 +208,7 @@ func scanToken(sc pgx.Row) (*store.Token, error) {
 // Tokens returns every token, revoked ones included, oldest first.
 func (db *DB) Tokens(ctx context.Context) (_ []*store.Token, err error) {
 	defer wrap(&err, "postgres: Tokens")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -308,6 +310,7 @@ func (db *DB) AddAudit(ctx context.Context, e *store.AuditEntry) (err error) {
 // Audit returns the entries f selects, newest first.
 func (db *DB) Audit(ctx context.Context, f store.AuditFilter) (_ []*store.AuditEntry, err error) {
 	defer wrap(&err, "postgres: Audit")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}

@@ -93,6 +93,7 @@ func putUser(ctx context.Context, tx *sql.Tx, u *store.User, maxUsers int, updat
 // Users returns every user, by name.
 func (db *DB) Users(ctx context.Context) (_ []*store.User, err error) {
 	defer wrap(&err, "sqlite: Users")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -194,6 +195,7 @@ func scanToken(sc interface{ Scan(...any) error }) (*store.Token, error) {
 // Tokens returns every token, revoked ones included, oldest first.
 func (db *DB) Tokens(ctx context.Context) (_ []*store.Token, err error) {
 	defer wrap(&err, "sqlite: Tokens")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
@@ -284,6 +286,7 @@ func (db *DB) AddAudit(ctx context.Context, e *store.AuditEntry) (err error) {
 // Audit returns the entries f selects, newest first.
 func (db *DB) Audit(ctx context.Context, f store.AuditFilter) (_ []*store.AuditEntry, err error) {
 	defer wrap(&err, "sqlite: Audit")
+	defer db.health.TrackRead(ctx, &err)
 	if err := db.check(); err != nil {
 		return nil, err
 	}
