@@ -171,6 +171,7 @@ func (a *actor) start(ctx context.Context) error {
 	co.MaxPayloadBytes = a.d.maxPayload
 	co.CanUseTool = a.canUseTool
 	co.Hooks = a.hooks()
+	co.Sandbox = a.d.policy.Sandbox // the daemon's, whatever the session asked
 	co.Logger = a.d.log
 	// The CLI lives as long as the daemon, or until the session closes it
 	// (gracefully: Close); but a close while it starts (a client's, the

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -82,6 +83,10 @@ type SessionPolicy struct {
 	// Roots, when not empty, are the directories a session's cwd and
 	// add_dirs must be inside.
 	Roots []string
+	// Sandbox, when set, is Claude Code's sandbox settings object that
+	// every session's CLI runs with (EnforcedSandbox makes it from the
+	// sessions.sandbox setting); nil for none. No client can weaken it.
+	Sandbox json.RawMessage
 }
 
 // checkWorker checks where o asks its CLI to run: a worker name and labels
@@ -291,6 +296,9 @@ func (d *Daemon) checkPolicy(o *SessionOptions) error {
 			return &InvalidArgumentError{Field: field, Value: clipValue(arg),
 				Reason: fmt.Sprintf("the flag %s is not allowed: add it to sessions.allowed_extra_args in the daemon's settings.json", name)}
 		}
+	}
+	if err := p.checkSandboxArgs(o.GetExtraArgs()); err != nil {
+		return err
 	}
 	if err := p.checkMode("options.permission_mode", o.GetPermissionMode()); err != nil {
 		return err

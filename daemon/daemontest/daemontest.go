@@ -43,7 +43,8 @@ type Options struct {
 	// CLIPath, if set, runs this executable instead of the real CLI (a
 	// stand-in for benchmarks); the scripted model still serves it.
 	CLIPath string
-	// Policy is what clients may ask of a session (the sessions.* settings).
+	// Policy is what clients may ask of a session (the sessions.* settings;
+	// its Sandbox is the sessions.sandbox setting as written).
 	Policy daemon.SessionPolicy
 	// Transport, if set, runs local sessions' CLIs (e.g. *InProcessCLI).
 	Transport claude.Transport
@@ -140,6 +141,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
 		WorkerToken: o.WorkerToken, WorkersEnabled: o.WorkersEnabled, WorkerWait: 60 * time.Second, WorkerMaxConnections: o.MaxWorkerConnections,
 		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,
+		Sandbox:     o.Policy.Sandbox,
 		LogLevel:    slog.LevelError + 1, // quiet
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1), CLIScheduling: o.CLIScheduling,
 	}}

@@ -228,6 +228,10 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	srv.broker = permission.NewBroker(&permission.BrokerOptions{
 		WatchedTimeout: s.WatchedTimeout, UnwatchedTimeout: s.UnwatchedTimeout})
+	sandbox, err := daemon.EnforcedSandbox(s.Sandbox)
+	if err != nil {
+		return nil, &SettingsError{file: cmp.Or(s.File, "settings"), msg: "sessions.sandbox: " + err.Error()}
+	}
 	db := srv.db
 	if opts.WrapStore != nil {
 		db = opts.WrapStore(db)
@@ -236,7 +240,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		CLIPath: path, Env: s.Env, Logger: log, SubscriberBuffer: s.SubscriberBuffer,
 		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize,
 		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
-			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots},
+			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots, Sandbox: sandbox},
 		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning),
 		CLIScheduling:      cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
 		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/internal/suggest"
 )
 
@@ -72,6 +73,9 @@ type Settings struct {
 	AllowedExtraArgs       []string
 	AllowBypassPermissions bool
 	AllowedRoots           []string
+	// Sandbox is sessions.sandbox: Claude Code's sandbox settings object,
+	// enforced on every session (daemon.EnforcedSandbox); nil for none.
+	Sandbox json.RawMessage
 
 	// IdleTimeout is how long a session's CLI may sit idle before the
 	// daemon closes it (the session is suspended; its next prompt resumes
@@ -382,6 +386,13 @@ var configKeys = []configKey{
 			}
 			c.AllowedRoots = append(c.AllowedRoots, dir)
 		}
+		return nil
+	}},
+	{"sessions.sandbox", `an object of Claude Code's sandbox settings, such as {"enabled": true, "network": {"allowedDomains": ["github.com"]}} (default none)`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		if _, err := daemon.EnforcedSandbox(raw); err != nil {
+			return errBadValue
+		}
+		c.Sandbox = raw
 		return nil
 	}},
 	{"sessions.idle_timeout", `a duration > 0 such as "10m" or "1h", or "never" (default "10m")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
@@ -982,6 +993,12 @@ const Usage = `Settings file:
                                  (default false)
   sessions.allowed_roots         directories sessions' cwd and add_dirs must be
                                  inside (default anywhere)
+  sessions.sandbox               Claude Code's sandbox settings ({"enabled": true,
+                                 "filesystem": {...}, "network": {"allowedDomains":
+                                 [...]}}), forced on every session: clients cannot
+                                 weaken it; enabled, no command outside it, and a
+                                 session fails rather than run without it unless
+                                 the object says otherwise (default none)
   sessions.idle_timeout          how long an idle session keeps its CLI before it
                                  is suspended (its next prompt resumes it), or
                                  "never" (default "10m")

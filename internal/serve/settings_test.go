@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"encoding/json"
 	"github.com/claudectl/claudectl/apiserver"
 	"log/slog"
 
@@ -68,6 +69,8 @@ func TestConfigParse(t *testing.T) {
 		{"store postgres", `{"store.url": "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}`,
 			Settings{StoreURL: "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}},
 		{"worker connections", `{"workers": {"max_connections": 64}}`, Settings{WorkerMaxConnections: 64}},
+		{"sandbox", `{"sessions": {"sandbox": {"enabled": true, "network": {"allowedDomains": ["github.com"]}}}}`,
+			Settings{Sandbox: json.RawMessage(`{"enabled": true, "network": {"allowedDomains": ["github.com"]}}`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parse(t, tc.text)
@@ -148,6 +151,7 @@ func TestConfigErrors(t *testing.T) {
 		{"tls key alone", "{\n  \"tls_key_file\": \"x\"}", `settings.json:2:19: tls_key_file needs tls_cert_file: set both (a certificate and its private key), or neither`},
 		{"tls cert alone", `{"tls_cert_file": "c.pem", "tls_key_file": null}`, `settings.json:1:19: tls_cert_file needs tls_key_file`},
 		{"root missing", `{"sessions": {"allowed_roots": ["/", "nonexist"]}}`, `settings.json:1:32: invalid value "nonexist" for sessions.allowed_roots: /etc/cc/nonexist does not exist`},
+		{"sandbox type", `{"sessions.sandbox": true}`, `invalid value true for sessions.sandbox: must be an object of Claude Code's sandbox settings`},
 		{"root a file", `{"sessions.allowed_roots": ["/etc/passwd"]}`, `invalid value "/etc/passwd" for sessions.allowed_roots: /etc/passwd is not a directory`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
