@@ -43,21 +43,26 @@ const (
 	SessionStatus_SESSION_STATUS_SUSPENDED SessionStatus = 8
 	// queued: it waits for one of sessions.max_running slots to start its CLI.
 	SessionStatus_SESSION_STATUS_QUEUED SessionStatus = 9
+	// budget: a spend cap (budgets.* in the daemon's settings) was reached;
+	// no turn starts, prompts sent meanwhile wait, until an approver raises
+	// the cap or allows one more turn (RaiseBudget).
+	SessionStatus_SESSION_STATUS_BUDGET SessionStatus = 10
 )
 
 // Enum value maps for SessionStatus.
 var (
 	SessionStatus_name = map[int32]string{
-		0: "SESSION_STATUS_UNSPECIFIED",
-		1: "SESSION_STATUS_STARTING",
-		2: "SESSION_STATUS_RUNNING",
-		3: "SESSION_STATUS_IDLE",
-		4: "SESSION_STATUS_WAITING",
-		5: "SESSION_STATUS_INTERRUPTED",
-		6: "SESSION_STATUS_CLOSED",
-		7: "SESSION_STATUS_FAILED",
-		8: "SESSION_STATUS_SUSPENDED",
-		9: "SESSION_STATUS_QUEUED",
+		0:  "SESSION_STATUS_UNSPECIFIED",
+		1:  "SESSION_STATUS_STARTING",
+		2:  "SESSION_STATUS_RUNNING",
+		3:  "SESSION_STATUS_IDLE",
+		4:  "SESSION_STATUS_WAITING",
+		5:  "SESSION_STATUS_INTERRUPTED",
+		6:  "SESSION_STATUS_CLOSED",
+		7:  "SESSION_STATUS_FAILED",
+		8:  "SESSION_STATUS_SUSPENDED",
+		9:  "SESSION_STATUS_QUEUED",
+		10: "SESSION_STATUS_BUDGET",
 	}
 	SessionStatus_value = map[string]int32{
 		"SESSION_STATUS_UNSPECIFIED": 0,
@@ -70,6 +75,7 @@ var (
 		"SESSION_STATUS_FAILED":      7,
 		"SESSION_STATUS_SUSPENDED":   8,
 		"SESSION_STATUS_QUEUED":      9,
+		"SESSION_STATUS_BUDGET":      10,
 	}
 )
 
@@ -338,7 +344,14 @@ type Session struct {
 	WorkerName string `protobuf:"bytes,15,opt,name=worker_name,json=workerName,proto3" json:"worker_name,omitempty"`
 	// daemon names the daemon whose lease the session's CLI runs under, in a
 	// store shared by several daemons ("" otherwise, or when none holds it).
-	Daemon        string `protobuf:"bytes,16,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	Daemon string `protobuf:"bytes,16,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	// worktree is set for a session run in a git worktree of its own.
+	Worktree *Worktree `protobuf:"bytes,17,opt,name=worktree,proto3" json:"worktree,omitempty"`
+	// limits are the resource limits its CLI runs under (a local session's:
+	// the daemon's sessions.limits, lowered by what the session asked).
+	Limits *ResourceLimits `protobuf:"bytes,18,opt,name=limits,proto3" json:"limits,omitempty"`
+	// queued_prompts counts the prompts waiting for budget (status budget).
+	QueuedPrompts int32 `protobuf:"varint,19,opt,name=queued_prompts,json=queuedPrompts,proto3" json:"queued_prompts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -485,6 +498,176 @@ func (x *Session) GetDaemon() string {
 	return ""
 }
 
+func (x *Session) GetWorktree() *Worktree {
+	if x != nil {
+		return x.Worktree
+	}
+	return nil
+}
+
+func (x *Session) GetLimits() *ResourceLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Session) GetQueuedPrompts() int32 {
+	if x != nil {
+		return x.QueuedPrompts
+	}
+	return 0
+}
+
+// Worktree is the git worktree a session runs in.
+type Worktree struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Path   string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`     // where its CLI runs
+	Branch string                 `protobuf:"bytes,2,opt,name=branch,proto3" json:"branch,omitempty"` // the session's branch
+	// base_branch is the branch it started from ("" when the repository's
+	// HEAD was detached), base_commit the commit.
+	BaseBranch    string `protobuf:"bytes,3,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
+	BaseCommit    string `protobuf:"bytes,4,opt,name=base_commit,json=baseCommit,proto3" json:"base_commit,omitempty"`
+	Repository    string `protobuf:"bytes,5,opt,name=repository,proto3" json:"repository,omitempty"` // the repository's top level
+	Discarded     bool   `protobuf:"varint,6,opt,name=discarded,proto3" json:"discarded,omitempty"`  // DiscardWorktree removed it and its branch
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Worktree) Reset() {
+	*x = Worktree{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Worktree) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Worktree) ProtoMessage() {}
+
+func (x *Worktree) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Worktree.ProtoReflect.Descriptor instead.
+func (*Worktree) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Worktree) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Worktree) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *Worktree) GetBaseBranch() string {
+	if x != nil {
+		return x.BaseBranch
+	}
+	return ""
+}
+
+func (x *Worktree) GetBaseCommit() string {
+	if x != nil {
+		return x.BaseCommit
+	}
+	return ""
+}
+
+func (x *Worktree) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *Worktree) GetDiscarded() bool {
+	if x != nil {
+		return x.Discarded
+	}
+	return false
+}
+
+// ResourceLimits cap a session's CLI and everything it starts, together;
+// a zero field is no limit of the session's own.
+type ResourceLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemoryMax     int64                  `protobuf:"varint,1,opt,name=memory_max,json=memoryMax,proto3" json:"memory_max,omitempty"` // bytes, swap included
+	CpuMax        float64                `protobuf:"fixed64,2,opt,name=cpu_max,json=cpuMax,proto3" json:"cpu_max,omitempty"`         // CPUs (1.5: one and a half)
+	PidsMax       int64                  `protobuf:"varint,3,opt,name=pids_max,json=pidsMax,proto3" json:"pids_max,omitempty"`       // processes and threads
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceLimits) Reset() {
+	*x = ResourceLimits{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceLimits) ProtoMessage() {}
+
+func (x *ResourceLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceLimits.ProtoReflect.Descriptor instead.
+func (*ResourceLimits) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ResourceLimits) GetMemoryMax() int64 {
+	if x != nil {
+		return x.MemoryMax
+	}
+	return 0
+}
+
+func (x *ResourceLimits) GetCpuMax() float64 {
+	if x != nil {
+		return x.CpuMax
+	}
+	return 0
+}
+
+func (x *ResourceLimits) GetPidsMax() int64 {
+	if x != nil {
+		return x.PidsMax
+	}
+	return 0
+}
+
 type Usage struct {
 	state                    protoimpl.MessageState `protogen:"open.v1"`
 	CostUsd                  float64                `protobuf:"fixed64,1,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
@@ -499,7 +682,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[1]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +694,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[1]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +707,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{1}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Usage) GetCostUsd() float64 {
@@ -582,7 +765,7 @@ type ModelUsage struct {
 
 func (x *ModelUsage) Reset() {
 	*x = ModelUsage{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[2]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +777,7 @@ func (x *ModelUsage) String() string {
 func (*ModelUsage) ProtoMessage() {}
 
 func (x *ModelUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[2]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +790,7 @@ func (x *ModelUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelUsage.ProtoReflect.Descriptor instead.
 func (*ModelUsage) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{2}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ModelUsage) GetCostUsd() float64 {
@@ -668,14 +851,22 @@ type SessionOptions struct {
 	// worker_labels places the session on a registered worker having every
 	// one of these labels (the least loaded with room); worker must then be
 	// "", "remote" or a name.
-	WorkerLabels  map[string]string `protobuf:"bytes,14,rep,name=worker_labels,json=workerLabels,proto3" json:"worker_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	WorkerLabels map[string]string `protobuf:"bytes,14,rep,name=worker_labels,json=workerLabels,proto3" json:"worker_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// worktree runs the session in a git worktree of its own, under the
+	// daemon's data directory: "" none; "auto" a new branch
+	// claudectl/<short session id> from the current HEAD of the repository
+	// holding cwd; any other value the name of the new branch.
+	Worktree string `protobuf:"bytes,15,opt,name=worktree,proto3" json:"worktree,omitempty"`
+	// limits asks for lower resource limits than the daemon's
+	// sessions.limits, never higher; a zero field takes the daemon's.
+	Limits        *ResourceLimits `protobuf:"bytes,16,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionOptions) Reset() {
 	*x = SessionOptions{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[3]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +878,7 @@ func (x *SessionOptions) String() string {
 func (*SessionOptions) ProtoMessage() {}
 
 func (x *SessionOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[3]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +891,7 @@ func (x *SessionOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOptions.ProtoReflect.Descriptor instead.
 func (*SessionOptions) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{3}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SessionOptions) GetCwd() string {
@@ -801,6 +992,20 @@ func (x *SessionOptions) GetWorkerLabels() map[string]string {
 	return nil
 }
 
+func (x *SessionOptions) GetWorktree() string {
+	if x != nil {
+		return x.Worktree
+	}
+	return ""
+}
+
+func (x *SessionOptions) GetLimits() *ResourceLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type CreateSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Options       *SessionOptions        `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
@@ -811,7 +1016,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[4]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +1028,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[4]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +1041,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{4}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSessionRequest) GetOptions() *SessionOptions {
@@ -862,7 +1067,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[5]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1079,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[5]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1092,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{5}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -906,7 +1111,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[6]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1123,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[6]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1136,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{6}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListSessionsRequest) GetStatus() []SessionStatus {
@@ -950,7 +1155,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[7]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1167,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[7]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1180,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{7}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -994,7 +1199,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[8]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1211,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[8]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1224,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{8}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1038,7 +1243,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[9]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1255,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[9]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1268,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{9}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1083,7 +1288,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[10]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1300,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[10]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1313,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{10}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SendRequest) GetSessionId() string {
@@ -1138,7 +1343,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[11]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1355,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[11]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1368,7 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{11}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SendResponse) GetHint() string {
@@ -1183,7 +1388,7 @@ type InterruptRequest struct {
 
 func (x *InterruptRequest) Reset() {
 	*x = InterruptRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[12]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1400,7 @@ func (x *InterruptRequest) String() string {
 func (*InterruptRequest) ProtoMessage() {}
 
 func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[12]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1413,7 @@ func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptRequest.ProtoReflect.Descriptor instead.
 func (*InterruptRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{12}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InterruptRequest) GetSessionId() string {
@@ -1233,7 +1438,7 @@ type InterruptResponse struct {
 
 func (x *InterruptResponse) Reset() {
 	*x = InterruptResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[13]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1450,7 @@ func (x *InterruptResponse) String() string {
 func (*InterruptResponse) ProtoMessage() {}
 
 func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[13]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1463,7 @@ func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptResponse.ProtoReflect.Descriptor instead.
 func (*InterruptResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{13}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{15}
 }
 
 type SetModelRequest struct {
@@ -1271,7 +1476,7 @@ type SetModelRequest struct {
 
 func (x *SetModelRequest) Reset() {
 	*x = SetModelRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[14]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1488,7 @@ func (x *SetModelRequest) String() string {
 func (*SetModelRequest) ProtoMessage() {}
 
 func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[14]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1501,7 @@ func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelRequest.ProtoReflect.Descriptor instead.
 func (*SetModelRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{14}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetModelRequest) GetSessionId() string {
@@ -1321,7 +1526,7 @@ type SetModelResponse struct {
 
 func (x *SetModelResponse) Reset() {
 	*x = SetModelResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[15]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1538,7 @@ func (x *SetModelResponse) String() string {
 func (*SetModelResponse) ProtoMessage() {}
 
 func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[15]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1551,7 @@ func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelResponse.ProtoReflect.Descriptor instead.
 func (*SetModelResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{15}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{17}
 }
 
 type SetPermissionModeRequest struct {
@@ -1359,7 +1564,7 @@ type SetPermissionModeRequest struct {
 
 func (x *SetPermissionModeRequest) Reset() {
 	*x = SetPermissionModeRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[16]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1576,7 @@ func (x *SetPermissionModeRequest) String() string {
 func (*SetPermissionModeRequest) ProtoMessage() {}
 
 func (x *SetPermissionModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[16]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1589,7 @@ func (x *SetPermissionModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionModeRequest.ProtoReflect.Descriptor instead.
 func (*SetPermissionModeRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{16}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetPermissionModeRequest) GetSessionId() string {
@@ -1412,7 +1617,7 @@ type SetPermissionModeResponse struct {
 
 func (x *SetPermissionModeResponse) Reset() {
 	*x = SetPermissionModeResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[17]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1629,7 @@ func (x *SetPermissionModeResponse) String() string {
 func (*SetPermissionModeResponse) ProtoMessage() {}
 
 func (x *SetPermissionModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[17]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1642,7 @@ func (x *SetPermissionModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionModeResponse.ProtoReflect.Descriptor instead.
 func (*SetPermissionModeResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{17}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetPermissionModeResponse) GetMode() string {
@@ -1457,7 +1662,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[18]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1674,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[18]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1687,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{18}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -1507,7 +1712,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[19]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1724,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[19]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1737,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{19}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{21}
 }
 
 type ResumeSessionRequest struct {
@@ -1545,7 +1750,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[20]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1762,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[20]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1775,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{20}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -1596,7 +1801,7 @@ type ResumeSessionResponse struct {
 
 func (x *ResumeSessionResponse) Reset() {
 	*x = ResumeSessionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[21]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1813,7 @@ func (x *ResumeSessionResponse) String() string {
 func (*ResumeSessionResponse) ProtoMessage() {}
 
 func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[21]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1826,7 @@ func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{21}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResumeSessionResponse) GetSession() *Session {
@@ -1641,7 +1846,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[22]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1858,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[22]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1871,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{22}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ForkSessionRequest) GetSessionId() string {
@@ -1692,7 +1897,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[23]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1909,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[23]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1922,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{23}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ForkSessionResponse) GetSession() *Session {
@@ -1737,7 +1942,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[24]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1954,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[24]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1967,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{24}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SubscribeRequest) GetSessionId() string {
@@ -1788,7 +1993,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[25]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +2005,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[25]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +2018,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{25}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubscribeResponse) GetEvent() *Event {
@@ -1850,7 +2055,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[26]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2067,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[26]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2080,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{26}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Event) GetSessionId() string {
@@ -2105,7 +2310,7 @@ type PermissionModeChange struct {
 
 func (x *PermissionModeChange) Reset() {
 	*x = PermissionModeChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2322,7 @@ func (x *PermissionModeChange) String() string {
 func (*PermissionModeChange) ProtoMessage() {}
 
 func (x *PermissionModeChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2335,7 @@ func (x *PermissionModeChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionModeChange.ProtoReflect.Descriptor instead.
 func (*PermissionModeChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{27}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PermissionModeChange) GetMode() string {
@@ -2157,7 +2362,7 @@ type Interrupted struct {
 
 func (x *Interrupted) Reset() {
 	*x = Interrupted{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2374,7 @@ func (x *Interrupted) String() string {
 func (*Interrupted) ProtoMessage() {}
 
 func (x *Interrupted) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2387,7 @@ func (x *Interrupted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interrupted.ProtoReflect.Descriptor instead.
 func (*Interrupted) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{28}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Interrupted) GetBy() string {
@@ -2206,7 +2411,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2423,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2436,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{29}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Gap) GetLost() int64 {
@@ -2272,7 +2477,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2489,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2502,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{30}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TextDelta) GetText() string {
@@ -2331,7 +2536,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2548,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2561,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{31}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Message) GetType() string {
@@ -2406,7 +2611,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2623,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2636,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{32}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ToolUse) GetToolUseId() string {
@@ -2486,7 +2691,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2703,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2716,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{33}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PermissionRequest) GetRequestId() string {
@@ -2610,7 +2815,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2827,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2840,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{34}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Question) GetQuestion() string {
@@ -2676,7 +2881,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2893,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2906,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{35}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -2736,7 +2941,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2953,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2966,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Decision) GetRequestId() string {
@@ -2830,7 +3035,7 @@ type UsageReport struct {
 
 func (x *UsageReport) Reset() {
 	*x = UsageReport{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +3047,7 @@ func (x *UsageReport) String() string {
 func (*UsageReport) ProtoMessage() {}
 
 func (x *UsageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +3060,7 @@ func (x *UsageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReport.ProtoReflect.Descriptor instead.
 func (*UsageReport) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UsageReport) GetTurn() *Usage {
@@ -2882,7 +3087,7 @@ type StatusChange struct {
 
 func (x *StatusChange) Reset() {
 	*x = StatusChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3099,7 @@ func (x *StatusChange) String() string {
 func (*StatusChange) ProtoMessage() {}
 
 func (x *StatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3112,7 @@ func (x *StatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
 func (*StatusChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StatusChange) GetStatus() SessionStatus {
@@ -2937,7 +3142,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3154,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3167,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Error) GetMessage() string {
@@ -3005,7 +3210,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3222,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3235,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Warning) GetKind() string {
@@ -3076,7 +3281,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3293,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3306,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
 }
 
 type WatchSessionsResponse struct {
@@ -3116,7 +3321,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3128,7 +3333,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3346,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchSessionsResponse) GetSnapshot() bool {
@@ -3167,7 +3372,7 @@ type WatchPendingRequest struct {
 
 func (x *WatchPendingRequest) Reset() {
 	*x = WatchPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3179,7 +3384,7 @@ func (x *WatchPendingRequest) String() string {
 func (*WatchPendingRequest) ProtoMessage() {}
 
 func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3192,7 +3397,7 @@ func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPendingRequest.ProtoReflect.Descriptor instead.
 func (*WatchPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchPendingRequest) GetSessionId() string {
@@ -3215,7 +3420,7 @@ type WatchPendingResponse struct {
 
 func (x *WatchPendingResponse) Reset() {
 	*x = WatchPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3432,7 @@ func (x *WatchPendingResponse) String() string {
 func (*WatchPendingResponse) ProtoMessage() {}
 
 func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3445,7 @@ func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPendingResponse.ProtoReflect.Descriptor instead.
 func (*WatchPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchPendingResponse) GetSnapshot() bool {
@@ -3280,7 +3485,7 @@ type SettledRequest struct {
 
 func (x *SettledRequest) Reset() {
 	*x = SettledRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3292,7 +3497,7 @@ func (x *SettledRequest) String() string {
 func (*SettledRequest) ProtoMessage() {}
 
 func (x *SettledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3305,7 +3510,7 @@ func (x *SettledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledRequest.ProtoReflect.Descriptor instead.
 func (*SettledRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SettledRequest) GetRequestId() string {
@@ -3352,7 +3557,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3569,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3582,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListPendingRequest) GetSessionId() string {
@@ -3388,15 +3593,18 @@ func (x *ListPendingRequest) GetSessionId() string {
 }
 
 type ListPendingResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Requests      []*PermissionRequest   `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Requests []*PermissionRequest   `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// budget_holds are the sessions held at a spend cap, waiting for an
+	// approver (RaiseBudget).
+	BudgetHolds   []*BudgetHold `protobuf:"bytes,2,rep,name=budget_holds,json=budgetHolds,proto3" json:"budget_holds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3616,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,12 +3629,19 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListPendingResponse) GetRequests() []*PermissionRequest {
 	if x != nil {
 		return x.Requests
+	}
+	return nil
+}
+
+func (x *ListPendingResponse) GetBudgetHolds() []*BudgetHold {
+	if x != nil {
+		return x.BudgetHolds
 	}
 	return nil
 }
@@ -3447,7 +3662,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3459,7 +3674,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3472,7 +3687,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DecideRequest) GetRequestId() string {
@@ -3526,7 +3741,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3753,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3766,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DecideResponse) GetDecision() *Decision {
@@ -3575,7 +3790,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +3802,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +3815,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Rule) GetId() string {
@@ -3653,7 +3868,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3665,7 +3880,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3678,7 +3893,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
 }
 
 type ListRulesResponse struct {
@@ -3690,7 +3905,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +3917,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +3930,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -3734,7 +3949,7 @@ type AddRuleRequest struct {
 
 func (x *AddRuleRequest) Reset() {
 	*x = AddRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +3961,7 @@ func (x *AddRuleRequest) String() string {
 func (*AddRuleRequest) ProtoMessage() {}
 
 func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +3974,7 @@ func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleRequest.ProtoReflect.Descriptor instead.
 func (*AddRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AddRuleRequest) GetRule() *Rule {
@@ -3778,7 +3993,7 @@ type AddRuleResponse struct {
 
 func (x *AddRuleResponse) Reset() {
 	*x = AddRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3790,7 +4005,7 @@ func (x *AddRuleResponse) String() string {
 func (*AddRuleResponse) ProtoMessage() {}
 
 func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3803,7 +4018,7 @@ func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleResponse.ProtoReflect.Descriptor instead.
 func (*AddRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AddRuleResponse) GetRule() *Rule {
@@ -3822,7 +4037,7 @@ type RemoveRuleRequest struct {
 
 func (x *RemoveRuleRequest) Reset() {
 	*x = RemoveRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +4049,7 @@ func (x *RemoveRuleRequest) String() string {
 func (*RemoveRuleRequest) ProtoMessage() {}
 
 func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +4062,7 @@ func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RemoveRuleRequest) GetRuleId() string {
@@ -3865,7 +4080,7 @@ type RemoveRuleResponse struct {
 
 func (x *RemoveRuleResponse) Reset() {
 	*x = RemoveRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +4092,7 @@ func (x *RemoveRuleResponse) String() string {
 func (*RemoveRuleResponse) ProtoMessage() {}
 
 func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +4105,7 @@ func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleResponse.ProtoReflect.Descriptor instead.
 func (*RemoveRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
 }
 
 type ListDecisionsRequest struct {
@@ -3903,7 +4118,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4130,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4143,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListDecisionsRequest) GetSessionId() string {
@@ -3954,7 +4169,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3966,7 +4181,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3979,7 +4194,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*Decision {
@@ -3997,7 +4212,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4009,7 +4224,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4022,7 +4237,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
 }
 
 type HealthResponse struct {
@@ -4034,7 +4249,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4046,7 +4261,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4059,7 +4274,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HealthResponse) GetOk() bool {
@@ -4096,7 +4311,7 @@ type ClaudeCodeStatus struct {
 
 func (x *ClaudeCodeStatus) Reset() {
 	*x = ClaudeCodeStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4323,7 @@ func (x *ClaudeCodeStatus) String() string {
 func (*ClaudeCodeStatus) ProtoMessage() {}
 
 func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +4336,7 @@ func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeStatus.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClaudeCodeStatus) GetVersion() string {
@@ -4198,7 +4413,7 @@ type CompatibilityReason struct {
 
 func (x *CompatibilityReason) Reset() {
 	*x = CompatibilityReason{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4425,7 @@ func (x *CompatibilityReason) String() string {
 func (*CompatibilityReason) ProtoMessage() {}
 
 func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4438,7 @@ func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompatibilityReason.ProtoReflect.Descriptor instead.
 func (*CompatibilityReason) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CompatibilityReason) GetKind() string {
@@ -4314,7 +4529,7 @@ type ClaudeCodeVersion struct {
 
 func (x *ClaudeCodeVersion) Reset() {
 	*x = ClaudeCodeVersion{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4326,7 +4541,7 @@ func (x *ClaudeCodeVersion) String() string {
 func (*ClaudeCodeVersion) ProtoMessage() {}
 
 func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4339,7 +4554,7 @@ func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeVersion.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeVersion) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ClaudeCodeVersion) GetVersion() string {
@@ -4410,7 +4625,7 @@ type DegradedSession struct {
 
 func (x *DegradedSession) Reset() {
 	*x = DegradedSession{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4422,7 +4637,7 @@ func (x *DegradedSession) String() string {
 func (*DegradedSession) ProtoMessage() {}
 
 func (x *DegradedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4435,7 +4650,7 @@ func (x *DegradedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DegradedSession.ProtoReflect.Descriptor instead.
 func (*DegradedSession) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DegradedSession) GetSessionId() string {
@@ -4474,7 +4689,7 @@ type HealthDetailsRequest struct {
 
 func (x *HealthDetailsRequest) Reset() {
 	*x = HealthDetailsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4701,7 @@ func (x *HealthDetailsRequest) String() string {
 func (*HealthDetailsRequest) ProtoMessage() {}
 
 func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4714,7 @@ func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsRequest.ProtoReflect.Descriptor instead.
 func (*HealthDetailsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
 }
 
 type ListWorkersRequest struct {
@@ -4510,7 +4725,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4522,7 +4737,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4535,7 +4750,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
 }
 
 type ListWorkersResponse struct {
@@ -4547,7 +4762,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4559,7 +4774,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4572,7 +4787,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*Worker {
@@ -4603,7 +4818,7 @@ type Worker struct {
 
 func (x *Worker) Reset() {
 	*x = Worker{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4615,7 +4830,7 @@ func (x *Worker) String() string {
 func (*Worker) ProtoMessage() {}
 
 func (x *Worker) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4628,7 +4843,7 @@ func (x *Worker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worker.ProtoReflect.Descriptor instead.
 func (*Worker) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Worker) GetName() string {
@@ -4735,7 +4950,7 @@ type HealthDetailsResponse struct {
 
 func (x *HealthDetailsResponse) Reset() {
 	*x = HealthDetailsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4747,7 +4962,7 @@ func (x *HealthDetailsResponse) String() string {
 func (*HealthDetailsResponse) ProtoMessage() {}
 
 func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4760,7 +4975,7 @@ func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsResponse.ProtoReflect.Descriptor instead.
 func (*HealthDetailsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *HealthDetailsResponse) GetOk() bool {
@@ -4877,7 +5092,7 @@ type StoreStatus struct {
 
 func (x *StoreStatus) Reset() {
 	*x = StoreStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4889,7 +5104,7 @@ func (x *StoreStatus) String() string {
 func (*StoreStatus) ProtoMessage() {}
 
 func (x *StoreStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4902,7 +5117,7 @@ func (x *StoreStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreStatus.ProtoReflect.Descriptor instead.
 func (*StoreStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{70}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *StoreStatus) GetOk() bool {
@@ -4976,7 +5191,7 @@ type WhoamiRequest struct {
 
 func (x *WhoamiRequest) Reset() {
 	*x = WhoamiRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4988,7 +5203,7 @@ func (x *WhoamiRequest) String() string {
 func (*WhoamiRequest) ProtoMessage() {}
 
 func (x *WhoamiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5001,7 +5216,7 @@ func (x *WhoamiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoamiRequest.ProtoReflect.Descriptor instead.
 func (*WhoamiRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{71}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{73}
 }
 
 type WhoamiResponse struct {
@@ -5022,7 +5237,7 @@ type WhoamiResponse struct {
 
 func (x *WhoamiResponse) Reset() {
 	*x = WhoamiResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5034,7 +5249,7 @@ func (x *WhoamiResponse) String() string {
 func (*WhoamiResponse) ProtoMessage() {}
 
 func (x *WhoamiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5047,7 +5262,7 @@ func (x *WhoamiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoamiResponse.ProtoReflect.Descriptor instead.
 func (*WhoamiResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{72}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *WhoamiResponse) GetUser() string {
@@ -5121,7 +5336,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5133,7 +5348,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5146,7 +5361,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{73}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -5202,7 +5417,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5214,7 +5429,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5227,7 +5442,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{74}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CreateTokenResponse) GetSecret() string {
@@ -5263,7 +5478,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5275,7 +5490,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5288,7 +5503,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{75}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *TokenInfo) GetName() string {
@@ -5378,7 +5593,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5390,7 +5605,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5403,7 +5618,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{76}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListTokensRequest) GetIncludeRevoked() bool {
@@ -5422,7 +5637,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5434,7 +5649,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5447,7 +5662,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{77}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -5466,7 +5681,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5478,7 +5693,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5491,7 +5706,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{78}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RevokeTokenRequest) GetName() string {
@@ -5510,7 +5725,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5522,7 +5737,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5535,7 +5750,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{79}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RevokeTokenResponse) GetToken() *TokenInfo {
@@ -5558,7 +5773,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5570,7 +5785,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5583,7 +5798,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{80}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
@@ -5623,7 +5838,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5635,7 +5850,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5648,7 +5863,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{81}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -5682,7 +5897,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5694,7 +5909,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5707,7 +5922,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{82}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
@@ -5787,11 +6002,792 @@ func (x *AuditEntry) GetId() int64 {
 	return 0
 }
 
+type GetChangesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetChangesRequest) Reset() {
+	*x = GetChangesRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetChangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetChangesRequest) ProtoMessage() {}
+
+func (x *GetChangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetChangesRequest.ProtoReflect.Descriptor instead.
+func (*GetChangesRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *GetChangesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type GetChangesResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Worktree *Worktree              `protobuf:"bytes,1,opt,name=worktree,proto3" json:"worktree,omitempty"`
+	Files    []*FileChange          `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// diff is the unified diff of every file (git's, with binary files
+	// named, not shown), cut after 4 MiB (truncated).
+	Diff          string `protobuf:"bytes,3,opt,name=diff,proto3" json:"diff,omitempty"`
+	Truncated     bool   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetChangesResponse) Reset() {
+	*x = GetChangesResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetChangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetChangesResponse) ProtoMessage() {}
+
+func (x *GetChangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetChangesResponse.ProtoReflect.Descriptor instead.
+func (*GetChangesResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *GetChangesResponse) GetWorktree() *Worktree {
+	if x != nil {
+		return x.Worktree
+	}
+	return nil
+}
+
+func (x *GetChangesResponse) GetFiles() []*FileChange {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *GetChangesResponse) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+func (x *GetChangesResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// FileChange is one file a session changed against its base.
+type FileChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// status: "added", "modified", "deleted", "renamed" (from old_path),
+	// "type" (a file became a link or back).
+	Status        string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	OldPath       string `protobuf:"bytes,3,opt,name=old_path,json=oldPath,proto3" json:"old_path,omitempty"`
+	Additions     int64  `protobuf:"varint,4,opt,name=additions,proto3" json:"additions,omitempty"` // lines; 0 for a binary file
+	Deletions     int64  `protobuf:"varint,5,opt,name=deletions,proto3" json:"deletions,omitempty"`
+	Binary        bool   `protobuf:"varint,6,opt,name=binary,proto3" json:"binary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileChange) Reset() {
+	*x = FileChange{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileChange) ProtoMessage() {}
+
+func (x *FileChange) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
+func (*FileChange) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *FileChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileChange) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *FileChange) GetOldPath() string {
+	if x != nil {
+		return x.OldPath
+	}
+	return ""
+}
+
+func (x *FileChange) GetAdditions() int64 {
+	if x != nil {
+		return x.Additions
+	}
+	return 0
+}
+
+func (x *FileChange) GetDeletions() int64 {
+	if x != nil {
+		return x.Deletions
+	}
+	return 0
+}
+
+func (x *FileChange) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
+type MergeChangesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Client        string                 `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"` // who merges, in the commit message and the session's log
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeChangesRequest) Reset() {
+	*x = MergeChangesRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeChangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeChangesRequest) ProtoMessage() {}
+
+func (x *MergeChangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeChangesRequest.ProtoReflect.Descriptor instead.
+func (*MergeChangesRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *MergeChangesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MergeChangesRequest) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+type MergeChangesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BaseBranch    string                 `protobuf:"bytes,1,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
+	Commit        string                 `protobuf:"bytes,2,opt,name=commit,proto3" json:"commit,omitempty"` // the base branch's commit after the merge
+	Files         []string               `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`   // the files it brought in
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeChangesResponse) Reset() {
+	*x = MergeChangesResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeChangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeChangesResponse) ProtoMessage() {}
+
+func (x *MergeChangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeChangesResponse.ProtoReflect.Descriptor instead.
+func (*MergeChangesResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *MergeChangesResponse) GetBaseBranch() string {
+	if x != nil {
+		return x.BaseBranch
+	}
+	return ""
+}
+
+func (x *MergeChangesResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *MergeChangesResponse) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+type DiscardWorktreeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Client        string                 `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscardWorktreeRequest) Reset() {
+	*x = DiscardWorktreeRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscardWorktreeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscardWorktreeRequest) ProtoMessage() {}
+
+func (x *DiscardWorktreeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscardWorktreeRequest.ProtoReflect.Descriptor instead.
+func (*DiscardWorktreeRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *DiscardWorktreeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DiscardWorktreeRequest) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+type DiscardWorktreeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscardWorktreeResponse) Reset() {
+	*x = DiscardWorktreeResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscardWorktreeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscardWorktreeResponse) ProtoMessage() {}
+
+func (x *DiscardWorktreeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscardWorktreeResponse.ProtoReflect.Descriptor instead.
+func (*DiscardWorktreeResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{91}
+}
+
+// BudgetCap is spend against one cap.
+type BudgetCap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cap: "session" (budgets.session_usd), "directory"
+	// (budgets.directory_usd_per_day) or "daemon" (budgets.daemon_usd_per_day).
+	Cap string `protobuf:"bytes,1,opt,name=cap,proto3" json:"cap,omitempty"`
+	// scope is the session's id, or the directory; "" for the daemon.
+	Scope         string  `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	SpentUsd      float64 `protobuf:"fixed64,3,opt,name=spent_usd,json=spentUsd,proto3" json:"spent_usd,omitempty"` // a daily cap's: since the day began (the daemon's local midnight)
+	LimitUsd      float64 `protobuf:"fixed64,4,opt,name=limit_usd,json=limitUsd,proto3" json:"limit_usd,omitempty"` // 0: no cap
+	Raised        bool    `protobuf:"varint,5,opt,name=raised,proto3" json:"raised,omitempty"`                      // an approver raised it (for today, for a daily cap)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetCap) Reset() {
+	*x = BudgetCap{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetCap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetCap) ProtoMessage() {}
+
+func (x *BudgetCap) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetCap.ProtoReflect.Descriptor instead.
+func (*BudgetCap) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *BudgetCap) GetCap() string {
+	if x != nil {
+		return x.Cap
+	}
+	return ""
+}
+
+func (x *BudgetCap) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *BudgetCap) GetSpentUsd() float64 {
+	if x != nil {
+		return x.SpentUsd
+	}
+	return 0
+}
+
+func (x *BudgetCap) GetLimitUsd() float64 {
+	if x != nil {
+		return x.LimitUsd
+	}
+	return 0
+}
+
+func (x *BudgetCap) GetRaised() bool {
+	if x != nil {
+		return x.Raised
+	}
+	return false
+}
+
+// BudgetHold is a session that a spend cap holds.
+type BudgetHold struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Cap       *BudgetCap             `protobuf:"bytes,2,opt,name=cap,proto3" json:"cap,omitempty"` // the cap that holds it
+	// detail says so: "waiting for budget: $5.00 of $5.00 today for /srv/app".
+	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	QueuedPrompts int32                  `protobuf:"varint,4,opt,name=queued_prompts,json=queuedPrompts,proto3" json:"queued_prompts,omitempty"` // prompts that run once it is released
+	Since         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetHold) Reset() {
+	*x = BudgetHold{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetHold) ProtoMessage() {}
+
+func (x *BudgetHold) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetHold.ProtoReflect.Descriptor instead.
+func (*BudgetHold) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *BudgetHold) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *BudgetHold) GetCap() *BudgetCap {
+	if x != nil {
+		return x.Cap
+	}
+	return nil
+}
+
+func (x *BudgetHold) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *BudgetHold) GetQueuedPrompts() int32 {
+	if x != nil {
+		return x.QueuedPrompts
+	}
+	return 0
+}
+
+func (x *BudgetHold) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+type GetBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBudgetRequest) Reset() {
+	*x = GetBudgetRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBudgetRequest) ProtoMessage() {}
+
+func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
+func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{94}
+}
+
+type GetBudgetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// caps: the daemon's, each directory's with spend today or a cap
+	// raised, each session's with spend that is live or held.
+	Caps          []*BudgetCap           `protobuf:"bytes,1,rep,name=caps,proto3" json:"caps,omitempty"`
+	Holds         []*BudgetHold          `protobuf:"bytes,2,rep,name=holds,proto3" json:"holds,omitempty"`
+	DayStart      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=day_start,json=dayStart,proto3" json:"day_start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBudgetResponse) Reset() {
+	*x = GetBudgetResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBudgetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBudgetResponse) ProtoMessage() {}
+
+func (x *GetBudgetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBudgetResponse.ProtoReflect.Descriptor instead.
+func (*GetBudgetResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *GetBudgetResponse) GetCaps() []*BudgetCap {
+	if x != nil {
+		return x.Caps
+	}
+	return nil
+}
+
+func (x *GetBudgetResponse) GetHolds() []*BudgetHold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+func (x *GetBudgetResponse) GetDayStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DayStart
+	}
+	return nil
+}
+
+type RaiseBudgetRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"` // a session held at a cap
+	// limit_usd raises the cap that holds it to this many dollars (for
+	// today, for a daily cap: for every session under it); it must be
+	// above what was spent. one_turn instead lets this session run one more
+	// turn over the cap.
+	LimitUsd      float64 `protobuf:"fixed64,2,opt,name=limit_usd,json=limitUsd,proto3" json:"limit_usd,omitempty"`
+	OneTurn       bool    `protobuf:"varint,3,opt,name=one_turn,json=oneTurn,proto3" json:"one_turn,omitempty"`
+	Client        string  `protobuf:"bytes,4,opt,name=client,proto3" json:"client,omitempty"` // who approves, for the sessions' logs
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaiseBudgetRequest) Reset() {
+	*x = RaiseBudgetRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseBudgetRequest) ProtoMessage() {}
+
+func (x *RaiseBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseBudgetRequest.ProtoReflect.Descriptor instead.
+func (*RaiseBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *RaiseBudgetRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RaiseBudgetRequest) GetLimitUsd() float64 {
+	if x != nil {
+		return x.LimitUsd
+	}
+	return 0
+}
+
+func (x *RaiseBudgetRequest) GetOneTurn() bool {
+	if x != nil {
+		return x.OneTurn
+	}
+	return false
+}
+
+func (x *RaiseBudgetRequest) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+type RaiseBudgetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cap           *BudgetCap             `protobuf:"bytes,1,opt,name=cap,proto3" json:"cap,omitempty"`           // the cap after the raise
+	Released      []string               `protobuf:"bytes,2,rep,name=released,proto3" json:"released,omitempty"` // the sessions whose queued prompts run now
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaiseBudgetResponse) Reset() {
+	*x = RaiseBudgetResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseBudgetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseBudgetResponse) ProtoMessage() {}
+
+func (x *RaiseBudgetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseBudgetResponse.ProtoReflect.Descriptor instead.
+func (*RaiseBudgetResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *RaiseBudgetResponse) GetCap() *BudgetCap {
+	if x != nil {
+		return x.Cap
+	}
+	return nil
+}
+
+func (x *RaiseBudgetResponse) GetReleased() []string {
+	if x != nil {
+		return x.Released
+	}
+	return nil
+}
+
 var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
 
 const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
-	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xac\x04\n" +
+	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x05\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x11claude_session_id\x18\x02 \x01(\tR\x0fclaudeSessionId\x12\x10\n" +
@@ -5813,7 +6809,26 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\tparent_id\x18\x0e \x01(\tR\bparentId\x12\x1f\n" +
 	"\vworker_name\x18\x0f \x01(\tR\n" +
 	"workerName\x12\x16\n" +
-	"\x06daemon\x18\x10 \x01(\tR\x06daemon\"\xf3\x02\n" +
+	"\x06daemon\x18\x10 \x01(\tR\x06daemon\x122\n" +
+	"\bworktree\x18\x11 \x01(\v2\x16.claudectl.v1.WorktreeR\bworktree\x124\n" +
+	"\x06limits\x18\x12 \x01(\v2\x1c.claudectl.v1.ResourceLimitsR\x06limits\x12%\n" +
+	"\x0equeued_prompts\x18\x13 \x01(\x05R\rqueuedPrompts\"\xb6\x01\n" +
+	"\bWorktree\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x1f\n" +
+	"\vbase_branch\x18\x03 \x01(\tR\n" +
+	"baseBranch\x12\x1f\n" +
+	"\vbase_commit\x18\x04 \x01(\tR\n" +
+	"baseCommit\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x05 \x01(\tR\n" +
+	"repository\x12\x1c\n" +
+	"\tdiscarded\x18\x06 \x01(\bR\tdiscarded\"c\n" +
+	"\x0eResourceLimits\x12\x1d\n" +
+	"\n" +
+	"memory_max\x18\x01 \x01(\x03R\tmemoryMax\x12\x17\n" +
+	"\acpu_max\x18\x02 \x01(\x01R\x06cpuMax\x12\x19\n" +
+	"\bpids_max\x18\x03 \x01(\x03R\apidsMax\"\xf3\x02\n" +
 	"\x05Usage\x12\x19\n" +
 	"\bcost_usd\x18\x01 \x01(\x01R\acostUsd\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
@@ -5830,7 +6845,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x03 \x01(\x03R\foutputTokens\x125\n" +
 	"\x17cache_read_input_tokens\x18\x04 \x01(\x03R\x14cacheReadInputTokens\x12=\n" +
-	"\x1bcache_creation_input_tokens\x18\x05 \x01(\x03R\x18cacheCreationInputTokens\"\xed\x04\n" +
+	"\x1bcache_creation_input_tokens\x18\x05 \x01(\x03R\x18cacheCreationInputTokens\"\xbf\x05\n" +
 	"\x0eSessionOptions\x12\x10\n" +
 	"\x03cwd\x18\x01 \x01(\tR\x03cwd\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12'\n" +
@@ -5847,7 +6862,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
 	"extra_args\x18\f \x03(\tR\textraArgs\x12\x16\n" +
 	"\x06worker\x18\r \x01(\tR\x06worker\x12S\n" +
-	"\rworker_labels\x18\x0e \x03(\v2..claudectl.v1.SessionOptions.WorkerLabelsEntryR\fworkerLabels\x1a?\n" +
+	"\rworker_labels\x18\x0e \x03(\v2..claudectl.v1.SessionOptions.WorkerLabelsEntryR\fworkerLabels\x12\x1a\n" +
+	"\bworktree\x18\x0f \x01(\tR\bworktree\x124\n" +
+	"\x06limits\x18\x10 \x01(\v2\x1c.claudectl.v1.ResourceLimitsR\x06limits\x1a?\n" +
 	"\x11WorkerLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"f\n" +
@@ -6034,9 +7051,10 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"3\n" +
 	"\x12ListPendingRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"R\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x8f\x01\n" +
 	"\x13ListPendingResponse\x12;\n" +
-	"\brequests\x18\x01 \x03(\v2\x1f.claudectl.v1.PermissionRequestR\brequests\"\xac\x02\n" +
+	"\brequests\x18\x01 \x03(\v2\x1f.claudectl.v1.PermissionRequestR\brequests\x12;\n" +
+	"\fbudget_holds\x18\x02 \x03(\v2\x18.claudectl.v1.BudgetHoldR\vbudgetHolds\"\xac\x02\n" +
 	"\rDecideRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
@@ -6245,7 +7263,65 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x06detail\x18\t \x01(\tR\x06detail\x12\x18\n" +
 	"\aoutcome\x18\n" +
 	" \x01(\tR\aoutcome\x12\x0e\n" +
-	"\x02id\x18\v \x01(\x03R\x02id*\xac\x02\n" +
+	"\x02id\x18\v \x01(\x03R\x02id\"2\n" +
+	"\x11GetChangesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xaa\x01\n" +
+	"\x12GetChangesResponse\x122\n" +
+	"\bworktree\x18\x01 \x01(\v2\x16.claudectl.v1.WorktreeR\bworktree\x12.\n" +
+	"\x05files\x18\x02 \x03(\v2\x18.claudectl.v1.FileChangeR\x05files\x12\x12\n" +
+	"\x04diff\x18\x03 \x01(\tR\x04diff\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"\xa7\x01\n" +
+	"\n" +
+	"FileChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x19\n" +
+	"\bold_path\x18\x03 \x01(\tR\aoldPath\x12\x1c\n" +
+	"\tadditions\x18\x04 \x01(\x03R\tadditions\x12\x1c\n" +
+	"\tdeletions\x18\x05 \x01(\x03R\tdeletions\x12\x16\n" +
+	"\x06binary\x18\x06 \x01(\bR\x06binary\"L\n" +
+	"\x13MergeChangesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\"e\n" +
+	"\x14MergeChangesResponse\x12\x1f\n" +
+	"\vbase_branch\x18\x01 \x01(\tR\n" +
+	"baseBranch\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\tR\x06commit\x12\x14\n" +
+	"\x05files\x18\x03 \x03(\tR\x05files\"O\n" +
+	"\x16DiscardWorktreeRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\"\x19\n" +
+	"\x17DiscardWorktreeResponse\"\x85\x01\n" +
+	"\tBudgetCap\x12\x10\n" +
+	"\x03cap\x18\x01 \x01(\tR\x03cap\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x1b\n" +
+	"\tspent_usd\x18\x03 \x01(\x01R\bspentUsd\x12\x1b\n" +
+	"\tlimit_usd\x18\x04 \x01(\x01R\blimitUsd\x12\x16\n" +
+	"\x06raised\x18\x05 \x01(\bR\x06raised\"\xc7\x01\n" +
+	"\n" +
+	"BudgetHold\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12)\n" +
+	"\x03cap\x18\x02 \x01(\v2\x17.claudectl.v1.BudgetCapR\x03cap\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12%\n" +
+	"\x0equeued_prompts\x18\x04 \x01(\x05R\rqueuedPrompts\x120\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x12\n" +
+	"\x10GetBudgetRequest\"\xa9\x01\n" +
+	"\x11GetBudgetResponse\x12+\n" +
+	"\x04caps\x18\x01 \x03(\v2\x17.claudectl.v1.BudgetCapR\x04caps\x12.\n" +
+	"\x05holds\x18\x02 \x03(\v2\x18.claudectl.v1.BudgetHoldR\x05holds\x127\n" +
+	"\tday_start\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdayStart\"\x83\x01\n" +
+	"\x12RaiseBudgetRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tlimit_usd\x18\x02 \x01(\x01R\blimitUsd\x12\x19\n" +
+	"\bone_turn\x18\x03 \x01(\bR\aoneTurn\x12\x16\n" +
+	"\x06client\x18\x04 \x01(\tR\x06client\"\\\n" +
+	"\x13RaiseBudgetResponse\x12)\n" +
+	"\x03cap\x18\x01 \x01(\v2\x17.claudectl.v1.BudgetCapR\x03cap\x12\x1a\n" +
+	"\breleased\x18\x02 \x03(\tR\breleased*\xc7\x02\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x01\x12\x1a\n" +
@@ -6256,7 +7332,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x15SESSION_STATUS_CLOSED\x10\x06\x12\x19\n" +
 	"\x15SESSION_STATUS_FAILED\x10\a\x12\x1c\n" +
 	"\x18SESSION_STATUS_SUSPENDED\x10\b\x12\x19\n" +
-	"\x15SESSION_STATUS_QUEUED\x10\t*]\n" +
+	"\x15SESSION_STATUS_QUEUED\x10\t\x12\x19\n" +
+	"\x15SESSION_STATUS_BUDGET\x10\n" +
+	"*]\n" +
 	"\bBehavior\x12\x18\n" +
 	"\x14BEHAVIOR_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eBEHAVIOR_ALLOW\x10\x01\x12\x11\n" +
@@ -6277,7 +7355,8 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WORKER_STATE_CONNECTED\x10\x01\x12\x1d\n" +
 	"\x19WORKER_STATE_RECONNECTING\x10\x02\x12\x15\n" +
-	"\x11WORKER_STATE_LOST\x10\x032\x81\b\n" +
+	"\x11WORKER_STATE_LOST\x10\x032\x89\n" +
+	"\n" +
 	"\x0eSessionService\x12X\n" +
 	"\rCreateSession\x12\".claudectl.v1.CreateSessionRequest\x1a#.claudectl.v1.CreateSessionResponse\x12U\n" +
 	"\fListSessions\x12!.claudectl.v1.ListSessionsRequest\x1a\".claudectl.v1.ListSessionsResponse\x12O\n" +
@@ -6291,7 +7370,14 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\rResumeSession\x12\".claudectl.v1.ResumeSessionRequest\x1a#.claudectl.v1.ResumeSessionResponse\x12R\n" +
 	"\vForkSession\x12 .claudectl.v1.ForkSessionRequest\x1a!.claudectl.v1.ForkSessionResponse\x12N\n" +
 	"\tSubscribe\x12\x1e.claudectl.v1.SubscribeRequest\x1a\x1f.claudectl.v1.SubscribeResponse0\x01\x12Z\n" +
-	"\rWatchSessions\x12\".claudectl.v1.WatchSessionsRequest\x1a#.claudectl.v1.WatchSessionsResponse0\x012\xc6\x04\n" +
+	"\rWatchSessions\x12\".claudectl.v1.WatchSessionsRequest\x1a#.claudectl.v1.WatchSessionsResponse0\x01\x12O\n" +
+	"\n" +
+	"GetChanges\x12\x1f.claudectl.v1.GetChangesRequest\x1a .claudectl.v1.GetChangesResponse\x12U\n" +
+	"\fMergeChanges\x12!.claudectl.v1.MergeChangesRequest\x1a\".claudectl.v1.MergeChangesResponse\x12^\n" +
+	"\x0fDiscardWorktree\x12$.claudectl.v1.DiscardWorktreeRequest\x1a%.claudectl.v1.DiscardWorktreeResponse2\xb1\x01\n" +
+	"\rBudgetService\x12L\n" +
+	"\tGetBudget\x12\x1e.claudectl.v1.GetBudgetRequest\x1a\x1f.claudectl.v1.GetBudgetResponse\x12R\n" +
+	"\vRaiseBudget\x12 .claudectl.v1.RaiseBudgetRequest\x1a!.claudectl.v1.RaiseBudgetResponse2\xc6\x04\n" +
 	"\x11PermissionService\x12R\n" +
 	"\vListPending\x12 .claudectl.v1.ListPendingRequest\x1a!.claudectl.v1.ListPendingResponse\x12W\n" +
 	"\fWatchPending\x12!.claudectl.v1.WatchPendingRequest\x1a\".claudectl.v1.WatchPendingResponse0\x01\x12C\n" +
@@ -6327,7 +7413,7 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                     // 1: claudectl.v1.Behavior
@@ -6335,243 +7421,280 @@ var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(CompatibilityLevel)(0),           // 3: claudectl.v1.CompatibilityLevel
 	(WorkerState)(0),                  // 4: claudectl.v1.WorkerState
 	(*Session)(nil),                   // 5: claudectl.v1.Session
-	(*Usage)(nil),                     // 6: claudectl.v1.Usage
-	(*ModelUsage)(nil),                // 7: claudectl.v1.ModelUsage
-	(*SessionOptions)(nil),            // 8: claudectl.v1.SessionOptions
-	(*CreateSessionRequest)(nil),      // 9: claudectl.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),     // 10: claudectl.v1.CreateSessionResponse
-	(*ListSessionsRequest)(nil),       // 11: claudectl.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 12: claudectl.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),         // 13: claudectl.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),        // 14: claudectl.v1.GetSessionResponse
-	(*SendRequest)(nil),               // 15: claudectl.v1.SendRequest
-	(*SendResponse)(nil),              // 16: claudectl.v1.SendResponse
-	(*InterruptRequest)(nil),          // 17: claudectl.v1.InterruptRequest
-	(*InterruptResponse)(nil),         // 18: claudectl.v1.InterruptResponse
-	(*SetModelRequest)(nil),           // 19: claudectl.v1.SetModelRequest
-	(*SetModelResponse)(nil),          // 20: claudectl.v1.SetModelResponse
-	(*SetPermissionModeRequest)(nil),  // 21: claudectl.v1.SetPermissionModeRequest
-	(*SetPermissionModeResponse)(nil), // 22: claudectl.v1.SetPermissionModeResponse
-	(*CloseSessionRequest)(nil),       // 23: claudectl.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),      // 24: claudectl.v1.CloseSessionResponse
-	(*ResumeSessionRequest)(nil),      // 25: claudectl.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),     // 26: claudectl.v1.ResumeSessionResponse
-	(*ForkSessionRequest)(nil),        // 27: claudectl.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),       // 28: claudectl.v1.ForkSessionResponse
-	(*SubscribeRequest)(nil),          // 29: claudectl.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 30: claudectl.v1.SubscribeResponse
-	(*Event)(nil),                     // 31: claudectl.v1.Event
-	(*PermissionModeChange)(nil),      // 32: claudectl.v1.PermissionModeChange
-	(*Interrupted)(nil),               // 33: claudectl.v1.Interrupted
-	(*Gap)(nil),                       // 34: claudectl.v1.Gap
-	(*TextDelta)(nil),                 // 35: claudectl.v1.TextDelta
-	(*Message)(nil),                   // 36: claudectl.v1.Message
-	(*ToolUse)(nil),                   // 37: claudectl.v1.ToolUse
-	(*PermissionRequest)(nil),         // 38: claudectl.v1.PermissionRequest
-	(*Question)(nil),                  // 39: claudectl.v1.Question
-	(*PermissionResolved)(nil),        // 40: claudectl.v1.PermissionResolved
-	(*Decision)(nil),                  // 41: claudectl.v1.Decision
-	(*UsageReport)(nil),               // 42: claudectl.v1.UsageReport
-	(*StatusChange)(nil),              // 43: claudectl.v1.StatusChange
-	(*Error)(nil),                     // 44: claudectl.v1.Error
-	(*Warning)(nil),                   // 45: claudectl.v1.Warning
-	(*WatchSessionsRequest)(nil),      // 46: claudectl.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),     // 47: claudectl.v1.WatchSessionsResponse
-	(*WatchPendingRequest)(nil),       // 48: claudectl.v1.WatchPendingRequest
-	(*WatchPendingResponse)(nil),      // 49: claudectl.v1.WatchPendingResponse
-	(*SettledRequest)(nil),            // 50: claudectl.v1.SettledRequest
-	(*ListPendingRequest)(nil),        // 51: claudectl.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),       // 52: claudectl.v1.ListPendingResponse
-	(*DecideRequest)(nil),             // 53: claudectl.v1.DecideRequest
-	(*DecideResponse)(nil),            // 54: claudectl.v1.DecideResponse
-	(*Rule)(nil),                      // 55: claudectl.v1.Rule
-	(*ListRulesRequest)(nil),          // 56: claudectl.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),         // 57: claudectl.v1.ListRulesResponse
-	(*AddRuleRequest)(nil),            // 58: claudectl.v1.AddRuleRequest
-	(*AddRuleResponse)(nil),           // 59: claudectl.v1.AddRuleResponse
-	(*RemoveRuleRequest)(nil),         // 60: claudectl.v1.RemoveRuleRequest
-	(*RemoveRuleResponse)(nil),        // 61: claudectl.v1.RemoveRuleResponse
-	(*ListDecisionsRequest)(nil),      // 62: claudectl.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),     // 63: claudectl.v1.ListDecisionsResponse
-	(*HealthRequest)(nil),             // 64: claudectl.v1.HealthRequest
-	(*HealthResponse)(nil),            // 65: claudectl.v1.HealthResponse
-	(*ClaudeCodeStatus)(nil),          // 66: claudectl.v1.ClaudeCodeStatus
-	(*CompatibilityReason)(nil),       // 67: claudectl.v1.CompatibilityReason
-	(*ClaudeCodeVersion)(nil),         // 68: claudectl.v1.ClaudeCodeVersion
-	(*DegradedSession)(nil),           // 69: claudectl.v1.DegradedSession
-	(*HealthDetailsRequest)(nil),      // 70: claudectl.v1.HealthDetailsRequest
-	(*ListWorkersRequest)(nil),        // 71: claudectl.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),       // 72: claudectl.v1.ListWorkersResponse
-	(*Worker)(nil),                    // 73: claudectl.v1.Worker
-	(*HealthDetailsResponse)(nil),     // 74: claudectl.v1.HealthDetailsResponse
-	(*StoreStatus)(nil),               // 75: claudectl.v1.StoreStatus
-	(*WhoamiRequest)(nil),             // 76: claudectl.v1.WhoamiRequest
-	(*WhoamiResponse)(nil),            // 77: claudectl.v1.WhoamiResponse
-	(*CreateTokenRequest)(nil),        // 78: claudectl.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),       // 79: claudectl.v1.CreateTokenResponse
-	(*TokenInfo)(nil),                 // 80: claudectl.v1.TokenInfo
-	(*ListTokensRequest)(nil),         // 81: claudectl.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),        // 82: claudectl.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),        // 83: claudectl.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),       // 84: claudectl.v1.RevokeTokenResponse
-	(*ListAuditRequest)(nil),          // 85: claudectl.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),         // 86: claudectl.v1.ListAuditResponse
-	(*AuditEntry)(nil),                // 87: claudectl.v1.AuditEntry
-	nil,                               // 88: claudectl.v1.Usage.ByModelEntry
-	nil,                               // 89: claudectl.v1.SessionOptions.WorkerLabelsEntry
-	nil,                               // 90: claudectl.v1.Decision.AnswersEntry
-	nil,                               // 91: claudectl.v1.DecideRequest.AnswersEntry
-	nil,                               // 92: claudectl.v1.Worker.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 93: google.protobuf.Timestamp
+	(*Worktree)(nil),                  // 6: claudectl.v1.Worktree
+	(*ResourceLimits)(nil),            // 7: claudectl.v1.ResourceLimits
+	(*Usage)(nil),                     // 8: claudectl.v1.Usage
+	(*ModelUsage)(nil),                // 9: claudectl.v1.ModelUsage
+	(*SessionOptions)(nil),            // 10: claudectl.v1.SessionOptions
+	(*CreateSessionRequest)(nil),      // 11: claudectl.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),     // 12: claudectl.v1.CreateSessionResponse
+	(*ListSessionsRequest)(nil),       // 13: claudectl.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 14: claudectl.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),         // 15: claudectl.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),        // 16: claudectl.v1.GetSessionResponse
+	(*SendRequest)(nil),               // 17: claudectl.v1.SendRequest
+	(*SendResponse)(nil),              // 18: claudectl.v1.SendResponse
+	(*InterruptRequest)(nil),          // 19: claudectl.v1.InterruptRequest
+	(*InterruptResponse)(nil),         // 20: claudectl.v1.InterruptResponse
+	(*SetModelRequest)(nil),           // 21: claudectl.v1.SetModelRequest
+	(*SetModelResponse)(nil),          // 22: claudectl.v1.SetModelResponse
+	(*SetPermissionModeRequest)(nil),  // 23: claudectl.v1.SetPermissionModeRequest
+	(*SetPermissionModeResponse)(nil), // 24: claudectl.v1.SetPermissionModeResponse
+	(*CloseSessionRequest)(nil),       // 25: claudectl.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),      // 26: claudectl.v1.CloseSessionResponse
+	(*ResumeSessionRequest)(nil),      // 27: claudectl.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),     // 28: claudectl.v1.ResumeSessionResponse
+	(*ForkSessionRequest)(nil),        // 29: claudectl.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),       // 30: claudectl.v1.ForkSessionResponse
+	(*SubscribeRequest)(nil),          // 31: claudectl.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 32: claudectl.v1.SubscribeResponse
+	(*Event)(nil),                     // 33: claudectl.v1.Event
+	(*PermissionModeChange)(nil),      // 34: claudectl.v1.PermissionModeChange
+	(*Interrupted)(nil),               // 35: claudectl.v1.Interrupted
+	(*Gap)(nil),                       // 36: claudectl.v1.Gap
+	(*TextDelta)(nil),                 // 37: claudectl.v1.TextDelta
+	(*Message)(nil),                   // 38: claudectl.v1.Message
+	(*ToolUse)(nil),                   // 39: claudectl.v1.ToolUse
+	(*PermissionRequest)(nil),         // 40: claudectl.v1.PermissionRequest
+	(*Question)(nil),                  // 41: claudectl.v1.Question
+	(*PermissionResolved)(nil),        // 42: claudectl.v1.PermissionResolved
+	(*Decision)(nil),                  // 43: claudectl.v1.Decision
+	(*UsageReport)(nil),               // 44: claudectl.v1.UsageReport
+	(*StatusChange)(nil),              // 45: claudectl.v1.StatusChange
+	(*Error)(nil),                     // 46: claudectl.v1.Error
+	(*Warning)(nil),                   // 47: claudectl.v1.Warning
+	(*WatchSessionsRequest)(nil),      // 48: claudectl.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),     // 49: claudectl.v1.WatchSessionsResponse
+	(*WatchPendingRequest)(nil),       // 50: claudectl.v1.WatchPendingRequest
+	(*WatchPendingResponse)(nil),      // 51: claudectl.v1.WatchPendingResponse
+	(*SettledRequest)(nil),            // 52: claudectl.v1.SettledRequest
+	(*ListPendingRequest)(nil),        // 53: claudectl.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),       // 54: claudectl.v1.ListPendingResponse
+	(*DecideRequest)(nil),             // 55: claudectl.v1.DecideRequest
+	(*DecideResponse)(nil),            // 56: claudectl.v1.DecideResponse
+	(*Rule)(nil),                      // 57: claudectl.v1.Rule
+	(*ListRulesRequest)(nil),          // 58: claudectl.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),         // 59: claudectl.v1.ListRulesResponse
+	(*AddRuleRequest)(nil),            // 60: claudectl.v1.AddRuleRequest
+	(*AddRuleResponse)(nil),           // 61: claudectl.v1.AddRuleResponse
+	(*RemoveRuleRequest)(nil),         // 62: claudectl.v1.RemoveRuleRequest
+	(*RemoveRuleResponse)(nil),        // 63: claudectl.v1.RemoveRuleResponse
+	(*ListDecisionsRequest)(nil),      // 64: claudectl.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),     // 65: claudectl.v1.ListDecisionsResponse
+	(*HealthRequest)(nil),             // 66: claudectl.v1.HealthRequest
+	(*HealthResponse)(nil),            // 67: claudectl.v1.HealthResponse
+	(*ClaudeCodeStatus)(nil),          // 68: claudectl.v1.ClaudeCodeStatus
+	(*CompatibilityReason)(nil),       // 69: claudectl.v1.CompatibilityReason
+	(*ClaudeCodeVersion)(nil),         // 70: claudectl.v1.ClaudeCodeVersion
+	(*DegradedSession)(nil),           // 71: claudectl.v1.DegradedSession
+	(*HealthDetailsRequest)(nil),      // 72: claudectl.v1.HealthDetailsRequest
+	(*ListWorkersRequest)(nil),        // 73: claudectl.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),       // 74: claudectl.v1.ListWorkersResponse
+	(*Worker)(nil),                    // 75: claudectl.v1.Worker
+	(*HealthDetailsResponse)(nil),     // 76: claudectl.v1.HealthDetailsResponse
+	(*StoreStatus)(nil),               // 77: claudectl.v1.StoreStatus
+	(*WhoamiRequest)(nil),             // 78: claudectl.v1.WhoamiRequest
+	(*WhoamiResponse)(nil),            // 79: claudectl.v1.WhoamiResponse
+	(*CreateTokenRequest)(nil),        // 80: claudectl.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),       // 81: claudectl.v1.CreateTokenResponse
+	(*TokenInfo)(nil),                 // 82: claudectl.v1.TokenInfo
+	(*ListTokensRequest)(nil),         // 83: claudectl.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),        // 84: claudectl.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),        // 85: claudectl.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),       // 86: claudectl.v1.RevokeTokenResponse
+	(*ListAuditRequest)(nil),          // 87: claudectl.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),         // 88: claudectl.v1.ListAuditResponse
+	(*AuditEntry)(nil),                // 89: claudectl.v1.AuditEntry
+	(*GetChangesRequest)(nil),         // 90: claudectl.v1.GetChangesRequest
+	(*GetChangesResponse)(nil),        // 91: claudectl.v1.GetChangesResponse
+	(*FileChange)(nil),                // 92: claudectl.v1.FileChange
+	(*MergeChangesRequest)(nil),       // 93: claudectl.v1.MergeChangesRequest
+	(*MergeChangesResponse)(nil),      // 94: claudectl.v1.MergeChangesResponse
+	(*DiscardWorktreeRequest)(nil),    // 95: claudectl.v1.DiscardWorktreeRequest
+	(*DiscardWorktreeResponse)(nil),   // 96: claudectl.v1.DiscardWorktreeResponse
+	(*BudgetCap)(nil),                 // 97: claudectl.v1.BudgetCap
+	(*BudgetHold)(nil),                // 98: claudectl.v1.BudgetHold
+	(*GetBudgetRequest)(nil),          // 99: claudectl.v1.GetBudgetRequest
+	(*GetBudgetResponse)(nil),         // 100: claudectl.v1.GetBudgetResponse
+	(*RaiseBudgetRequest)(nil),        // 101: claudectl.v1.RaiseBudgetRequest
+	(*RaiseBudgetResponse)(nil),       // 102: claudectl.v1.RaiseBudgetResponse
+	nil,                               // 103: claudectl.v1.Usage.ByModelEntry
+	nil,                               // 104: claudectl.v1.SessionOptions.WorkerLabelsEntry
+	nil,                               // 105: claudectl.v1.Decision.AnswersEntry
+	nil,                               // 106: claudectl.v1.DecideRequest.AnswersEntry
+	nil,                               // 107: claudectl.v1.Worker.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 108: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,   // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	93,  // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	93,  // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	6,   // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
-	88,  // 4: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
-	89,  // 5: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
-	8,   // 6: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
-	5,   // 7: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
-	0,   // 8: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
-	5,   // 9: claudectl.v1.ListSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	5,   // 10: claudectl.v1.GetSessionResponse.session:type_name -> claudectl.v1.Session
-	5,   // 11: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
-	5,   // 12: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
-	31,  // 13: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	93,  // 14: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
-	35,  // 15: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
-	36,  // 16: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
-	37,  // 17: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
-	38,  // 18: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
-	40,  // 19: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
-	42,  // 20: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
-	43,  // 21: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
-	44,  // 22: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
-	45,  // 23: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
-	33,  // 24: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
-	34,  // 25: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
-	32,  // 26: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
-	93,  // 27: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	93,  // 28: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
-	39,  // 29: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	93,  // 30: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	55,  // 31: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
-	41,  // 32: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
-	1,   // 33: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	93,  // 34: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	90,  // 35: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
-	6,   // 36: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
-	6,   // 37: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
-	0,   // 38: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
-	3,   // 39: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
-	5,   // 40: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	38,  // 41: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	50,  // 42: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
-	93,  // 43: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
-	38,  // 44: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	1,   // 45: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	91,  // 46: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	41,  // 47: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
-	1,   // 48: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
-	2,   // 49: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	93,  // 50: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	55,  // 51: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	55,  // 52: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	55,  // 53: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	41,  // 54: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
-	3,   // 55: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	67,  // 56: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	68,  // 57: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	69,  // 58: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
-	3,   // 59: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	93,  // 60: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	93,  // 61: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
-	3,   // 62: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
-	3,   // 63: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
-	3,   // 64: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	73,  // 65: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
-	92,  // 66: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
-	4,   // 67: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
-	93,  // 68: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
-	93,  // 69: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
-	93,  // 70: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	66,  // 71: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	75,  // 72: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
-	73,  // 73: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
-	93,  // 74: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	93,  // 75: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	93,  // 76: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
-	80,  // 77: claudectl.v1.CreateTokenResponse.token:type_name -> claudectl.v1.TokenInfo
-	93,  // 78: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
-	93,  // 79: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
-	93,  // 80: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
-	93,  // 81: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
-	80,  // 82: claudectl.v1.ListTokensResponse.tokens:type_name -> claudectl.v1.TokenInfo
-	80,  // 83: claudectl.v1.RevokeTokenResponse.token:type_name -> claudectl.v1.TokenInfo
-	93,  // 84: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	87,  // 85: claudectl.v1.ListAuditResponse.entries:type_name -> claudectl.v1.AuditEntry
-	93,  // 86: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	7,   // 87: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	9,   // 88: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	11,  // 89: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	13,  // 90: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	15,  // 91: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	17,  // 92: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	19,  // 93: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	21,  // 94: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	23,  // 95: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	25,  // 96: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	27,  // 97: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	29,  // 98: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	46,  // 99: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
-	51,  // 100: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	48,  // 101: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
-	53,  // 102: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	56,  // 103: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	58,  // 104: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	60,  // 105: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	62,  // 106: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	71,  // 107: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
-	76,  // 108: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
-	78,  // 109: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
-	81,  // 110: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
-	83,  // 111: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
-	85,  // 112: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
-	64,  // 113: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	70,  // 114: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	10,  // 115: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	12,  // 116: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	14,  // 117: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	16,  // 118: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	18,  // 119: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	20,  // 120: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	22,  // 121: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	24,  // 122: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	26,  // 123: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	28,  // 124: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	30,  // 125: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	47,  // 126: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
-	52,  // 127: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	49,  // 128: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
-	54,  // 129: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	57,  // 130: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	59,  // 131: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	61,  // 132: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	63,  // 133: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	72,  // 134: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
-	77,  // 135: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
-	79,  // 136: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
-	82,  // 137: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
-	84,  // 138: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
-	86,  // 139: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
-	65,  // 140: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	74,  // 141: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	115, // [115:142] is the sub-list for method output_type
-	88,  // [88:115] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	108, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	108, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	8,   // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
+	6,   // 4: claudectl.v1.Session.worktree:type_name -> claudectl.v1.Worktree
+	7,   // 5: claudectl.v1.Session.limits:type_name -> claudectl.v1.ResourceLimits
+	103, // 6: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	104, // 7: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
+	7,   // 8: claudectl.v1.SessionOptions.limits:type_name -> claudectl.v1.ResourceLimits
+	10,  // 9: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
+	5,   // 10: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
+	0,   // 11: claudectl.v1.ListSessionsRequest.status:type_name -> claudectl.v1.SessionStatus
+	5,   // 12: claudectl.v1.ListSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	5,   // 13: claudectl.v1.GetSessionResponse.session:type_name -> claudectl.v1.Session
+	5,   // 14: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
+	5,   // 15: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
+	33,  // 16: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
+	108, // 17: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	37,  // 18: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
+	38,  // 19: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
+	39,  // 20: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
+	40,  // 21: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
+	42,  // 22: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
+	44,  // 23: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
+	45,  // 24: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
+	46,  // 25: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
+	47,  // 26: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
+	35,  // 27: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
+	36,  // 28: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
+	34,  // 29: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
+	108, // 30: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	108, // 31: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	41,  // 32: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
+	108, // 33: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	57,  // 34: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
+	43,  // 35: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
+	1,   // 36: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
+	108, // 37: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	105, // 38: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
+	8,   // 39: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
+	8,   // 40: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
+	0,   // 41: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
+	3,   // 42: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
+	5,   // 43: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	40,  // 44: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	52,  // 45: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
+	108, // 46: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	40,  // 47: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	98,  // 48: claudectl.v1.ListPendingResponse.budget_holds:type_name -> claudectl.v1.BudgetHold
+	1,   // 49: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
+	106, // 50: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	43,  // 51: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	1,   // 52: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
+	2,   // 53: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
+	108, // 54: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	57,  // 55: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	57,  // 56: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	57,  // 57: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	43,  // 58: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	3,   // 59: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
+	69,  // 60: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	70,  // 61: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	71,  // 62: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	3,   // 63: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
+	108, // 64: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	108, // 65: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	3,   // 66: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
+	3,   // 67: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
+	3,   // 68: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
+	75,  // 69: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
+	107, // 70: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
+	4,   // 71: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
+	108, // 72: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
+	108, // 73: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
+	108, // 74: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	68,  // 75: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	77,  // 76: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	75,  // 77: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
+	108, // 78: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	108, // 79: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	108, // 80: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
+	82,  // 81: claudectl.v1.CreateTokenResponse.token:type_name -> claudectl.v1.TokenInfo
+	108, // 82: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
+	108, // 83: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
+	108, // 84: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
+	108, // 85: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
+	82,  // 86: claudectl.v1.ListTokensResponse.tokens:type_name -> claudectl.v1.TokenInfo
+	82,  // 87: claudectl.v1.RevokeTokenResponse.token:type_name -> claudectl.v1.TokenInfo
+	108, // 88: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	89,  // 89: claudectl.v1.ListAuditResponse.entries:type_name -> claudectl.v1.AuditEntry
+	108, // 90: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	6,   // 91: claudectl.v1.GetChangesResponse.worktree:type_name -> claudectl.v1.Worktree
+	92,  // 92: claudectl.v1.GetChangesResponse.files:type_name -> claudectl.v1.FileChange
+	97,  // 93: claudectl.v1.BudgetHold.cap:type_name -> claudectl.v1.BudgetCap
+	108, // 94: claudectl.v1.BudgetHold.since:type_name -> google.protobuf.Timestamp
+	97,  // 95: claudectl.v1.GetBudgetResponse.caps:type_name -> claudectl.v1.BudgetCap
+	98,  // 96: claudectl.v1.GetBudgetResponse.holds:type_name -> claudectl.v1.BudgetHold
+	108, // 97: claudectl.v1.GetBudgetResponse.day_start:type_name -> google.protobuf.Timestamp
+	97,  // 98: claudectl.v1.RaiseBudgetResponse.cap:type_name -> claudectl.v1.BudgetCap
+	9,   // 99: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	11,  // 100: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	13,  // 101: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	15,  // 102: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	17,  // 103: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	19,  // 104: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	21,  // 105: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	23,  // 106: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	25,  // 107: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	27,  // 108: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	29,  // 109: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	31,  // 110: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	48,  // 111: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	90,  // 112: claudectl.v1.SessionService.GetChanges:input_type -> claudectl.v1.GetChangesRequest
+	93,  // 113: claudectl.v1.SessionService.MergeChanges:input_type -> claudectl.v1.MergeChangesRequest
+	95,  // 114: claudectl.v1.SessionService.DiscardWorktree:input_type -> claudectl.v1.DiscardWorktreeRequest
+	99,  // 115: claudectl.v1.BudgetService.GetBudget:input_type -> claudectl.v1.GetBudgetRequest
+	101, // 116: claudectl.v1.BudgetService.RaiseBudget:input_type -> claudectl.v1.RaiseBudgetRequest
+	53,  // 117: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	50,  // 118: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	55,  // 119: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	58,  // 120: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	60,  // 121: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	62,  // 122: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	64,  // 123: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	73,  // 124: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
+	78,  // 125: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
+	80,  // 126: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
+	83,  // 127: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
+	85,  // 128: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
+	87,  // 129: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
+	66,  // 130: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	72,  // 131: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	12,  // 132: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	14,  // 133: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	16,  // 134: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	18,  // 135: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	20,  // 136: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	22,  // 137: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	24,  // 138: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	26,  // 139: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	28,  // 140: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	30,  // 141: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	32,  // 142: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	49,  // 143: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	91,  // 144: claudectl.v1.SessionService.GetChanges:output_type -> claudectl.v1.GetChangesResponse
+	94,  // 145: claudectl.v1.SessionService.MergeChanges:output_type -> claudectl.v1.MergeChangesResponse
+	96,  // 146: claudectl.v1.SessionService.DiscardWorktree:output_type -> claudectl.v1.DiscardWorktreeResponse
+	100, // 147: claudectl.v1.BudgetService.GetBudget:output_type -> claudectl.v1.GetBudgetResponse
+	102, // 148: claudectl.v1.BudgetService.RaiseBudget:output_type -> claudectl.v1.RaiseBudgetResponse
+	54,  // 149: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	51,  // 150: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	56,  // 151: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	59,  // 152: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	61,  // 153: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	63,  // 154: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	65,  // 155: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	74,  // 156: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
+	79,  // 157: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
+	81,  // 158: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
+	84,  // 159: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
+	86,  // 160: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
+	88,  // 161: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
+	67,  // 162: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	76,  // 163: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	132, // [132:164] is the sub-list for method output_type
+	100, // [100:132] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -6579,7 +7702,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 	if File_claudectl_v1_claudectl_proto != nil {
 		return
 	}
-	file_claudectl_v1_claudectl_proto_msgTypes[26].OneofWrappers = []any{
+	file_claudectl_v1_claudectl_proto_msgTypes[28].OneofWrappers = []any{
 		(*Event_TextDelta)(nil),
 		(*Event_Message)(nil),
 		(*Event_ToolUse)(nil),
@@ -6599,9 +7722,9 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   88,
+			NumMessages:   103,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_claudectl_v1_claudectl_proto_goTypes,
 		DependencyIndexes: file_claudectl_v1_claudectl_proto_depIdxs,

@@ -28,6 +28,8 @@ const _ = connect.IsAtLeastVersion1_13_0
 const (
 	// SessionServiceName is the fully-qualified name of the SessionService service.
 	SessionServiceName = "claudectl.v1.SessionService"
+	// BudgetServiceName is the fully-qualified name of the BudgetService service.
+	BudgetServiceName = "claudectl.v1.BudgetService"
 	// PermissionServiceName is the fully-qualified name of the PermissionService service.
 	PermissionServiceName = "claudectl.v1.PermissionService"
 	// WorkerServiceName is the fully-qualified name of the WorkerService service.
@@ -80,6 +82,20 @@ const (
 	// SessionServiceWatchSessionsProcedure is the fully-qualified name of the SessionService's
 	// WatchSessions RPC.
 	SessionServiceWatchSessionsProcedure = "/claudectl.v1.SessionService/WatchSessions"
+	// SessionServiceGetChangesProcedure is the fully-qualified name of the SessionService's GetChanges
+	// RPC.
+	SessionServiceGetChangesProcedure = "/claudectl.v1.SessionService/GetChanges"
+	// SessionServiceMergeChangesProcedure is the fully-qualified name of the SessionService's
+	// MergeChanges RPC.
+	SessionServiceMergeChangesProcedure = "/claudectl.v1.SessionService/MergeChanges"
+	// SessionServiceDiscardWorktreeProcedure is the fully-qualified name of the SessionService's
+	// DiscardWorktree RPC.
+	SessionServiceDiscardWorktreeProcedure = "/claudectl.v1.SessionService/DiscardWorktree"
+	// BudgetServiceGetBudgetProcedure is the fully-qualified name of the BudgetService's GetBudget RPC.
+	BudgetServiceGetBudgetProcedure = "/claudectl.v1.BudgetService/GetBudget"
+	// BudgetServiceRaiseBudgetProcedure is the fully-qualified name of the BudgetService's RaiseBudget
+	// RPC.
+	BudgetServiceRaiseBudgetProcedure = "/claudectl.v1.BudgetService/RaiseBudget"
 	// PermissionServiceListPendingProcedure is the fully-qualified name of the PermissionService's
 	// ListPending RPC.
 	PermissionServiceListPendingProcedure = "/claudectl.v1.PermissionService/ListPending"
@@ -147,6 +163,18 @@ type SessionServiceClient interface {
 	// most a few times a second; a new snapshot when the watcher fell too far
 	// behind to say what changed.
 	WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest]) (*connect.ServerStreamForClient[v1.WatchSessionsResponse], error)
+	// GetChanges shows what a session run in a worktree of its own
+	// (SessionOptions.worktree) changed against the commit it started from:
+	// committed and not, new files included.
+	GetChanges(context.Context, *connect.Request[v1.GetChangesRequest]) (*connect.Response[v1.GetChangesResponse], error)
+	// MergeChanges brings a worktree session's changes into the branch it
+	// started from (its uncommitted ones committed on its branch first). It
+	// fails with FAILED_PRECONDITION, changing nothing, on a conflict or
+	// while that branch's working tree has changes of its own.
+	MergeChanges(context.Context, *connect.Request[v1.MergeChangesRequest]) (*connect.Response[v1.MergeChangesResponse], error)
+	// DiscardWorktree removes a session's worktree and its branch, changes
+	// and all; the session must have no CLI (close it first).
+	DiscardWorktree(context.Context, *connect.Request[v1.DiscardWorktreeRequest]) (*connect.Response[v1.DiscardWorktreeResponse], error)
 }
 
 // NewSessionServiceClient constructs a client for the claudectl.v1.SessionService service. By
@@ -232,6 +260,24 @@ func NewSessionServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sessionServiceMethods.ByName("WatchSessions")),
 			connect.WithClientOptions(opts...),
 		),
+		getChanges: connect.NewClient[v1.GetChangesRequest, v1.GetChangesResponse](
+			httpClient,
+			baseURL+SessionServiceGetChangesProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("GetChanges")),
+			connect.WithClientOptions(opts...),
+		),
+		mergeChanges: connect.NewClient[v1.MergeChangesRequest, v1.MergeChangesResponse](
+			httpClient,
+			baseURL+SessionServiceMergeChangesProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("MergeChanges")),
+			connect.WithClientOptions(opts...),
+		),
+		discardWorktree: connect.NewClient[v1.DiscardWorktreeRequest, v1.DiscardWorktreeResponse](
+			httpClient,
+			baseURL+SessionServiceDiscardWorktreeProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("DiscardWorktree")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -249,6 +295,9 @@ type sessionServiceClient struct {
 	forkSession       *connect.Client[v1.ForkSessionRequest, v1.ForkSessionResponse]
 	subscribe         *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
 	watchSessions     *connect.Client[v1.WatchSessionsRequest, v1.WatchSessionsResponse]
+	getChanges        *connect.Client[v1.GetChangesRequest, v1.GetChangesResponse]
+	mergeChanges      *connect.Client[v1.MergeChangesRequest, v1.MergeChangesResponse]
+	discardWorktree   *connect.Client[v1.DiscardWorktreeRequest, v1.DiscardWorktreeResponse]
 }
 
 // CreateSession calls claudectl.v1.SessionService.CreateSession.
@@ -311,6 +360,21 @@ func (c *sessionServiceClient) WatchSessions(ctx context.Context, req *connect.R
 	return c.watchSessions.CallServerStream(ctx, req)
 }
 
+// GetChanges calls claudectl.v1.SessionService.GetChanges.
+func (c *sessionServiceClient) GetChanges(ctx context.Context, req *connect.Request[v1.GetChangesRequest]) (*connect.Response[v1.GetChangesResponse], error) {
+	return c.getChanges.CallUnary(ctx, req)
+}
+
+// MergeChanges calls claudectl.v1.SessionService.MergeChanges.
+func (c *sessionServiceClient) MergeChanges(ctx context.Context, req *connect.Request[v1.MergeChangesRequest]) (*connect.Response[v1.MergeChangesResponse], error) {
+	return c.mergeChanges.CallUnary(ctx, req)
+}
+
+// DiscardWorktree calls claudectl.v1.SessionService.DiscardWorktree.
+func (c *sessionServiceClient) DiscardWorktree(ctx context.Context, req *connect.Request[v1.DiscardWorktreeRequest]) (*connect.Response[v1.DiscardWorktreeResponse], error) {
+	return c.discardWorktree.CallUnary(ctx, req)
+}
+
 // SessionServiceHandler is an implementation of the claudectl.v1.SessionService service.
 type SessionServiceHandler interface {
 	CreateSession(context.Context, *connect.Request[v1.CreateSessionRequest]) (*connect.Response[v1.CreateSessionResponse], error)
@@ -337,6 +401,18 @@ type SessionServiceHandler interface {
 	// most a few times a second; a new snapshot when the watcher fell too far
 	// behind to say what changed.
 	WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest], *connect.ServerStream[v1.WatchSessionsResponse]) error
+	// GetChanges shows what a session run in a worktree of its own
+	// (SessionOptions.worktree) changed against the commit it started from:
+	// committed and not, new files included.
+	GetChanges(context.Context, *connect.Request[v1.GetChangesRequest]) (*connect.Response[v1.GetChangesResponse], error)
+	// MergeChanges brings a worktree session's changes into the branch it
+	// started from (its uncommitted ones committed on its branch first). It
+	// fails with FAILED_PRECONDITION, changing nothing, on a conflict or
+	// while that branch's working tree has changes of its own.
+	MergeChanges(context.Context, *connect.Request[v1.MergeChangesRequest]) (*connect.Response[v1.MergeChangesResponse], error)
+	// DiscardWorktree removes a session's worktree and its branch, changes
+	// and all; the session must have no CLI (close it first).
+	DiscardWorktree(context.Context, *connect.Request[v1.DiscardWorktreeRequest]) (*connect.Response[v1.DiscardWorktreeResponse], error)
 }
 
 // NewSessionServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -418,6 +494,24 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sessionServiceMethods.ByName("WatchSessions")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sessionServiceGetChangesHandler := connect.NewUnaryHandler(
+		SessionServiceGetChangesProcedure,
+		svc.GetChanges,
+		connect.WithSchema(sessionServiceMethods.ByName("GetChanges")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceMergeChangesHandler := connect.NewUnaryHandler(
+		SessionServiceMergeChangesProcedure,
+		svc.MergeChanges,
+		connect.WithSchema(sessionServiceMethods.ByName("MergeChanges")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceDiscardWorktreeHandler := connect.NewUnaryHandler(
+		SessionServiceDiscardWorktreeProcedure,
+		svc.DiscardWorktree,
+		connect.WithSchema(sessionServiceMethods.ByName("DiscardWorktree")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/claudectl.v1.SessionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SessionServiceCreateSessionProcedure:
@@ -444,6 +538,12 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 			sessionServiceSubscribeHandler.ServeHTTP(w, r)
 		case SessionServiceWatchSessionsProcedure:
 			sessionServiceWatchSessionsHandler.ServeHTTP(w, r)
+		case SessionServiceGetChangesProcedure:
+			sessionServiceGetChangesHandler.ServeHTTP(w, r)
+		case SessionServiceMergeChangesProcedure:
+			sessionServiceMergeChangesHandler.ServeHTTP(w, r)
+		case SessionServiceDiscardWorktreeProcedure:
+			sessionServiceDiscardWorktreeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -499,6 +599,118 @@ func (UnimplementedSessionServiceHandler) Subscribe(context.Context, *connect.Re
 
 func (UnimplementedSessionServiceHandler) WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest], *connect.ServerStream[v1.WatchSessionsResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.WatchSessions is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) GetChanges(context.Context, *connect.Request[v1.GetChangesRequest]) (*connect.Response[v1.GetChangesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.GetChanges is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) MergeChanges(context.Context, *connect.Request[v1.MergeChangesRequest]) (*connect.Response[v1.MergeChangesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.MergeChanges is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) DiscardWorktree(context.Context, *connect.Request[v1.DiscardWorktreeRequest]) (*connect.Response[v1.DiscardWorktreeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.DiscardWorktree is not implemented"))
+}
+
+// BudgetServiceClient is a client for the claudectl.v1.BudgetService service.
+type BudgetServiceClient interface {
+	GetBudget(context.Context, *connect.Request[v1.GetBudgetRequest]) (*connect.Response[v1.GetBudgetResponse], error)
+	// RaiseBudget raises the cap that holds a session (limit_usd), or lets
+	// it run one more turn over it (one_turn); its queued prompts then run.
+	RaiseBudget(context.Context, *connect.Request[v1.RaiseBudgetRequest]) (*connect.Response[v1.RaiseBudgetResponse], error)
+}
+
+// NewBudgetServiceClient constructs a client for the claudectl.v1.BudgetService service. By
+// default, it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses,
+// and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the
+// connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewBudgetServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) BudgetServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	budgetServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("BudgetService").Methods()
+	return &budgetServiceClient{
+		getBudget: connect.NewClient[v1.GetBudgetRequest, v1.GetBudgetResponse](
+			httpClient,
+			baseURL+BudgetServiceGetBudgetProcedure,
+			connect.WithSchema(budgetServiceMethods.ByName("GetBudget")),
+			connect.WithClientOptions(opts...),
+		),
+		raiseBudget: connect.NewClient[v1.RaiseBudgetRequest, v1.RaiseBudgetResponse](
+			httpClient,
+			baseURL+BudgetServiceRaiseBudgetProcedure,
+			connect.WithSchema(budgetServiceMethods.ByName("RaiseBudget")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// budgetServiceClient implements BudgetServiceClient.
+type budgetServiceClient struct {
+	getBudget   *connect.Client[v1.GetBudgetRequest, v1.GetBudgetResponse]
+	raiseBudget *connect.Client[v1.RaiseBudgetRequest, v1.RaiseBudgetResponse]
+}
+
+// GetBudget calls claudectl.v1.BudgetService.GetBudget.
+func (c *budgetServiceClient) GetBudget(ctx context.Context, req *connect.Request[v1.GetBudgetRequest]) (*connect.Response[v1.GetBudgetResponse], error) {
+	return c.getBudget.CallUnary(ctx, req)
+}
+
+// RaiseBudget calls claudectl.v1.BudgetService.RaiseBudget.
+func (c *budgetServiceClient) RaiseBudget(ctx context.Context, req *connect.Request[v1.RaiseBudgetRequest]) (*connect.Response[v1.RaiseBudgetResponse], error) {
+	return c.raiseBudget.CallUnary(ctx, req)
+}
+
+// BudgetServiceHandler is an implementation of the claudectl.v1.BudgetService service.
+type BudgetServiceHandler interface {
+	GetBudget(context.Context, *connect.Request[v1.GetBudgetRequest]) (*connect.Response[v1.GetBudgetResponse], error)
+	// RaiseBudget raises the cap that holds a session (limit_usd), or lets
+	// it run one more turn over it (one_turn); its queued prompts then run.
+	RaiseBudget(context.Context, *connect.Request[v1.RaiseBudgetRequest]) (*connect.Response[v1.RaiseBudgetResponse], error)
+}
+
+// NewBudgetServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewBudgetServiceHandler(svc BudgetServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	budgetServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("BudgetService").Methods()
+	budgetServiceGetBudgetHandler := connect.NewUnaryHandler(
+		BudgetServiceGetBudgetProcedure,
+		svc.GetBudget,
+		connect.WithSchema(budgetServiceMethods.ByName("GetBudget")),
+		connect.WithHandlerOptions(opts...),
+	)
+	budgetServiceRaiseBudgetHandler := connect.NewUnaryHandler(
+		BudgetServiceRaiseBudgetProcedure,
+		svc.RaiseBudget,
+		connect.WithSchema(budgetServiceMethods.ByName("RaiseBudget")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/claudectl.v1.BudgetService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case BudgetServiceGetBudgetProcedure:
+			budgetServiceGetBudgetHandler.ServeHTTP(w, r)
+		case BudgetServiceRaiseBudgetProcedure:
+			budgetServiceRaiseBudgetHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedBudgetServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedBudgetServiceHandler struct{}
+
+func (UnimplementedBudgetServiceHandler) GetBudget(context.Context, *connect.Request[v1.GetBudgetRequest]) (*connect.Response[v1.GetBudgetResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.BudgetService.GetBudget is not implemented"))
+}
+
+func (UnimplementedBudgetServiceHandler) RaiseBudget(context.Context, *connect.Request[v1.RaiseBudgetRequest]) (*connect.Response[v1.RaiseBudgetResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.BudgetService.RaiseBudget is not implemented"))
 }
 
 // PermissionServiceClient is a client for the claudectl.v1.PermissionService service.
