@@ -45,8 +45,16 @@ func (svc *Service) sessionToProto(s *store.Session) *v1.Session {
 		PermissionMode: s.PermissionMode, Status: statusToProto[s.Status],
 		CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
 		LastSeq: s.LastSeq, BudgetUsd: s.BudgetUSD, Worker: worker, Error: s.Error, ParentId: s.ParentID,
-		Totals: totalsToProto(s.Totals),
+		Totals: totalsToProto(s.Totals), Limits: limitsToProto(svc.D.Limits(s)),
 	}
+}
+
+// limitsToProto maps resource limits; nil for none.
+func limitsToProto(l claude.ResourceLimits) *v1.ResourceLimits {
+	if l.IsZero() {
+		return nil
+	}
+	return &v1.ResourceLimits{MemoryMax: l.MemoryMax, CpuMax: l.CPUMax, PidsMax: l.PIDsMax}
 }
 
 func totalsToProto(t store.Totals) *v1.Usage {

@@ -32,12 +32,18 @@ type ExitError struct {
 	// not enough). Code or Signal is how the CLI then ended. Zero when
 	// the CLI exited on its own.
 	KeptRunning time.Duration
+	// MemoryLimit is set when the CLI was killed by the kernel because its
+	// process tree reached its memory limit ([ResourceLimits.MemoryMax]):
+	// that limit, in bytes.
+	MemoryLimit int64
 }
 
 func (e *ExitError) Error() string {
 	var sb strings.Builder
 	sb.WriteString("claude: CLI ")
 	switch {
+	case e.MemoryLimit > 0:
+		fmt.Fprintf(&sb, "was killed: memory limit %s reached", FormatBytes(e.MemoryLimit))
 	case e.KeptRunning > 0:
 		sb.WriteString("closed its output")
 		if e.During != "" {
@@ -146,3 +152,15 @@ func (e *StartError) Error() string {
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
+
+// A LimitsError says why [ResourceLimits] cannot be applied to the CLIs of
+// this process: no cgroup hierarchy with the controllers they need is
+// writable here (see ProcessTransport's doc).
+type LimitsError struct {
+	Limits ResourceLimits
+	Reason string
+}
+
+func (e *LimitsError) Error() string {
+	return fmt.Sprintf("claude: resource limits (%s) cannot be applied: %s", e.Limits, e.Reason)
+}

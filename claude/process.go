@@ -72,6 +72,20 @@ var (
 // Start in the same cgroup. Other unix systems have only the process group:
 // a tool that calls setsid survives the CLI there.
 //
+// # Resource limits
+//
+// Limits are applied to the cgroup that holds the tree, so they bind the
+// CLI and its tools together, detached ones included (Linux only; elsewhere
+// Start refuses them). Where the controllers (memory, cpu, pids) are in
+// the cgroup v2 hierarchy, the tree's cgroup v2 holds them from the CLI's
+// birth; our own cgroup must hand them down, which it can when this
+// process runs alone in it (a systemd service with Delegate=yes): the
+// first Start with limits then moves this process into a leaf of its
+// cgroup, claudectl-supervisor, and enables the controllers for the
+// trees beside it. Where they are in cgroup v1 hierarchies (hybrid and
+// legacy hosts) the CLI joins a child of our own cgroup in each, with its
+// limit, just after it starts. Otherwise Start fails, saying why.
+//
 // The killed processes are reaped by their new parent, init or the nearest
 // child subreaper. When this process is that reaper (pid 1 in a container,
 // or PR_SET_CHILD_SUBREAPER), it reaps them itself, and only them: never
@@ -106,6 +120,12 @@ type ProcessTransport struct {
 	// starts; "" is SchedulingNormal. A program that supervises many CLIs
 	// stays responsive with SchedulingBatch.
 	Scheduling Scheduling
+	// Limits caps the memory, CPU and processes of the CLI and everything
+	// it starts, together (see "Resource limits" above); the zero value
+	// caps nothing. Start fails with a *LimitsError (in a *StartError)
+	// when they cannot be applied. A CLI killed by its memory limit ends
+	// with an *ExitError whose MemoryLimit is set.
+	Limits ResourceLimits
 
 	// stdoutNotProtocol is set by WebSocketTransport, whose CLI speaks
 	// over the WebSocket: the end of its stdout is not the session's.
@@ -214,7 +234,13 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		}
 		return nil, &StartError{Path: c.Path, Err: err}
 	}
-	tree := newProcTree(t.KeepDetached)
+	tree, err := newProcTree(t.KeepDetached, t.Limits)
+	if err != nil {
+		for _, f := range []*os.File{stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW} {
+			f.Close()
+		}
+		return nil, &StartError{Path: c.Path, Err: err}
+	}
 	newCmd := func() *exec.Cmd {
 		cmd := exec.Command(c.Path, c.Args...)
 		cmd.Env = tree.environ(c.Env)
@@ -225,14 +251,19 @@ func (t *ProcessTransport) Start(ctx context.Context, c *Command) (Conn, error) 
 		return cmd
 	}
 	cmd := newCmd()
-	err = startCmd(cmd, t.Scheduling)
+	err = startCmd(cmd, t.Scheduling, tree)
 	if err != nil && tree.startFailed() {
 		// The cgroup refused the child (controllers, permissions): without.
 		cmd = newCmd()
-		err = startCmd(cmd, t.Scheduling)
+		err = startCmd(cmd, t.Scheduling, tree)
 	}
 	if err == nil {
-		tree.started(cmd.Process.Pid)
+		if err = tree.started(cmd.Process.Pid); err != nil {
+			// Not held by its limits: it must not run.
+			cmd.Process.Kill()
+			cmd.Wait()
+			tree.kill()
+		}
 	} else {
 		tree.abandon()
 	}
@@ -666,6 +697,9 @@ func (p *process) wait() {
 	}()
 }
 
+// MemoryKills implements memoryKiller.
+func (p *process) MemoryKills() int64 { return p.tree.memoryKills() }
+
 func (p *process) closeStdout() {
 	p.stdoutMu.Do(func() { p.stdout.Close() })
 }
@@ -685,6 +719,9 @@ func (p *process) exitError(err error, keptRunning time.Duration) error {
 	if errors.As(err, &xe) {
 		if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			ee.Signal = ws.Signal().String()
+			if limit, ok := p.tree.killedByMemory(); ok && ws.Signal() == syscall.SIGKILL {
+				ee.MemoryLimit = limit
+			}
 		} else {
 			ee.Code = xe.ExitCode()
 		}

@@ -25,18 +25,32 @@ func growPipe(f *os.File) {
 	}
 }
 
-// startCmd starts cmd under scheduling s. A child inherits the policy of
-// the thread that forks it, so for SchedulingBatch the goroutine is locked
-// to its thread, the thread switched to SCHED_BATCH for the fork and back
-// after it. The thread must outlive the child (PR_SET_PDEATHSIG counts the
-// forking thread as the parent), so it is unlocked, never left to exit.
-// Any other policy of ours (real-time, idle) is someone's choice: kept.
-func startCmd(cmd *exec.Cmd, s Scheduling) error {
-	if s != SchedulingBatch {
+// startCmd starts cmd under scheduling s, in tree's cgroup v1 limits if
+// it has any. A child inherits the policy and the cgroup v1 memberships of
+// the thread that forks it, so the goroutine is locked to its thread, the
+// thread switched to SCHED_BATCH (for SchedulingBatch) and moved into the
+// limits' cgroups for the fork, and back after it: the CLI is born inside
+// its limits, with no moment outside them in which to fork. The thread
+// must outlive the child (PR_SET_PDEATHSIG counts the forking thread as
+// the parent), so it is unlocked, never left to exit. Any other policy of
+// ours (real-time, idle) is someone's choice: kept.
+func startCmd(cmd *exec.Cmd, s Scheduling, tree *procTree) error {
+	v1 := tree.lim != nil && len(tree.lim.v1) > 0
+	if s != SchedulingBatch && !v1 {
 		return cmd.Start()
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if v1 {
+		leave, err := tree.lim.enterThread()
+		if err != nil {
+			return err
+		}
+		defer leave()
+	}
+	if s != SchedulingBatch {
+		return cmd.Start()
+	}
 	old, err := unix.SchedGetAttr(0, 0)
 	if err != nil || old.Policy != unix.SCHED_NORMAL {
 		return cmd.Start()

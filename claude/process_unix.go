@@ -16,4 +16,4 @@ func procAttr() *syscall.SysProcAttr {
 func growPipe(*os.File) {}
 
 // startCmd starts cmd: scheduling policies are Linux's alone.
-func startCmd(cmd *exec.Cmd, _ Scheduling) error { return cmd.Start() }
+func startCmd(cmd *exec.Cmd, _ Scheduling, _ *procTree) error { return cmd.Start() }

@@ -60,32 +60,83 @@ type procTree struct {
 	dir    string   // the cgroup, for the cgroup mechanisms
 	cgfd   *os.File // the cgroup v2 directory, while the CLI is started
 	killed bool
+	lim    *cgroupLimits // the resource limits, nil for none
 }
 
 // newProcTree prepares the tracking of a CLI about to start; keepDetached
-// limits it to the process group.
-func newProcTree(keepDetached bool) *procTree {
+// limits it to the process group. With limits it fails with a
+// *LimitsError when they cannot be applied (limits_linux.go).
+func newProcTree(keepDetached bool, limits ResourceLimits) (*procTree, error) {
+	if !limits.IsZero() {
+		return newLimitedTree(keepDetached, limits)
+	}
 	if keepDetached || forceTreeMech == mechGroup {
-		return &procTree{mech: mechGroup}
+		return &procTree{mech: mechGroup}, nil
 	}
 	t := &procTree{mech: mechEnviron, marker: randomHex(16)}
+	t.track()
+	return t, nil
+}
+
+// track picks how t holds the tree, the first mechanism that works.
+func (t *procTree) track() {
 	try := func(m string) bool { return forceTreeMech == "" || forceTreeMech == m }
 	if try(mechCgroup2) {
 		if dir, f, err := makeCgroup2(); err == nil {
 			t.mech, t.dir, t.cgfd = mechCgroup2, dir, f
-			return t
+			return
 		}
 	}
 	for _, m := range []string{mechCgroup1Pids, mechCgroup1Freeze} {
 		if !try(m) {
 			continue
 		}
-		if dir, err := makeCgroup1(strings.TrimPrefix(m, "cgroup1-")); err == nil {
+		controller := strings.TrimPrefix(m, "cgroup1-")
+		if dir := t.lim.v1dir(controller); dir != "" {
+			// The CLI can be in one cgroup of a hierarchy: the one with
+			// its limit holds it.
 			t.mech, t.dir = m, dir
-			return t
+			t.lim.untrack(controller)
+			return
+		}
+		if dir, err := makeCgroup1(controller); err == nil {
+			t.mech, t.dir = m, dir
+			return
 		}
 	}
-	return t
+}
+
+// newLimitedTree is newProcTree with limits: the tree's cgroup v2 holds
+// them, or cgroup v1 ones the CLI joins (limits_linux.go).
+func newLimitedTree(keepDetached bool, limits ResourceLimits) (*procTree, error) {
+	if err := limits.Validate(); err != nil {
+		return nil, err
+	}
+	if keepDetached {
+		return nil, &LimitsError{Limits: limits, Reason: "they hold the CLI's whole process tree, which KeepDetached lets go"}
+	}
+	lim, v2parent, err := newCgroupLimits(limits)
+	if err != nil {
+		return nil, err
+	}
+	t := &procTree{mech: mechEnviron, marker: randomHex(16), lim: lim}
+	if v2parent == "" {
+		t.track()
+		return t, nil
+	}
+	cleanLeftovers(v2parent, true)
+	dir, f, err := makeCgroup2In(v2parent)
+	if err == nil {
+		if err = lim.writeV2(dir); err != nil {
+			f.Close()
+			os.Remove(dir)
+		}
+	}
+	if err != nil {
+		return nil, &LimitsError{Limits: limits, Reason: err.Error()}
+	}
+	t.mech, t.dir, t.cgfd = mechCgroup2, dir, f
+	return t, nil
 }
 
 // environ returns env with the marker set (replacing any inherited one).
@@ -114,7 +165,7 @@ func (t *procTree) apply(a *syscall.SysProcAttr) {
 // cgroup v2 placement is dropped (the marker stays) so that a retry without
 // it can succeed. It reports whether a retry is worth it.
 func (t *procTree) startFailed() bool {
-	if t.mech != mechCgroup2 {
+	if t.mech != mechCgroup2 || t.lim != nil { // without its cgroup, no limits
 		return false
 	}
 	t.closeFD()
@@ -123,16 +174,24 @@ func (t *procTree) startFailed() bool {
 	return true
 }
 
-// started is called once the CLI runs as pid.
-func (t *procTree) started(pid int) {
+// started is called once the CLI runs as pid. An error (its limits could
+// not be joined) means the CLI must be stopped: kill then cleans up.
+func (t *procTree) started(pid int) error {
 	t.closeFD()
 	switch t.mech {
 	case mechCgroup1Pids, mechCgroup1Freeze:
 		if err := os.WriteFile(filepath.Join(t.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			if t.lim != nil && t.mech == mechCgroup1Pids && t.lim.limits.PIDsMax > 0 {
+				return &LimitsError{Limits: t.lim.limits, Reason: "the CLI could not join its pids cgroup: " + err.Error()}
+			}
 			os.Remove(t.dir)
 			t.mech, t.dir = mechEnviron, ""
 		}
 	}
+	if t.lim != nil {
+		return t.lim.join(pid)
+	}
+	return nil
 }
 
 // abandon undoes newProcTree when the CLI did not start.
@@ -141,6 +200,27 @@ func (t *procTree) abandon() {
 	if t.dir != "" {
 		os.Remove(t.dir)
 	}
+	if t.lim != nil {
+		t.lim.remove()
+	}
+}
+
+// memoryKills returns how many processes of the tree its memory limit has
+// killed so far; 0 without one. Safe to call from any goroutine.
+func (t *procTree) memoryKills() int64 {
+	if t.lim == nil {
+		return 0
+	}
+	return max(t.lim.memoryKills(), 0)
+}
+
+// killedByMemory reports, once the tree is dead, whether its memory limit
+// killed a process since memoryKills last looked, and the limit.
+func (t *procTree) killedByMemory() (int64, bool) {
+	if t.lim == nil || !t.lim.killedByMemory() {
+		return 0, false
+	}
+	return t.lim.limits.MemoryMax, true
 }
 
 func (t *procTree) closeFD() {
@@ -158,6 +238,11 @@ func (t *procTree) kill() {
 		return
 	}
 	t.killed = true
+	if t.lim != nil {
+		// Counted before the cgroups go; their own processes are dead.
+		t.lim.final.Store(t.lim.oomKills())
+		defer t.lim.remove()
+	}
 	reaper := isReaper()
 	var victims []victim
 	emptied := false
@@ -338,6 +423,12 @@ func makeCgroup2() (string, *os.File, error) {
 		return "", nil, errors.New("the cgroup distributes controllers")
 	}
 	cleanLeftovers(parent, true)
+	return makeCgroup2In(parent)
+}
+
+// makeCgroup2In makes a tree's cgroup v2 in parent and opens it for
+// CLONE_INTO_CGROUP.
+func makeCgroup2In(parent string) (string, *os.File, error) {
 	dir := filepath.Join(parent, newCgroupName())
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", nil, err
@@ -446,6 +537,8 @@ func killCgroup1(dir string, freezer bool) []victim {
 
 // --- shared ---
 
+// cgroupPIDs lists the processes of a cgroup, never this one (a thread of
+// ours is in a cgroup v1 limit while it forks a CLI: see enterThread).
 func cgroupPIDs(dir string) []int {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
@@ -453,7 +546,7 @@ func cgroupPIDs(dir string) []int {
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
+		if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 			pids = append(pids, pid)
 		}
 	}
@@ -500,7 +593,7 @@ func KillLeftovers() {
 	if parent, err := ownCgroupDir("cgroup2", ""); err == nil {
 		cleanLeftovers(parent, true)
 	}
-	for _, controller := range []string{"pids", "freezer"} {
+	for _, controller := range []string{"pids", "freezer", "memory", "cpu"} {
 		if parent, err := ownCgroupDir("cgroup", controller); err == nil {
 			cleanLeftovers(parent, false)
 		}

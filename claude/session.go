@@ -222,6 +222,17 @@ func (s *Session) Stats() DecodeStats { return s.dec.Stats() }
 // StderrTail returns the last part of what the CLI wrote on stderr.
 func (s *Session) StderrTail() string { return s.conn.StderrTail() }
 
+// MemoryKills returns how many processes of the CLI's tree (the CLI or a
+// tool it ran) the kernel has killed so far for reaching its memory limit
+// ([ProcessTransport.Limits]); 0 without one, or on transports that cannot
+// tell. It reads one small file: cheap enough for every turn.
+func (s *Session) MemoryKills() int64 {
+	if m, ok := s.conn.(memoryKiller); ok {
+		return m.MemoryKills()
+	}
+	return 0
+}
+
 // Send writes a user message with the given content to the CLI, starting a
 // turn (or queueing one if a turn is running). ctx bounds the write.
 func (s *Session) Send(ctx context.Context, content Content) error {

@@ -75,3 +75,10 @@ type Conn interface {
 type bufferedConn interface {
 	Buffered() int
 }
+
+// memoryKiller is implemented by connections whose CLI runs under a memory
+// limit ([ProcessTransport.Limits]): how many of its processes the limit
+// has killed so far.
+type memoryKiller interface {
+	MemoryKills() int64
+}

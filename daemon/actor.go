@@ -99,6 +99,9 @@ type actor struct {
 	// StartupFailureReason set), written by the reader and read by end
 	// once the reader is done (startup.go).
 	startupFailure *claude.ResultMessage
+	// memoryKills is how many of its processes the CLI's memory limit
+	// killed, as last reported (owned by the reader).
+	memoryKills int64
 }
 
 // actorState is what run owns.
@@ -143,7 +146,8 @@ func (a *actor) start(ctx context.Context) error {
 		}
 		a.process = gen
 	}
-	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf, Scheduling: a.d.scheduling}
+	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf, Scheduling: a.d.scheduling,
+		Limits: a.d.policy.SessionLimits(a.opts)}
 	if a.remote() {
 		if a.d.workers == nil {
 			return a.fail(ctx, &InvalidArgumentError{Field: "options.worker", Value: a.opts.GetWorker(),
@@ -360,8 +364,12 @@ func (a *actor) end(st *actorState, err error) {
 	case st.closing || err == nil:
 	default:
 		tail := a.sess.StderrTail()
-		a.logError(ctx, err.Error(), tail)
 		detail = err.Error()
+		var ee *claude.ExitError
+		if errors.As(err, &ee) && ee.MemoryLimit > 0 {
+			detail = "the CLI was killed: " + a.memoryLimitReached(ee.MemoryLimit)
+		}
+		a.logError(ctx, detail, tail)
 		if t := strings.TrimSpace(tail); t != "" && !strings.Contains(detail, t) {
 			detail += "\n" + t
 		}
@@ -450,8 +458,12 @@ func (a *actor) read() error {
 				a.startupFailure = m // the CLI exits next: end says why
 			}
 			// Observed first: what the watch logs of the line (a warning)
-			// must not land after the turn's end (the idle status).
+			// must not land after the turn's end (the idle status), nor
+			// what the turn's memory limit killed.
 			watch.observe(m)
+			if claude.ThreadOf(m).IsMain() {
+				a.checkMemoryKills(ctx)
+			}
 			usage = a.logResult(ctx, ev, m)
 		case *claude.SystemInit:
 			if !recorded && m.SessionID != "" { // stored with the CLI's session id, if it is this session's
@@ -528,6 +540,35 @@ func (a *actor) read() error {
 			}
 		}
 	}
+}
+
+// checkMemoryKills reports, at the end of a turn, the processes of the
+// session's tree (a tool, or one it started) that its memory limit killed
+// since the last turn: the CLI goes on, but the turn lost them.
+func (a *actor) checkMemoryKills(ctx context.Context) {
+	n := a.sess.MemoryKills()
+	if n <= a.memoryKills {
+		return
+	}
+	killed := n - a.memoryKills
+	a.memoryKills = n
+	what := "a process of the session was"
+	if killed > 1 {
+		what = fmt.Sprintf("%d processes of the session were", killed)
+	}
+	msg := what + " killed: " + a.memoryLimitReached(a.d.policy.SessionLimits(a.opts).MemoryMax)
+	a.d.log.Warn("memory limit reached", "session", a.id, "killed", killed)
+	a.logError(ctx, msg, "")
+}
+
+// memoryLimitReached says which memory limit was reached: "memory limit
+// 2 GiB reached (sessions.limits.memory_max)".
+func (a *actor) memoryLimitReached(limit int64) string {
+	which := "sessions.limits.memory_max"
+	if asked := a.opts.GetLimits().GetMemoryMax(); asked > 0 && asked == limit && asked != a.d.policy.Limits.MemoryMax {
+		which = "the session's limits.memory_max"
+	}
+	return fmt.Sprintf("memory limit %s reached (%s)", claude.FormatBytes(limit), which)
 }
 
 // remote reports whether the session runs on a remote worker.

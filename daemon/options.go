@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/internal/relay"
+	"github.com/claudectl/claudectl/store"
 )
 
 // SessionOptions are a session's launch options as clients send them. They
@@ -83,6 +85,10 @@ type SessionPolicy struct {
 	// Roots, when not empty, are the directories a session's cwd and
 	// add_dirs must be inside.
 	Roots []string
+	// Limits are the most a local session's CLI may use, with everything
+	// it starts (sessions.limits); a session may ask lower ones
+	// (SessionOptions.limits), never higher. Zero fields: no limit.
+	Limits claude.ResourceLimits
 	// Sandbox, when set, is Claude Code's sandbox settings object that
 	// every session's CLI runs with (EnforcedSandbox makes it from the
 	// sessions.sandbox setting); nil for none. No client can weaken it.
@@ -300,6 +306,9 @@ func (d *Daemon) checkPolicy(o *SessionOptions) error {
 	if err := p.checkSandboxArgs(o.GetExtraArgs()); err != nil {
 		return err
 	}
+	if err := p.checkLimits(o.GetLimits()); err != nil {
+		return err
+	}
 	if err := p.checkMode("options.permission_mode", o.GetPermissionMode()); err != nil {
 		return err
 	}
@@ -358,4 +367,71 @@ func (p *SessionPolicy) checkDir(field, dir string) error {
 	}
 	return &InvalidArgumentError{Field: field, Value: dir,
 		Reason: fmt.Sprintf("outside the directories sessions may use (%s): add it to sessions.allowed_roots in the daemon's settings.json", strings.Join(p.Roots, ", "))}
+}
+
+// checkLimits checks the limits a session asks for: numbers a cgroup can
+// take, none above the daemon's.
+func (p *SessionPolicy) checkLimits(l *v1.ResourceLimits) error {
+	if l == nil {
+		return nil
+	}
+	asked := claude.ResourceLimits{MemoryMax: l.GetMemoryMax(), CPUMax: l.GetCpuMax(), PIDsMax: l.GetPidsMax()}
+	if err := asked.Validate(); err != nil {
+		var oe *claude.OptionError
+		if errors.As(err, &oe) {
+			return &InvalidArgumentError{Field: "options.limits." + ProtoFieldName(oe.Field), Value: oe.Value,
+				Reason: strings.Replace(oe.Msg, "0: no limit", "0: the daemon's", 1)}
+		}
+		return err
+	}
+	d := p.Limits
+	switch {
+	case d.MemoryMax > 0 && asked.MemoryMax > d.MemoryMax:
+		return limitAbove("memory_max", fmt.Sprint(asked.MemoryMax), claude.FormatBytes(d.MemoryMax))
+	case d.CPUMax > 0 && asked.CPUMax > d.CPUMax:
+		return limitAbove("cpu_max", fmt.Sprint(asked.CPUMax), fmt.Sprint(d.CPUMax))
+	case d.PIDsMax > 0 && asked.PIDsMax > d.PIDsMax:
+		return limitAbove("pids_max", fmt.Sprint(asked.PIDsMax), fmt.Sprint(d.PIDsMax))
+	}
+	return nil
+}
+
+func limitAbove(field, value, cap string) error {
+	return &InvalidArgumentError{Field: "options.limits." + field, Value: value,
+		Reason: fmt.Sprintf("is above the daemon's sessions.limits.%s (%s): a session may ask lower limits, never higher", field, cap)}
+}
+
+// SessionLimits returns the resource limits a local session's CLI runs
+// under: the daemon's, each lowered by what the session asked.
+func (p *SessionPolicy) SessionLimits(o *SessionOptions) claude.ResourceLimits {
+	lim, l := p.Limits, o.GetLimits()
+	lim.MemoryMax = lower(lim.MemoryMax, l.GetMemoryMax())
+	lim.CPUMax = lower(lim.CPUMax, l.GetCpuMax())
+	lim.PIDsMax = lower(lim.PIDsMax, l.GetPidsMax())
+	return lim
+}
+
+// lower is the lower of a limit and what a session asked, 0 being none.
+func lower[T int64 | float64](cap, asked T) T {
+	if asked > 0 && (cap == 0 || asked < cap) {
+		return asked
+	}
+	return cap
+}
+
+// Limits returns the resource limits session s's CLI runs under: the
+// daemon's lowered by what it asked, for a local session; none for one on
+// a remote worker (its worker's CLIs are not the daemon's to cap).
+func (d *Daemon) Limits(s *store.Session) claude.ResourceLimits {
+	if s.Worker != "" {
+		return claude.ResourceLimits{}
+	}
+	if !bytes.Contains(s.Options, []byte(`"limits"`)) { // most sessions: no options to decode
+		return d.policy.Limits
+	}
+	o, err := decodeOptions(s.ID, s.Options)
+	if err != nil {
+		return d.policy.Limits
+	}
+	return d.policy.SessionLimits(o)
 }

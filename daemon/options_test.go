@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
 )
@@ -44,6 +45,9 @@ func sample(o *SessionOptions, f protoreflect.FieldDescriptor) {
 		m.Set(f, protoreflect.ValueOfInt32(7))
 	case protoreflect.DoubleKind:
 		m.Set(f, protoreflect.ValueOfFloat64(0.25))
+	case protoreflect.MessageKind:
+		l := &v1.ResourceLimits{MemoryMax: 1 << 30}
+		m.Set(f, protoreflect.ValueOfMessage(l.ProtoReflect()))
 	default:
 		panic("sample: add a value for kind " + f.Kind().String())
 	}
@@ -61,6 +65,8 @@ var sdkFields = map[protoreflect.Name]string{
 var notCLIOptions = map[protoreflect.Name]string{
 	"worker":        "picks the transport (actor.start)",
 	"worker_labels": "picks the remote worker (actor.start)",
+	"worktree":      "makes the directory the CLI runs in (worktree.go)",
+	"limits":        "caps the CLI's cgroup (claude.ProcessTransport.Limits)",
 }
 
 // TestSessionOptionsEveryField proves, for every field of the session

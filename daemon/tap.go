@@ -99,3 +99,12 @@ func (c *tapConn) Buffered() int {
 	}
 	return 0
 }
+
+// MemoryKills passes the SDK's count of the processes the session's memory
+// limit killed through (claude.Session.MemoryKills).
+func (c *tapConn) MemoryKills() int64 {
+	if m, ok := c.Conn.(interface{ MemoryKills() int64 }); ok {
+		return m.MemoryKills()
+	}
+	return 0
+}

@@ -141,7 +141,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
 		WorkerToken: o.WorkerToken, WorkersEnabled: o.WorkersEnabled, WorkerWait: 60 * time.Second, WorkerMaxConnections: o.MaxWorkerConnections,
 		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,
-		Sandbox:     o.Policy.Sandbox,
+		Sandbox: o.Policy.Sandbox, Limits: o.Policy.Limits,
 		LogLevel:    slog.LevelError + 1, // quiet
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1), CLIScheduling: o.CLIScheduling,
 	}}

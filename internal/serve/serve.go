@@ -228,6 +228,11 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	srv.broker = permission.NewBroker(&permission.BrokerOptions{
 		WatchedTimeout: s.WatchedTimeout, UnwatchedTimeout: s.UnwatchedTimeout})
+	if err := claude.CheckLimits(s.Limits); err != nil {
+		// Limits set and not applied would be worse than none: refused.
+		return nil, &SettingsError{file: cmp.Or(s.File, "settings"), msg: fmt.Sprintf(
+			"sessions.limits (%s) cannot be applied on this machine: %v (see docs/security.md, \"Resource limits\")", s.Limits, limitsReason(err))}
+	}
 	sandbox, err := daemon.EnforcedSandbox(s.Sandbox)
 	if err != nil {
 		return nil, &SettingsError{file: cmp.Or(s.File, "settings"), msg: "sessions.sandbox: " + err.Error()}
@@ -240,7 +245,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		CLIPath: path, Env: s.Env, Logger: log, SubscriberBuffer: s.SubscriberBuffer,
 		MaxPayloadBytes: s.MaxPayloadBytes, Workers: srv.workers, ReadBufferSize: opts.ReadBufferSize,
 		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
-			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots, Sandbox: sandbox},
+			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots, Sandbox: sandbox, Limits: s.Limits},
 		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning),
 		CLIScheduling:      cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
 		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL,
@@ -407,4 +412,14 @@ func (srv *Server) PageURL() string {
 		u += "#token=" + url.QueryEscape(srv.Token)
 	}
 	return u
+}
+
+// limitsReason is why the limits cannot be applied, without the SDK's
+// prefix.
+func limitsReason(err error) string {
+	var le *claude.LimitsError
+	if errors.As(err, &le) {
+		return le.Reason
+	}
+	return err.Error()
 }

@@ -73,6 +73,9 @@ type Settings struct {
 	AllowedExtraArgs       []string
 	AllowBypassPermissions bool
 	AllowedRoots           []string
+	// Limits is sessions.limits: what each local session's CLI may use,
+	// with everything it starts (zero fields: no limit).
+	Limits claude.ResourceLimits
 	// Sandbox is sessions.sandbox: Claude Code's sandbox settings object,
 	// enforced on every session (daemon.EnforcedSandbox); nil for none.
 	Sandbox json.RawMessage
@@ -169,7 +172,7 @@ type configKey struct {
 var errBadValue = errors.New("bad value")
 
 // configSections are the keys whose value is an object of more keys.
-var configSections = []string{"auth", "auth.oidc", "daemon", "permissions", "sessions", "store", "workers"}
+var configSections = []string{"auth", "auth.oidc", "daemon", "permissions", "sessions", "sessions.limits", "store", "workers"}
 
 // configKeys are the settings, in the order the usage lists them.
 var configKeys = []configKey{
@@ -386,6 +389,39 @@ var configKeys = []configKey{
 			}
 			c.AllowedRoots = append(c.AllowedRoots, dir)
 		}
+		return nil
+	}},
+	{"sessions.limits.memory_max", `a size such as "2GiB" or "512MiB", or a whole number of bytes >= 16 MiB (default no limit)`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		var n int64
+		if s, err := jsonString(raw); err == nil {
+			if n, err = claude.ParseBytes(s); err != nil {
+				return errBadValue
+			}
+		} else if i, err := jsonInt(raw); err == nil {
+			n = int64(i)
+		} else {
+			return errBadValue
+		}
+		if n < 16<<20 { // less and no CLI starts
+			return errBadValue
+		}
+		c.Limits.MemoryMax = n
+		return nil
+	}},
+	{"sessions.limits.cpu_max", "a number of CPUs >= 0.01, such as 1.5 (default no limit)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		var f *float64
+		if json.Unmarshal(raw, &f) != nil || f == nil || *f < 0.01 || *f > 1<<20 {
+			return errBadValue
+		}
+		c.Limits.CPUMax = *f
+		return nil
+	}},
+	{"sessions.limits.pids_max", "a whole number of processes >= 8 (default no limit)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || n < 8 { // the CLI alone runs a few
+			return errBadValue
+		}
+		c.Limits.PIDsMax = int64(n)
 		return nil
 	}},
 	{"sessions.sandbox", `an object of Claude Code's sandbox settings, such as {"enabled": true, "network": {"allowedDomains": ["github.com"]}} (default none)`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
@@ -993,6 +1029,13 @@ const Usage = `Settings file:
                                  (default false)
   sessions.allowed_roots         directories sessions' cwd and add_dirs must be
                                  inside (default anywhere)
+  sessions.limits.memory_max     most memory each session's CLI and its tools may
+                                 use together ("2GiB"); beyond it the kernel kills
+                                 one, and the session says so (default no limit)
+  sessions.limits.cpu_max        CPUs each session's CLI and its tools may use
+                                 together (1.5) (default no limit)
+  sessions.limits.pids_max       processes and threads each session's CLI and its
+                                 tools may have at once (default no limit)
   sessions.sandbox               Claude Code's sandbox settings ({"enabled": true,
                                  "filesystem": {...}, "network": {"allowedDomains":
                                  [...]}}), forced on every session: clients cannot

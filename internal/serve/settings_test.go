@@ -69,6 +69,10 @@ func TestConfigParse(t *testing.T) {
 		{"store postgres", `{"store.url": "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}`,
 			Settings{StoreURL: "postgres://cc@db.internal:5433/claudectl?sslmode=verify-full"}},
 		{"worker connections", `{"workers": {"max_connections": 64}}`, Settings{WorkerMaxConnections: 64}},
+		{"limits", `{"sessions": {"limits": {"memory_max": "2GiB", "cpu_max": 1.5, "pids_max": 512}}}`,
+			Settings{Limits: claude.ResourceLimits{MemoryMax: 2 << 30, CPUMax: 1.5, PIDsMax: 512}}},
+		{"limits dotted", `{"sessions.limits.memory_max": 1073741824, "sessions": {"limits.pids_max": 64}}`,
+			Settings{Limits: claude.ResourceLimits{MemoryMax: 1 << 30, PIDsMax: 64}}},
 		{"sandbox", `{"sessions": {"sandbox": {"enabled": true, "network": {"allowedDomains": ["github.com"]}}}}`,
 			Settings{Sandbox: json.RawMessage(`{"enabled": true, "network": {"allowedDomains": ["github.com"]}}`)}},
 	} {
@@ -151,6 +155,11 @@ func TestConfigErrors(t *testing.T) {
 		{"tls key alone", "{\n  \"tls_key_file\": \"x\"}", `settings.json:2:19: tls_key_file needs tls_cert_file: set both (a certificate and its private key), or neither`},
 		{"tls cert alone", `{"tls_cert_file": "c.pem", "tls_key_file": null}`, `settings.json:1:19: tls_cert_file needs tls_key_file`},
 		{"root missing", `{"sessions": {"allowed_roots": ["/", "nonexist"]}}`, `settings.json:1:32: invalid value "nonexist" for sessions.allowed_roots: /etc/cc/nonexist does not exist`},
+		{"memory_max unit", `{"sessions": {"limits": {"memory_max": "2 parsecs"}}}`, `invalid value "2 parsecs" for sessions.limits.memory_max: must be a size such as "2GiB"`},
+		{"memory_max small", `{"sessions.limits.memory_max": "1MiB"}`, `invalid value "1MiB" for sessions.limits.memory_max`},
+		{"cpu_max", `{"sessions.limits.cpu_max": 0}`, `invalid value 0 for sessions.limits.cpu_max: must be a number of CPUs >= 0.01`},
+		{"pids_max", `{"sessions.limits.pids_max": 2.5}`, `invalid value 2.5 for sessions.limits.pids_max: must be a whole number of processes >= 8`},
+		{"limits typo", `{"sessions": {"limits": {"memory": "1GiB"}}}`, `unknown key "sessions.limits.memory" (did you mean "sessions.limits.memory_max"?)`},
 		{"sandbox type", `{"sessions.sandbox": true}`, `invalid value true for sessions.sandbox: must be an object of Claude Code's sandbox settings`},
 		{"root a file", `{"sessions.allowed_roots": ["/etc/passwd"]}`, `invalid value "/etc/passwd" for sessions.allowed_roots: /etc/passwd is not a directory`},
 	} {
