@@ -28,6 +28,7 @@ var statusToProto = map[store.SessionStatus]v1.SessionStatus{
 	store.StatusWaiting:     v1.SessionStatus_SESSION_STATUS_WAITING,
 	store.StatusSuspended:   v1.SessionStatus_SESSION_STATUS_SUSPENDED,
 	store.StatusQueued:      v1.SessionStatus_SESSION_STATUS_QUEUED,
+	store.StatusBudget:      v1.SessionStatus_SESSION_STATUS_BUDGET,
 }
 
 // sessionToProto maps a stored session, with the worker that runs it.

@@ -64,6 +64,23 @@ type Store interface {
 
 	// Usage returns the ledger of a session, oldest turn first.
 	Usage(ctx context.Context, id string) ([]*UsageRecord, error)
+	// SpendSince sums the ledger's cost of the turns recorded at t or
+	// later, in all and by session directory.
+	SpendSince(ctx context.Context, t time.Time) (*Spend, error)
+
+	// QueuePrompt keeps text for session id after the prompts it keeps
+	// already and returns its Seq (ErrNotFound for an unknown session).
+	QueuePrompt(ctx context.Context, id, text string) (int64, error)
+	// QueuedPrompts returns the prompts session id keeps, oldest first.
+	QueuedPrompts(ctx context.Context, id string) ([]*QueuedPrompt, error)
+	// DropQueuedPrompt forgets prompt seq of session id (it was sent);
+	// forgetting one that is not kept is no error.
+	DropQueuedPrompt(ctx context.Context, id string, seq int64) error
+	// RaiseBudget stores r, replacing the raise of the same Cap, Scope and
+	// Day; At is set when zero.
+	RaiseBudget(ctx context.Context, r *BudgetRaise) error
+	// BudgetRaises returns the raises of day and those of sessions (Day "").
+	BudgetRaises(ctx context.Context, day string) ([]*BudgetRaise, error)
 
 	// CreateRule stores a permission rule, setting its ID (that of an
 	// equal rule if one is stored). It fails with a *LimitError when the

@@ -13,7 +13,8 @@ type SessionStatus string
 // daemon, suspended one whose CLI the daemon closed (idle too long, the
 // daemon stopping, the store failing), both of which a later prompt
 // resumes (claude --resume); queued one that waits for a slot to start
-// its CLI.
+// its CLI; budget one that a spend cap holds (no turn starts; its prompts
+// wait in QueuedPrompts until an approver releases it).
 const (
 	StatusStarting    SessionStatus = "starting"    // the CLI process is being started
 	StatusRunning     SessionStatus = "running"     // a turn is in progress
@@ -23,6 +24,7 @@ const (
 	StatusFailed      SessionStatus = "failed"      // ended by an error
 	StatusSuspended   SessionStatus = "suspended"   // its CLI was closed; resumable
 	StatusQueued      SessionStatus = "queued"      // waits for a slot to start its CLI
+	StatusBudget      SessionStatus = "budget"      // a spend cap holds it; its prompts wait
 
 	// StatusWaiting is reported, never stored: a running session with a
 	// permission request waiting for a person. The store keeps it as
@@ -34,7 +36,7 @@ const (
 func (s SessionStatus) Valid() bool {
 	switch s {
 	case StatusStarting, StatusRunning, StatusIdle, StatusInterrupted, StatusClosed, StatusFailed,
-		StatusSuspended, StatusQueued:
+		StatusSuspended, StatusQueued, StatusBudget:
 		return true
 	}
 	return false
@@ -88,6 +90,12 @@ type Session struct {
 	Relay Relay
 	// ParentID is the session this one was forked from; empty if none.
 	ParentID string
+	// Worktree is the git worktree the session's CLI runs in; zero for
+	// none.
+	Worktree Worktree
+	// QueuedPrompts counts the prompts the session keeps while a spend
+	// cap holds it (see QueuePrompt). Read-only.
+	QueuedPrompts int64
 	// Owner is the daemon holding the session's lease and LeaseUntil when
 	// that lease expires unless renewed, in a store shared by several
 	// daemons (store.Leaser); empty otherwise. Read-only.
@@ -128,6 +136,23 @@ type SessionUpdate struct {
 	// Relay replaces the whole relay state (its count moves with the
 	// events appended: Event.RelayFrame).
 	Relay *Relay
+	// Worktree replaces the whole worktree state.
+	Worktree *Worktree
+}
+
+// Worktree is the git worktree a session's CLI runs in: a branch of its
+// own, checked out apart from the repository's working tree.
+type Worktree struct {
+	Path   string // the worktree's directory; "" for none
+	Branch string // the session's branch
+	// BaseBranch is the branch it started from ("" when the repository's
+	// HEAD was detached) and BaseCommit the commit: what its changes are
+	// shown against and merged into.
+	BaseBranch string
+	BaseCommit string
+	Repo       string // the repository's top level
+	// Discarded is set once the worktree and its branch are removed.
+	Discarded bool
 }
 
 // Relay is the state of the link to a session's CLI on a remote worker

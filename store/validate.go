@@ -122,3 +122,21 @@ func PrepareDecision(d *Decision) error {
 	}
 	return nil
 }
+
+// ValidateBudgetRaise checks a raise to store and sets At when zero.
+func ValidateBudgetRaise(r *BudgetRaise) error {
+	switch {
+	case r.Cap != CapSession && r.Cap != CapDirectory && r.Cap != CapDaemon:
+		return fmt.Errorf("%w: budget cap %q", ErrInvalid, r.Cap)
+	case r.LimitUSD <= 0 || r.LimitUSD != r.LimitUSD || r.LimitUSD > 1e12:
+		return fmt.Errorf("%w: budget limit %v", ErrInvalid, r.LimitUSD)
+	case (r.Cap == CapSession) != (r.Day == ""):
+		return fmt.Errorf("%w: a session's raise has no day, a daily cap's has one", ErrInvalid)
+	case (r.Cap == CapDaemon) != (r.Scope == ""):
+		return fmt.Errorf("%w: the daemon's cap has no scope, the others have one", ErrInvalid)
+	}
+	if r.At.IsZero() {
+		r.At = time.Now()
+	}
+	return nil
+}

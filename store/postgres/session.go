@@ -26,7 +26,9 @@ type querier interface {
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
 	error, worker, parent_id, last_seq, owner, lease_until, relay_worker, relay_session, relay_received,
-	relay_sent, relay_since, relay_secret_hash`
+	relay_sent, relay_since, relay_secret_hash, worktree_path, worktree_branch, worktree_base_branch,
+	worktree_base_commit, worktree_repo, worktree_discarded,
+	(SELECT COUNT(*) FROM queued_prompts WHERE session_id = sessions.id)`
 
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var (
@@ -39,7 +41,9 @@ func scanSession(row pgx.Row) (*store.Session, error) {
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
 		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq, &s.Owner, &leaseUntil,
-		&s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.Relay.SecretHash)
+		&s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.Relay.SecretHash,
+		&s.Worktree.Path, &s.Worktree.Branch, &s.Worktree.BaseBranch, &s.Worktree.BaseCommit, &s.Worktree.Repo, &s.Worktree.Discarded,
+		&s.QueuedPrompts)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +83,9 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	}
 	for _, f := range []struct{ name, v string }{{"id", s.ID}, {"claude session id", s.ClaudeSessionID},
 		{"cwd", s.Cwd}, {"model", s.Model}, {"permission mode", s.PermissionMode}, {"error", s.Error},
-		{"worker", s.Worker}, {"parent id", s.ParentID}} {
+		{"worker", s.Worker}, {"parent id", s.ParentID}, {"worktree path", s.Worktree.Path},
+		{"worktree branch", s.Worktree.Branch}, {"worktree base branch", s.Worktree.BaseBranch},
+		{"worktree base commit", s.Worktree.BaseCommit}, {"worktree repository", s.Worktree.Repo}} {
 		if err := text(f.name, f.v); err != nil {
 			return err
 		}
@@ -92,10 +98,12 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	defer cancel()
 	_, err = db.pool.Exec(ctx, `INSERT INTO sessions
 		(id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, created_at, updated_at,
-		error, worker, parent_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		error, worker, parent_id, worktree_path, worktree_branch, worktree_base_branch, worktree_base_commit,
+		worktree_repo, worktree_discarded)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		s.ID, s.ClaudeSessionID, s.Cwd, s.Model, s.PermissionMode, string(s.Status), options, s.BudgetUSD,
-		now, now, s.Error, s.Worker, s.ParentID)
+		now, now, s.Error, s.Worker, s.ParentID, s.Worktree.Path, s.Worktree.Branch, s.Worktree.BaseBranch,
+		s.Worktree.BaseCommit, s.Worktree.Repo, s.Worktree.Discarded)
 	if err != nil {
 		if pgCode(err) == "23505" {
 			return fmt.Errorf("%w: session %q exists", store.ErrInvalid, s.ID)
@@ -104,7 +112,7 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	}
 	s.CreatedAt, s.UpdatedAt = fromNanos(now), fromNanos(now)
 	s.Options = json.RawMessage(options)
-	s.Totals, s.Process, s.LastSeq = store.Totals{}, 0, 0
+	s.Totals, s.Process, s.LastSeq, s.QueuedPrompts = store.Totals{}, 0, 0, 0
 	return nil
 }
 
@@ -251,6 +259,14 @@ func validUpdate(upd store.SessionUpdate) error {
 			return err
 		}
 	}
+	if w := upd.Worktree; w != nil {
+		for _, f := range []struct{ name, v string }{{"worktree path", w.Path}, {"worktree branch", w.Branch},
+			{"worktree base branch", w.BaseBranch}, {"worktree base commit", w.BaseCommit}, {"worktree repository", w.Repo}} {
+			if err := text(f.name, f.v); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -295,6 +311,14 @@ func updateSQL(upd store.SessionUpdate, now time.Time, id string) (string, []any
 		add("relay_sent", r.Sent)
 		add("relay_since", r.Since)
 		add("relay_secret_hash", r.SecretHash)
+	}
+	if w := upd.Worktree; w != nil {
+		add("worktree_path", w.Path)
+		add("worktree_branch", w.Branch)
+		add("worktree_base_branch", w.BaseBranch)
+		add("worktree_base_commit", w.BaseCommit)
+		add("worktree_repo", w.Repo)
+		add("worktree_discarded", w.Discarded)
 	}
 	args = append(args, id)
 	return `UPDATE sessions SET ` + strings.Join(set, ", ") + ` WHERE id = $` + strconv.Itoa(len(args)), args

@@ -15,7 +15,12 @@ import (
 
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
-	error, worker, parent_id, relay_worker, relay_session, relay_received, relay_sent, relay_since, relay_secret_hash, ` + lastSeqSQL
+	error, worker, parent_id, relay_worker, relay_session, relay_received, relay_sent, relay_since, relay_secret_hash,
+	worktree_path, worktree_branch, worktree_base_branch, worktree_base_commit, worktree_repo, worktree_discarded,
+	` + queuedSQL + `, ` + lastSeqSQL
+
+// queuedSQL counts the prompts the session of a row of sessions keeps.
+const queuedSQL = `(SELECT COUNT(*) FROM queued_prompts WHERE session_id = sessions.id)`
 
 // lastSeqSQL is the seq of the last event of the session of a row of
 // sessions, 0 for none.
@@ -32,7 +37,9 @@ func scanSession(row scanner) (*store.Session, error) {
 	err := row.Scan(&s.ID, &s.ClaudeSessionID, &s.Cwd, &s.Model, &s.PermissionMode, &s.Status, &options,
 		&s.BudgetUSD, &s.Process, &s.Totals.Turns, &s.Totals.CostUSD, &s.Totals.InputTokens,
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
-		&s.Error, &s.Worker, &s.ParentID, &s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.Relay.SecretHash, &s.LastSeq)
+		&s.Error, &s.Worker, &s.ParentID, &s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.Relay.SecretHash,
+		&s.Worktree.Path, &s.Worktree.Branch, &s.Worktree.BaseBranch, &s.Worktree.BaseCommit, &s.Worktree.Repo, &s.Worktree.Discarded,
+		&s.QueuedPrompts, &s.LastSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -62,10 +69,12 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	now := time.Now()
 	_, err = db.w.ExecContext(ctx, `INSERT INTO sessions
 		(id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, created_at, updated_at,
-		error, worker, parent_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		error, worker, parent_id, worktree_path, worktree_branch, worktree_base_branch, worktree_base_commit,
+		worktree_repo, worktree_discarded)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.ClaudeSessionID, s.Cwd, s.Model, s.PermissionMode, s.Status, options, s.BudgetUSD,
-		now.UnixNano(), now.UnixNano(), s.Error, s.Worker, s.ParentID)
+		now.UnixNano(), now.UnixNano(), s.Error, s.Worker, s.ParentID, s.Worktree.Path, s.Worktree.Branch,
+		s.Worktree.BaseBranch, s.Worktree.BaseCommit, s.Worktree.Repo, s.Worktree.Discarded)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return fmt.Errorf("%w: session %q exists", store.ErrInvalid, s.ID)
@@ -74,7 +83,7 @@ func (db *DB) CreateSession(ctx context.Context, s *store.Session) (err error) {
 	}
 	s.CreatedAt, s.UpdatedAt = fromNanos(now.UnixNano()), fromNanos(now.UnixNano())
 	s.Options = json.RawMessage(options)
-	s.Totals, s.Process, s.LastSeq = store.Totals{}, 0, 0
+	s.Totals, s.Process, s.LastSeq, s.QueuedPrompts = store.Totals{}, 0, 0, 0
 	return nil
 }
 
@@ -207,6 +216,14 @@ func updateSets(upd store.SessionUpdate, set []string, args []any) ([]string, []
 		add("relay_sent", r.Sent)
 		add("relay_since", r.Since)
 		add("relay_secret_hash", r.SecretHash)
+	}
+	if w := upd.Worktree; w != nil {
+		add("worktree_path", w.Path)
+		add("worktree_branch", w.Branch)
+		add("worktree_base_branch", w.BaseBranch)
+		add("worktree_base_commit", w.BaseCommit)
+		add("worktree_repo", w.Repo)
+		add("worktree_discarded", w.Discarded)
 	}
 	return set, args
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -46,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) store.Store) {
 		{"AppendAndReplay", appendAndReplay, Options{}},
 		{"AsyncOrderAndUpdates", asyncOrderAndUpdates, Options{}},
 		{"RelayState", relayState, Options{}},
+		{"WorktreeAndBudget", worktreeAndBudget, Options{}},
 		{"UsageLedger", usageLedger, Options{}},
 		{"RulesAndDecisions", rulesAndDecisions, Options{}},
 		{"RuleLimit", ruleLimit, Options{MaxRules: ruleLimitRules}},
@@ -294,6 +296,126 @@ func relayState(t *testing.T, s store.Store) {
 	}
 	if got, _ := s.Session(ctx, a.ID); got.Relay != (store.Relay{}) {
 		t.Errorf("relay after clearing: %+v", got.Relay)
+	}
+}
+
+// worktreeAndBudget: a session's worktree is kept and replaced, the
+// budget status stored, a held session's prompts kept in order, the
+// ledger summed since a time by directory, and raised caps kept by day.
+func worktreeAndBudget(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	wt := store.Worktree{Path: "/data/worktrees/A", Branch: "claudectl/a", BaseBranch: "main",
+		BaseCommit: "0123456789abcdef0123456789abcdef01234567", Repo: "/src/app"}
+	a := &store.Session{Cwd: "/src/app", Status: store.StatusStarting, Worktree: wt}
+	if err := s.CreateSession(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Session(ctx, a.ID); err != nil || got.Worktree != wt {
+		t.Fatalf("worktree %+v, %v; want %+v", got.Worktree, err, wt)
+	}
+	wt.Discarded = true
+	budget := store.StatusBudget
+	if got, err := s.UpdateSession(ctx, a.ID, store.SessionUpdate{Worktree: &wt, Status: &budget}); err != nil ||
+		got.Worktree != wt || got.Status != store.StatusBudget {
+		t.Fatalf("after update: worktree %+v, status %s, %v", got.Worktree, got.Status, err)
+	}
+
+	for i, text := range []string{"first", "second", "third"} {
+		if seq, err := s.QueuePrompt(ctx, a.ID, text); err != nil || seq != int64(i+1) {
+			t.Fatalf("QueuePrompt %q = %d, %v; want %d", text, seq, err, i+1)
+		}
+	}
+	if err := s.DropQueuedPrompt(ctx, a.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropQueuedPrompt(ctx, a.ID, 9); err != nil {
+		t.Errorf("dropping a prompt not kept: %v", err)
+	}
+	qs, err := s.QueuedPrompts(ctx, a.ID)
+	if err != nil || len(qs) != 2 || qs[0].Text != "second" || qs[0].Seq != 2 || qs[1].Text != "third" || qs[0].CreatedAt.IsZero() {
+		t.Fatalf("QueuedPrompts = %+v, %v", qs, err)
+	}
+	if got, _ := s.Session(ctx, a.ID); got.QueuedPrompts != 2 {
+		t.Errorf("Session.QueuedPrompts = %d, want 2", got.QueuedPrompts)
+	}
+	if _, err := s.QueuePrompt(ctx, "no-such", "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("queueing for an unknown session: %v, want ErrNotFound", err)
+	}
+
+	// Spend: a (/src/app) spent 1.00 yesterday and 0.25 today, b
+	// (/src/other) 0.50 today.
+	b := &store.Session{Cwd: "/src/other", Status: store.StatusStarting}
+	if err := s.CreateSession(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	today := now.Add(-time.Hour)
+	for _, r := range []struct {
+		id   string
+		cum  float64
+		when time.Time
+	}{{a.ID, 1.00, now.Add(-25 * time.Hour)}, {a.ID, 1.25, now}, {b.ID, 0.50, now}} {
+		proc, _ := s.NewProcess(ctx, r.id)
+		if proc > 1 {
+			proc = 1 // one process each: cumulative counters
+		}
+		done := make(chan error, 1)
+		res := &store.Event{SessionID: r.id, Direction: store.FromCLI, Type: "result", Raw: []byte(`{"type":"result"}`)}
+		if err := s.AppendResultAsync(ctx, func(_ *store.UsageRecord, _ *store.Session, err error) { done <- err }, res,
+			store.UsageInput{SessionID: r.id, Process: proc, Time: r.when, Result: store.ResultUsage{Cumulative: store.Cumulative{CostUSD: r.cum}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp, err := s.SpendSince(ctx, today)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	if !near(sp.TotalUSD, 0.75) || !near(sp.ByDir["/src/app"], 0.25) || !near(sp.ByDir["/src/other"], 0.50) || len(sp.ByDir) != 2 {
+		t.Errorf("SpendSince = %+v, want 0.75: /src/app 0.25, /src/other 0.50", sp)
+	}
+
+	for _, r := range []*store.BudgetRaise{
+		{Cap: store.CapDaemon, Day: "2026-01-02", LimitUSD: 10, By: "client:alice"},
+		{Cap: store.CapDirectory, Scope: "/src/app", Day: "2026-01-02", LimitUSD: 5},
+		{Cap: store.CapSession, Scope: a.ID, LimitUSD: 2},
+		{Cap: store.CapDaemon, Day: "2026-01-03", LimitUSD: 20},
+		{Cap: store.CapDaemon, Day: "2026-01-02", LimitUSD: 12, By: "client:bob"}, // replaces the first
+	} {
+		if err := s.RaiseBudget(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := s.BudgetRaises(ctx, "2026-01-02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, r := range rs {
+		got[r.Cap+" "+r.Scope+" "+r.Day] = r.LimitUSD
+		if r.Cap == store.CapDaemon && (r.By != "client:bob" || r.At.IsZero()) {
+			t.Errorf("the replaced raise: %+v", r)
+		}
+	}
+	want := map[string]float64{"daemon  2026-01-02": 12, "directory /src/app 2026-01-02": 5, "session " + a.ID + " ": 2}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("BudgetRaises (-want +got):\n%s", diff)
+	}
+	for _, bad := range []*store.BudgetRaise{{Cap: "month", Day: "x", LimitUSD: 1}, {Cap: store.CapDaemon, Day: "2026-01-02"},
+		{Cap: store.CapSession, Scope: a.ID, Day: "2026-01-02", LimitUSD: 1}} {
+		if err := s.RaiseBudget(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("RaiseBudget(%+v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+
+	if err := s.DeleteSession(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if qs, err := s.QueuedPrompts(ctx, a.ID); err != nil || len(qs) != 0 {
+		t.Errorf("a deleted session's prompts: %v, %v", qs, err)
 	}
 }
 
