@@ -47,6 +47,7 @@ func (svc *Service) sessionToProto(s *store.Session) *v1.Session {
 		CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),
 		LastSeq: s.LastSeq, BudgetUsd: s.BudgetUSD, Worker: worker, Error: s.Error, ParentId: s.ParentID,
 		Totals: totalsToProto(s.Totals), Limits: limitsToProto(svc.D.Limits(s)),
+		Worktree: worktreeToProto(s.Worktree), QueuedPrompts: int32(min(s.QueuedPrompts, 1<<31-1)),
 	}
 }
 

@@ -54,6 +54,9 @@ func toConnect(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
+	if code, ok := worktreeCode(err); ok {
+		return connect.NewError(code, err)
+	}
 	var ce *claude.ControlError
 	if errors.As(err, &ce) {
 		return connect.NewError(connect.CodeFailedPrecondition, err)

@@ -168,6 +168,9 @@ func (a *actor) start(ctx context.Context) error {
 		tr = a.d.transport
 	}
 	co := ClaudeOptions(a.opts)
+	if a.launch.dir != "" {
+		co.Cwd = a.launch.dir // its worktree
+	}
 	co.CLIPath = a.d.cliPath
 	co.Transport = &tapTransport{Transport: tr, a: a}
 	co.Resume, co.ForkSession = a.launch.resume, a.launch.fork

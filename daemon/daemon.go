@@ -21,6 +21,7 @@ import (
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/internal/credentials"
+	"github.com/claudectl/claudectl/internal/worktree"
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 )
@@ -132,31 +133,39 @@ type Options struct {
 	// daemon started (credentials.Find): Send warns from the first
 	// prompt, until a turn gets through.
 	NoCredentials bool
+	// WorktreeRoot is the directory under which sessions that ask for a
+	// worktree of their own get one (WORKTREE_ROOT/<session id>). Empty:
+	// worktrees are refused.
+	WorktreeRoot string
+	// Git is the git executable worktrees run; "" means git on PATH.
+	Git string
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
 type Daemon struct {
-	db          store.Store
-	engine      *permission.Engine
-	broker      *permission.Broker
-	cliPath     string
-	env         map[string]string
-	log         *slog.Logger
-	subBuf      int
-	readBuf     int
-	scheduling  claude.Scheduling
-	maxPayload  int
-	transport   claude.Transport
-	policy      SessionPolicy
-	workers     *claude.WorkerListener
-	started     time.Time
-	compat      *compatTracker
-	idleTimeout time.Duration
-	slots       *slots
-	failures    storeFailures
-	storeProbe  time.Duration // how often the store is tried again after it failed
-	audits      sync.Map      // request id → *auditOutcome, while its session's callback holds it
-	login       loginState
+	db           store.Store
+	engine       *permission.Engine
+	broker       *permission.Broker
+	cliPath      string
+	env          map[string]string
+	log          *slog.Logger
+	subBuf       int
+	readBuf      int
+	scheduling   claude.Scheduling
+	maxPayload   int
+	transport    claude.Transport
+	policy       SessionPolicy
+	workers      *claude.WorkerListener
+	started      time.Time
+	compat       *compatTracker
+	idleTimeout  time.Duration
+	slots        *slots
+	failures     storeFailures
+	storeProbe   time.Duration // how often the store is tried again after it failed
+	audits       sync.Map      // request id → *auditOutcome, while its session's callback holds it
+	login        loginState
+	git          *worktree.Git
+	worktreeRoot string
 
 	lease         store.Leaser // nil: the store has no leases (one daemon)
 	leaseTTL      time.Duration
@@ -197,6 +206,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(), compat: newCompatTracker(),
 		actors: map[string]*actor{}, hubs: map[string]*hub{}, idleTimeout: opts.IdleTimeout, slots: &slots{max: max(opts.MaxRunning, 0)},
 		storeProbe: cmp.Or(opts.StoreRetryInterval, time.Second),
+		git:        &worktree.Git{Path: opts.Git}, worktreeRoot: opts.WorktreeRoot,
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -298,7 +308,14 @@ func (d *Daemon) Create(ctx context.Context, o *SessionOptions, prompt string) (
 	}
 	s := &store.Session{Cwd: o.GetCwd(), Model: o.GetModel(), PermissionMode: o.GetPermissionMode(),
 		Status: store.StatusStarting, Options: raw, BudgetUSD: o.GetMaxBudgetUsd(), Worker: worker}
+	if o.GetWorktree() != "" {
+		s.ID = newSessionID()
+		if s.Worktree, err = d.makeWorktree(ctx, s.ID, o); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.db.CreateSession(ctx, s); err != nil {
+		d.removeWorktree(s.Worktree)
 		return nil, fmt.Errorf("daemon: creating session: %w", err)
 	}
 	d.log.Info("session created", "session", s.ID, "cwd", s.Cwd, "model", s.Model, "worker", cmp.Or(s.Worker, "local"))
@@ -355,7 +372,14 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 	}
 	s := &store.Session{Cwd: src.Cwd, Model: src.Model, PermissionMode: src.PermissionMode,
 		Status: store.StatusStarting, Options: src.Options, BudgetUSD: src.BudgetUSD, ParentID: src.ID, Worker: src.Worker}
+	if src.Worktree.Path != "" { // its own, as its source is now
+		s.ID = newSessionID()
+		if s.Worktree, err = d.forkWorktree(ctx, s.ID, src); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.db.CreateSession(ctx, s); err != nil {
+		d.removeWorktree(s.Worktree)
 		return nil, fmt.Errorf("daemon: creating the fork of %s: %w", id, err)
 	}
 	// The conversation's transcript is on the worker that ran it.
@@ -377,6 +401,10 @@ func resumable(s *store.Session, op string) (*SessionOptions, error) {
 	if s.ClaudeSessionID == "" {
 		return o, &StateError{SessionID: s.ID, Status: s.Status,
 			Msg: "cannot " + op + " it: its CLI never started a conversation (no session id was reported); create a new session"}
+	}
+	if s.Worktree.Discarded {
+		return o, &StateError{SessionID: s.ID, Status: s.Status,
+			Msg: "cannot " + op + " it: its worktree was discarded (claudectl discard)"}
 	}
 	if s.BudgetExceeded() {
 		return o, &StateError{SessionID: s.ID, Status: s.Status,
@@ -406,6 +434,10 @@ type launch struct {
 	process  int64
 	midTurn  bool
 	sent     int64 // lines written to the CLI over the relay so far
+	// dir is the directory the CLI runs in, when not the session's cwd
+	// (its worktree's: set by launch), and worktree that worktree.
+	dir      string
+	worktree store.Worktree
 }
 
 // launch starts a CLI process for stored session s, registers its actor
@@ -417,6 +449,9 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	}
 	if d.workerOf(s.ID) == "" {
 		d.setWorkerOf(s.ID, s.Relay.Worker) // stored: it ran there before this daemon started
+	}
+	if s.Worktree.Path != "" {
+		l.dir, l.worktree = cliDir(s, o.GetCwd()), s.Worktree
 	}
 	a := newActor(d, s.ID, o, l)
 	d.mu.Lock()

@@ -26,7 +26,7 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	requested := time.Now()
 	at := permission.Scope{ProjectDir: a.opts.Cwd, SessionID: a.id}
 	if req.ToolName != "AskUserQuestion" {
-		switch dec := a.d.engine.Evaluate(req, at); dec.Behavior {
+		switch dec := a.d.engine.Evaluate(inProject(req, a.launch.worktree), at); dec.Behavior {
 		case permission.Allow:
 			a.d.log.Debug("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 				"allow", true, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)

@@ -95,6 +95,9 @@ type Options struct {
 	// DataDir, if set, is the daemon's data directory (a small disk to
 	// fill, say); unset, a temporary directory.
 	DataDir string
+	// Responder, if set, answers the CLIs' requests instead of a Script of
+	// the turns Start is given (a reply that depends on the prompt).
+	Responder claudetest.Responder
 	// CLIEnv is set over the environment the daemon gives its CLIs (the
 	// scripted model's, a temporary HOME): the settings' env. An empty
 	// value removes the variable (no ANTHROPIC_API_KEY: no credentials).
@@ -126,7 +129,11 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 	if bin == "" {
 		bin = claudetest.CLIPath(t)
 	}
-	srv := claudetest.NewServer(claudetest.Script(turns...))
+	var r claudetest.Responder = claudetest.Script(turns...)
+	if o.Responder != nil {
+		r = o.Responder
+	}
+	srv := claudetest.NewServer(r)
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)

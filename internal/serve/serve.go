@@ -249,7 +249,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning),
 		CLIScheduling:      cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
 		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL,
-		LoginHint: loginHint, NoCredentials: noCredentials})
+		LoginHint: loginHint, NoCredentials: noCredentials,
+		WorktreeRoot: cmp.Or(s.WorktreeRoot, filepath.Join(dataDir, "worktrees"))})
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,9 @@ type Settings struct {
 	AllowedExtraArgs       []string
 	AllowBypassPermissions bool
 	AllowedRoots           []string
+	// WorktreeRoot is sessions.worktree_root: where the sessions that ask
+	// for a git worktree of their own get one; "" means DATA_DIR/worktrees.
+	WorktreeRoot string
 	// Limits is sessions.limits: what each local session's CLI may use,
 	// with everything it starts (zero fields: no limit).
 	Limits claude.ResourceLimits
@@ -390,6 +393,10 @@ var configKeys = []configKey{
 			c.AllowedRoots = append(c.AllowedRoots, dir)
 		}
 		return nil
+	}},
+	{"sessions.worktree_root", "a directory path (relative to the settings file's directory; default DATA_DIR/worktrees)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
+		c.WorktreeRoot, err = p.path(raw)
+		return err
 	}},
 	{"sessions.limits.memory_max", `a size such as "2GiB" or "512MiB", or a whole number of bytes >= 16 MiB (default no limit)`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		var n int64
@@ -1029,6 +1036,8 @@ const Usage = `Settings file:
                                  (default false)
   sessions.allowed_roots         directories sessions' cwd and add_dirs must be
                                  inside (default anywhere)
+  sessions.worktree_root         directory of the git worktrees of the sessions that
+                                 ask for one (default DATA_DIR/worktrees)
   sessions.limits.memory_max     most memory each session's CLI and its tools may
                                  use together ("2GiB"); beyond it the kernel kills
                                  one, and the session says so (default no limit)
