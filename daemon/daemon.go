@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -166,6 +167,7 @@ type Daemon struct {
 	login        loginState
 	git          *worktree.Git
 	worktreeRoot string
+	spares       spares
 
 	lease         store.Leaser // nil: the store has no leases (one daemon)
 	leaseTTL      time.Duration
@@ -207,6 +209,9 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		actors: map[string]*actor{}, hubs: map[string]*hub{}, idleTimeout: opts.IdleTimeout, slots: &slots{max: max(opts.MaxRunning, 0)},
 		storeProbe: cmp.Or(opts.StoreRetryInterval, time.Second),
 		git:        &worktree.Git{Path: opts.Git}, worktreeRoot: opts.WorktreeRoot,
+	}
+	if d.worktreeRoot != "" {
+		d.spares = spares{root: filepath.Join(d.worktreeRoot, ".spares"), busy: map[string]bool{}}
 	}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -955,6 +960,7 @@ func (d *Daemon) Close() error {
 	wg.Wait()
 	d.endHubs()
 	d.cancel()
+	d.spares.close()
 	<-d.feedDone
 	if d.heartbeatDone != nil {
 		<-d.heartbeatDone

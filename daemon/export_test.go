@@ -29,3 +29,7 @@ func SuspendForTest(d *Daemon, id, reason string) {
 		a.suspend(reason)
 	}
 }
+
+// WaitSparesForTest waits for the spare worktrees being made (none may
+// start meanwhile).
+func WaitSparesForTest(d *Daemon) { d.spares.wg.Wait() }

@@ -3,11 +3,14 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/internal/worktree"
@@ -57,7 +60,13 @@ func (d *Daemon) makeWorktree(ctx context.Context, id string, o *SessionOptions)
 		return store.Worktree{}, &InvalidArgumentError{Field: "options.worktree", Value: opt,
 			Reason: "a worktree is made on the daemon's machine, for a session whose CLI runs there: leave worker empty or \"local\""}
 	}
-	wt, _, err := d.git.Add(ctx, o.GetCwd(), filepath.Join(d.worktreeRoot, id), worktreeBranch(opt, id))
+	r, err := d.git.Find(ctx, o.GetCwd())
+	if err != nil {
+		return store.Worktree{}, worktreeOptionError(opt, o.GetCwd(), err)
+	}
+	spare := d.spares.take(r.Top)
+	wt, _, err := d.git.Add(ctx, r, filepath.Join(d.worktreeRoot, id), worktreeBranch(opt, id), spare)
+	d.spares.refill(d, r, spare)
 	if err != nil {
 		return store.Worktree{}, worktreeOptionError(opt, o.GetCwd(), err)
 	}
@@ -79,6 +88,78 @@ func worktreeOptionError(opt, cwd string, err error) error {
 		return &InvalidArgumentError{Field: "options.worktree", Value: opt, Reason: we.Msg}
 	}
 	return err
+}
+
+// spares keeps one spare worktree (worktree.Git.MakeSpare) of each
+// repository that had a worktree session, made in the background after
+// each worktree a session takes, so that the next session of that
+// repository starts without writing every file of its checkout (a
+// repository of 10,000 files took seconds on a busy machine). A spare is
+// WORKTREE_ROOT/.spares/<hash of the repository's path>; it outlives the
+// daemon and is taken by its next run.
+type spares struct {
+	root string // WORKTREE_ROOT/.spares
+
+	mu     sync.Mutex
+	busy   map[string]bool // spare directories being taken or made
+	closed bool
+	wg     sync.WaitGroup // refills under way
+}
+
+// dir is the spare directory of the repository at top.
+func (sp *spares) dir(top string) string {
+	h := sha256.Sum256([]byte(top))
+	return filepath.Join(sp.root, hex.EncodeToString(h[:8]))
+}
+
+// take reserves the spare of the repository at top for an Add, which
+// refill then replaces; "" when there is no room for spares or another
+// Add or a refill holds it (that Add checks its files out itself).
+func (sp *spares) take(top string) string {
+	if sp.root == "" {
+		return ""
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	dir := sp.dir(top)
+	if sp.busy[dir] || sp.closed {
+		return ""
+	}
+	sp.busy[dir] = true
+	return dir
+}
+
+// refill makes a new spare at dir, reserved by take, in the background;
+// nothing when dir is "".
+func (sp *spares) refill(d *Daemon, r *worktree.Repo, dir string) {
+	if dir == "" {
+		return
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.closed {
+		delete(sp.busy, dir)
+		return
+	}
+	sp.wg.Go(func() {
+		defer func() {
+			sp.mu.Lock()
+			delete(sp.busy, dir)
+			sp.mu.Unlock()
+		}()
+		if err := d.git.MakeSpare(d.ctx, r, dir); err != nil && d.ctx.Err() == nil {
+			d.log.Warn("making a spare worktree", "repo", r.Top, "path", dir, "err", err)
+		}
+	})
+}
+
+// close waits for the refills under way (the daemon's context, ended
+// first, stops their git) and takes no more.
+func (sp *spares) close() {
+	sp.mu.Lock()
+	sp.closed = true
+	sp.mu.Unlock()
+	sp.wg.Wait()
 }
 
 // forkWorktree makes the worktree of session id, a fork of src: its

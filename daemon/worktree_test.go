@@ -18,7 +18,7 @@ import (
 
 // gitRepo makes a repository with one commit on main (README) and
 // returns its directory and a function running git in it.
-func gitRepo(t *testing.T) (string, func(args ...string) string) {
+func gitRepo(t testing.TB) (string, func(args ...string) string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")

@@ -82,6 +82,12 @@ func (g *Git) run(ctx context.Context, dir string, extraEnv []string, args ...st
 			"worktrees need git, and the daemon cannot find %q on its PATH (%s): install git, or give the daemon a PATH that has it",
 			path, os.Getenv("PATH"))}
 	}
+	// The repository's hooks do not run (git worktree add runs
+	// post-checkout): the daemon works for the session, and a hook is the
+	// repository's code, not the daemon's. The checkout writes its files
+	// with a worker per CPU: a worktree of a large repository is most of
+	// a session's start.
+	args = append([]string{"-c", "core.hooksPath=/dev/null", "-c", "checkout.workers=0"}, args...)
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Dir = dir
 	env := g.Env
@@ -209,27 +215,107 @@ func (g *Git) checkBranch(ctx context.Context, top, branch string) error {
 	return nil
 }
 
-// Add makes a worktree at dir of the repository holding cwd, on a new
-// branch from the commit checked out there (uncommitted changes stay
-// where they are). It returns the worktree and the directory within it
-// that corresponds to cwd. Errors: ErrNotARepo, ErrNoCommit, ErrBadBranch,
+// Add makes a worktree at dir of repository r (Find), on a new branch
+// from the commit checked out there (uncommitted changes stay where they
+// are). It returns the worktree and the directory within it that
+// corresponds to the directory r was found from. When spare names a
+// spare worktree of the repository (MakeSpare), it is moved into place
+// instead of checking out every file anew. Errors: ErrBadBranch,
 // ErrBranchExists, ErrGitMissing, ErrGitFailed.
-func (g *Git) Add(ctx context.Context, cwd, dir, branch string) (store.Worktree, string, error) {
-	r, err := g.Find(ctx, cwd)
-	if err != nil {
-		return store.Worktree{}, "", err
-	}
+func (g *Git) Add(ctx context.Context, r *Repo, dir, branch, spare string) (store.Worktree, string, error) {
 	if err := g.checkBranch(ctx, r.Top, branch); err != nil {
 		return store.Worktree{}, "", err
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return store.Worktree{}, "", &Error{Kind: ErrGitFailed, Msg: "making the worktrees' directory", Stderr: err.Error()}
 	}
-	if _, err := g.run(ctx, r.Top, nil, "worktree", "add", "--quiet", "-b", branch, dir, r.Commit); err != nil {
-		return store.Worktree{}, "", failed(fmt.Sprintf("making the worktree %s of %s", dir, r.Top), err)
+	if spare == "" || !g.takeSpare(ctx, r, spare, dir, branch) {
+		if _, err := g.run(ctx, r.Top, nil, "worktree", "add", "--quiet", "-b", branch, dir, r.Commit); err != nil {
+			return store.Worktree{}, "", failed(fmt.Sprintf("making the worktree %s of %s", dir, r.Top), err)
+		}
 	}
 	wt := store.Worktree{Path: dir, Branch: branch, BaseBranch: r.Branch, BaseCommit: r.Commit, Repo: r.Top}
 	return wt, filepath.Join(dir, r.Rel), nil
+}
+
+// MakeSpare makes a spare worktree of repository r at dir, its HEAD
+// detached at r's commit, for a later Add to take: most of a worktree's
+// cost is writing its files, paid here ahead of time. A spare already
+// there at that commit is kept; one at another is brought to it (only the
+// files that differ are written).
+func (g *Git) MakeSpare(ctx context.Context, r *Repo, dir string) error {
+	if g.spareOf(ctx, r, dir) {
+		if _, err := g.run(ctx, dir, nil, "checkout", "--quiet", "--detach", r.Commit); err == nil {
+			return nil
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		g.run(ctx, r.Top, nil, "worktree", "remove", "--force", "--force", dir)
+		os.RemoveAll(dir)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	if _, err := g.run(ctx, r.Top, nil, "worktree", "add", "--quiet", "--detach", dir, r.Commit); err != nil {
+		return failed(fmt.Sprintf("making a spare worktree of %s", r.Top), err)
+	}
+	return nil
+}
+
+// spareOf reports whether dir is a worktree of r's repository whose HEAD
+// is detached (a spare, as MakeSpare leaves it).
+func (g *Git) spareOf(ctx context.Context, r *Repo, dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		return false
+	}
+	common := func(d string) string {
+		out, err := g.run(ctx, d, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+		if err != nil {
+			return ""
+		}
+		return trim(out)
+	}
+	if c := common(dir); c == "" || c != common(r.Top) {
+		return false
+	}
+	_, err := g.run(ctx, dir, nil, "symbolic-ref", "--quiet", "HEAD")
+	return exitCode(err) == 1 // detached
+}
+
+// takeSpare moves the spare worktree at spare to dir, at r's commit, on
+// the new branch; false (nothing changed, or the spare given up) when it
+// cannot. The spare's files are already r's commit's, and nobody writes
+// in a spare: its index is taken as it is.
+func (g *Git) takeSpare(ctx context.Context, r *Repo, spare, dir, branch string) bool {
+	if !g.spareOf(ctx, r, spare) {
+		return false
+	}
+	out, err := g.run(ctx, spare, nil, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return false
+	}
+	if trim(out) != r.Commit {
+		// The repository moved on since the spare was made: bring it
+		// along (the files that differ), unless that fails.
+		if _, err := g.run(ctx, spare, nil, "checkout", "--quiet", "--detach", r.Commit); err != nil {
+			return false
+		}
+	}
+	if _, err := g.run(ctx, r.Top, nil, "worktree", "move", spare, dir); err != nil {
+		return false
+	}
+	// The branch, created only if it is not there (an empty old value),
+	// and the worktree's HEAD on it: no file is read or written.
+	if _, err := g.run(ctx, dir, nil, "update-ref", "refs/heads/"+branch, r.Commit, ""); err != nil {
+		g.run(ctx, r.Top, nil, "worktree", "remove", "--force", "--force", dir)
+		return false
+	}
+	if _, err := g.run(ctx, dir, nil, "symbolic-ref", "HEAD", "refs/heads/"+branch); err != nil {
+		g.run(ctx, r.Top, nil, "worktree", "remove", "--force", "--force", dir)
+		g.run(ctx, r.Top, nil, "branch", "--quiet", "-D", branch)
+		return false
+	}
+	return true
 }
 
 // Fork makes a worktree at dir on a new branch that starts as src is now:

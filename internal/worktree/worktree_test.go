@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/claudectl/claudectl/internal/worktree"
+	"github.com/claudectl/claudectl/store"
 )
 
 // gitEnv is a git environment without the user's configuration.
@@ -65,6 +67,16 @@ func read(t *testing.T, path string) string {
 	return string(b)
 }
 
+// add finds the repository holding cwd and adds a worktree of it.
+func add(g *worktree.Git, cwd, dir, branch, spare string) (store.Worktree, string, error) {
+	ctx := context.Background()
+	r, err := g.Find(ctx, cwd)
+	if err != nil {
+		return store.Worktree{}, "", err
+	}
+	return g.Add(ctx, r, dir, branch, spare)
+}
+
 func paths(c *worktree.Changes) []string {
 	var ps []string
 	for _, f := range c.Files {
@@ -84,14 +96,14 @@ func TestWorktrees(t *testing.T) {
 	ctx := context.Background()
 	repo := newRepo(t, env)
 	root := t.TempDir()
-	wa, cwdA, err := g.Add(ctx, filepath.Join(repo, "sub"), filepath.Join(root, "A"), "claudectl/a")
+	wa, cwdA, err := add(g, filepath.Join(repo, "sub"), filepath.Join(root, "A"), "claudectl/a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cwdA != filepath.Join(root, "A", "sub") || wa.BaseBranch != "main" || wa.Repo != repo || wa.Branch != "claudectl/a" {
 		t.Errorf("Add = %+v, cwd %s", wa, cwdA)
 	}
-	wb, _, err := g.Add(ctx, repo, filepath.Join(root, "B"), "claudectl/b")
+	wb, _, err := add(g, repo, filepath.Join(root, "B"), "claudectl/b", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +193,7 @@ func TestFork(t *testing.T) {
 	ctx := context.Background()
 	repo := newRepo(t, env)
 	root := t.TempDir()
-	src, _, err := g.Add(ctx, repo, filepath.Join(root, "S"), "claudectl/s")
+	src, _, err := add(g, repo, filepath.Join(root, "S"), "claudectl/s", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +226,6 @@ func TestFork(t *testing.T) {
 // TestErrors: each failure in the person's words.
 func TestErrors(t *testing.T) {
 	env := gitEnv(t)
-	ctx := context.Background()
 	repo := newRepo(t, env)
 	g := &worktree.Git{Env: env}
 	for _, tc := range []struct {
@@ -229,14 +240,73 @@ func TestErrors(t *testing.T) {
 		{"option-like branch", repo, "-f", g, worktree.ErrBadBranch, "is not a branch name"},
 		{"git missing", repo, "x", &worktree.Git{Path: "no-such-git", Env: env}, worktree.ErrGitMissing, `cannot find "no-such-git" on its PATH`},
 	} {
-		_, _, err := tc.g.Add(ctx, tc.cwd, filepath.Join(t.TempDir(), "w"), tc.branch)
+		_, _, err := add(tc.g, tc.cwd, filepath.Join(t.TempDir(), "w"), tc.branch, "")
 		if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v, want %v saying %q", tc.name, err, tc.kind, tc.says)
 		}
 	}
 	empty := t.TempDir()
 	run(t, env, empty, "init", "--quiet")
-	if _, _, err := g.Add(ctx, empty, filepath.Join(t.TempDir(), "w"), "x"); !errors.Is(err, worktree.ErrNoCommit) {
+	if _, _, err := add(g, empty, filepath.Join(t.TempDir(), "w"), "x", ""); !errors.Is(err, worktree.ErrNoCommit) {
 		t.Errorf("a repository without a commit: %v", err)
+	}
+}
+
+// TestSpare: a spare worktree made ahead of time is taken by Add (moved,
+// on the new branch, no file written), also after the repository moved
+// on; a directory that is no spare is not taken.
+func TestSpare(t *testing.T) {
+	env := gitEnv(t)
+	g := &worktree.Git{Env: env}
+	ctx := context.Background()
+	repo := newRepo(t, env)
+	root := t.TempDir()
+	spare := filepath.Join(root, ".spare")
+	r, err := g.Find(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.MakeSpare(ctx, r, spare); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(spare, "a.txt")
+	os.Chtimes(marker, time.Unix(1, 0), time.Unix(1, 0)) // a file rewritten would lose this time
+	wt, _, err := g.Add(ctx, r, filepath.Join(root, "A"), "claudectl/a", spare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(spare); err == nil {
+		t.Error("the spare is still there: it was not taken")
+	}
+	if fi, err := os.Stat(filepath.Join(wt.Path, "a.txt")); err != nil || fi.ModTime().Unix() != 1 {
+		t.Errorf("the worktree's a.txt was written anew (%v): the spare was not moved", err)
+	}
+	if b := run(t, env, wt.Path, "symbolic-ref", "--short", "HEAD"); b != "claudectl/a" {
+		t.Errorf("the taken spare is on %q", b)
+	}
+	if st := run(t, env, wt.Path, "status", "--porcelain"); st != "" {
+		t.Errorf("the taken spare's status: %q", st)
+	}
+
+	// The repository moves on: the next spare is brought along.
+	if err := g.MakeSpare(ctx, r, spare); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(repo, "c.txt"), "c\n")
+	run(t, env, repo, "add", "c.txt")
+	run(t, env, repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "second")
+	r2, _ := g.Find(ctx, repo)
+	wt2, _, err := g.Add(ctx, r2, filepath.Join(root, "B"), "claudectl/b", spare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read(t, filepath.Join(wt2.Path, "c.txt")) != "c\n" || wt2.BaseCommit != r2.Commit {
+		t.Errorf("the spare taken after a new commit lacks it: %+v", wt2)
+	}
+
+	// No spare there: a worktree all the same.
+	wt3, _, err := g.Add(ctx, r2, filepath.Join(root, "C"), "claudectl/c", filepath.Join(root, "none"))
+	if err != nil || read(t, filepath.Join(wt3.Path, "c.txt")) != "c\n" {
+		t.Errorf("without a spare: %+v, %v", wt3, err)
 	}
 }
