@@ -362,7 +362,8 @@ func writeJSON(w io.Writer, v any) error {
 // refusal because of the session's state keeps the daemon's words and
 // adds what to do instead.
 func lifecycleError(dc *daemonClient, err error, name, id string) error {
-	what := map[string]string{"resume": "resuming", "fork": "forking", "close": "closing", "interrupt": "interrupting"}[name] +
+	what := map[string]string{"resume": "resuming", "fork": "forking", "close": "closing", "interrupt": "interrupting",
+		"merge": "merging", "discard": "discarding the worktree of"}[name] +
 		" session " + id
 	if connect.CodeOf(err) == connect.CodeNotFound {
 		return noSession(id)

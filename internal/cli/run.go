@@ -103,6 +103,7 @@ type runConfig struct {
 	keep               bool              // --keep: leave the daemon session open
 	worker             string            // --worker: where the daemon runs the CLI
 	workerLabels       map[string]string // --worker-label
+	worktree           worktreeFlag      // --worktree[=BRANCH]
 
 	prompt          string
 	promptFromStdin bool
@@ -148,6 +149,7 @@ func (c *RunCommand) flagSet(cfg *runConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.server.tokenFile, "token-file", "", "with --server: send the bearer token read from `FILE` "+tokenDefaultHelp)
 	fs.BoolVar(&cfg.keep, "keep", false, "with --server: keep the daemon session open after the turn (default: closed)")
 	fs.StringVar(&cfg.worker, "worker", "", "with --server: run the CLI on the remote worker `NAME` (claudectl workers lists them), or on any with remote")
+	fs.Var(&cfg.worktree, "worktree", "with --server: run the session in a git worktree of its own, on a new branch claudectl/<short id>, or `BRANCH` with --worktree=BRANCH (claudectl diff, merge and discard then act on it)")
 	fs.Func("worker-label", "with --server: run the CLI on a remote worker with the label `KEY=VALUE` (repeatable)", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok {
@@ -175,8 +177,26 @@ func (cfg *runConfig) sessionOptions(cwd string) *daemon.SessionOptions {
 		SystemPrompt: cfg.systemPrompt, AppendSystemPrompt: cfg.appendSystemPrompt,
 		MaxTurns: int32(cfg.maxTurns), MaxBudgetUsd: cfg.maxBudgetUSD,
 		IncludePartialMessages: true,
-		Worker:                 cfg.worker, WorkerLabels: cfg.workerLabels,
+		Worker:                 cfg.worker, WorkerLabels: cfg.workerLabels, Worktree: string(cfg.worktree),
 	}
+}
+
+// worktreeFlag is --worktree (a new branch named by the daemon: "auto")
+// or --worktree=BRANCH; --worktree=false is none.
+type worktreeFlag string
+
+func (w *worktreeFlag) String() string   { return string(*w) }
+func (w *worktreeFlag) IsBoolFlag() bool { return true } // --worktree alone
+func (w *worktreeFlag) Set(v string) error {
+	switch v {
+	case "true":
+		*w = "auto"
+	case "false", "":
+		*w = ""
+	default:
+		*w = worktreeFlag(v)
+	}
+	return nil
 }
 
 // parse parses and checks the command line; the prompt is not read yet.
@@ -249,6 +269,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		return usagef("--token-file goes with --server (or CLAUDECTL_SERVER)")
 	} else if cfg.worker != "" || len(cfg.workerLabels) > 0 {
 		return usagef("--worker and --worker-label go with --server (or CLAUDECTL_SERVER): a remote worker serves the daemon")
+	} else if cfg.worktree != "" {
+		return usagef("--worktree goes with --server (or CLAUDECTL_SERVER): the daemon makes the worktree and keeps it for claudectl diff, merge and discard")
 	} else if cfg.keep {
 		return usagef("--keep goes with --server (or CLAUDECTL_SERVER): only a daemon keeps a session open after the turn")
 	}

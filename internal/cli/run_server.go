@@ -86,6 +86,14 @@ func (r *serverRunner) run(ctx context.Context) error {
 	} else {
 		fmt.Fprintf(stderr, "claudectl: daemon session %s (closed after the turn; --keep keeps it)\n", id)
 	}
+	if wt := session.GetWorktree(); wt != nil {
+		base := wt.BaseBranch
+		if base == "" {
+			base = fmt.Sprintf("commit %.12s", wt.BaseCommit)
+		}
+		fmt.Fprintf(stderr, "claudectl: it works in the worktree %s, on branch %s from %s: claudectl diff %s shows its changes, merge %s brings them into %s, discard %s removes them\n",
+			wt.Path, wt.Branch, base, id, id, base, id)
+	}
 	client := clientName("run")
 	// closeSession closes the session once the run is over, unless it is
 	// kept (--keep, or left to the daemon by a second Ctrl-C once it runs).
