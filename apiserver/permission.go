@@ -29,6 +29,16 @@ func (s *Service) ListPending(ctx context.Context, req *connect.Request[v1.ListP
 		}
 		out.Requests = append(out.Requests, pendingToProto(p, s.D.AlwaysOf(ctx, p)))
 	}
+	// The sessions held at a spend cap wait for an approver too.
+	_, holds, _, err := s.D.BudgetCaps(ctx)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	for _, h := range budgetHoldsToProto(holds) {
+		if req.Msg.SessionId == "" || h.SessionId == req.Msg.SessionId {
+			out.BudgetHolds = append(out.BudgetHolds, h)
+		}
+	}
 	return connect.NewResponse(out), nil
 }
 

@@ -66,6 +66,7 @@ var (
 	_ claudectlv1connect.HealthServiceHandler     = (*Service)(nil)
 	_ claudectlv1connect.WorkerServiceHandler     = (*Service)(nil)
 	_ claudectlv1connect.AuthServiceHandler       = (*Service)(nil)
+	_ claudectlv1connect.BudgetServiceHandler     = (*Service)(nil)
 )
 
 // MaxRequestBytes bounds one request message (a prompt, a decision), as
@@ -119,12 +120,14 @@ func NewHandler(s *Service) http.Handler {
 	mux.Handle(claudectlv1connect.NewHealthServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewWorkerServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewAuthServiceHandler(s, opts))
+	mux.Handle(claudectlv1connect.NewBudgetServiceHandler(s, opts))
 	r := grpcreflect.NewStaticReflector(
 		claudectlv1connect.SessionServiceName,
 		claudectlv1connect.PermissionServiceName,
 		claudectlv1connect.HealthServiceName,
 		claudectlv1connect.WorkerServiceName,
 		claudectlv1connect.AuthServiceName,
+		claudectlv1connect.BudgetServiceName,
 	)
 	// Reflection is behind the same authorizer: a worker's token may not
 	// read the API's schema.

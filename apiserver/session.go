@@ -73,7 +73,11 @@ func (s *Service) Send(ctx context.Context, req *connect.Request[v1.SendRequest]
 	if err := s.D.Send(ctx, req.Msg.SessionId, req.Msg.Text); err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&v1.SendResponse{Hint: s.D.LoginHint(req.Msg.SessionId)}), nil
+	hint := s.D.BudgetHint(ctx, req.Msg.SessionId) // the prompt waits for an approver
+	if hint == "" {
+		hint = s.D.LoginHint(req.Msg.SessionId)
+	}
+	return connect.NewResponse(&v1.SendResponse{Hint: hint}), nil
 }
 
 // Interrupt implements SessionService.

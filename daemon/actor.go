@@ -133,6 +133,7 @@ func newActor(d *Daemon, id string, o *SessionOptions, l launch) *actor {
 // start launches the CLI. On failure the session is marked failed and the
 // actor is over.
 func (a *actor) start(ctx context.Context) error {
+	held := a.d.heldDetail(ctx, a.id) // a CLI started for a held session leaves it held
 	if a.launch.takeover != nil {
 		a.process = a.launch.process // the same CLI process
 	} else {
@@ -211,7 +212,11 @@ func (a *actor) start(ctx context.Context) error {
 		a.status(ctx, store.StatusRunning, "taken over by daemon "+a.d.name()+" mid-turn")
 		return nil
 	}
-	a.status(ctx, store.StatusIdle, "")
+	if held != "" {
+		a.status(ctx, store.StatusBudget, held)
+	} else {
+		a.status(ctx, store.StatusIdle, "")
+	}
 	a.becameIdle()
 	return nil
 }
@@ -347,9 +352,13 @@ func (a *actor) end(st *actorState, err error) {
 		a.idleTimer.Stop()
 	}
 	final, detail := store.StatusClosed, st.closedBy
+	held := a.d.heldDetail(ctx, a.id)
 	switch {
 	case st.stopMsg != "":
 		detail = st.stopMsg
+	case held != "" && (st.closedBy == "" || st.shutdown) && (st.suspendMsg != "" || st.shutdown):
+		// Suspended or stopped while a spend cap holds it: still held.
+		final, detail = store.StatusBudget, held
 	case st.closedBy != "" && !st.shutdown:
 		// A client closed it while it was being suspended: closed is
 		// what the client asked for.
@@ -540,6 +549,13 @@ func (a *actor) read() error {
 			}
 			if main {
 				a.turnEnded()
+			}
+			if a.d.budget.caps.on() {
+				var cost float64
+				if usage.rec != nil {
+					cost = usage.rec.CostUSD
+				}
+				a.turnDone(cost, main)
 			}
 		}
 	}

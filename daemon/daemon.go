@@ -140,6 +140,8 @@ type Options struct {
 	WorktreeRoot string
 	// Git is the git executable worktrees run; "" means git on PATH.
 	Git string
+	// Budgets are the spend caps (budget.go); the zero value has none.
+	Budgets Budgets
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
@@ -168,6 +170,7 @@ type Daemon struct {
 	git          *worktree.Git
 	worktreeRoot string
 	spares       spares
+	budget       budgeter
 
 	lease         store.Leaser // nil: the store has no leases (one daemon)
 	leaseTTL      time.Duration
@@ -213,6 +216,8 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if d.worktreeRoot != "" {
 		d.spares = spares{root: filepath.Join(d.worktreeRoot, ".spares"), busy: map[string]bool{}}
 	}
+	d.budget = budgeter{caps: opts.Budgets, now: time.Now, spentDir: map[string]float64{}, raised: map[string]float64{},
+		oneTurn: map[string]bool{}, turning: map[string]bool{}, since: map[string]time.Time{}}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -230,7 +235,15 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if err := d.markInterrupted(ctx); err != nil {
 		return nil, err
 	}
+	if d.budget.caps.on() {
+		if err := d.loadBudgets(ctx); err != nil {
+			return nil, err
+		}
+	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	if d.budget.caps.on() {
+		d.armMidnight()
+	}
 	d.feed.init()
 	d.feedDone = make(chan struct{})
 	go d.pumpSessions()
@@ -353,7 +366,9 @@ func (d *Daemon) resume(ctx context.Context, s *store.Session, prompt string, qu
 	if err := d.checkPolicy(o); err != nil { // the settings may have tightened since
 		return nil, err
 	}
-	return d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID, continues: s.ID}, prompt)
+	// A prompt resuming the session quietly comes from Send, which
+	// admitted it already under the spend caps.
+	return d.launch(ctx, s, o, launch{resume: s.ClaudeSessionID, continues: s.ID, admitted: quiet}, prompt)
 }
 
 // Fork starts a new session that begins with a copy of session id's
@@ -443,6 +458,9 @@ type launch struct {
 	// (its worktree's: set by launch), and worktree that worktree.
 	dir      string
 	worktree store.Worktree
+	// admitted: the launch's prompt was admitted under the spend caps
+	// (Send); else launch admits it.
+	admitted bool
 }
 
 // launch starts a CLI process for stored session s, registers its actor
@@ -503,8 +521,26 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 		a.launching.Store(false)
 		d.evictIdle() // a launch may wait for this session's room
 	}()
+	admitted := false // here, under the spend caps
+	if prompt != "" && d.budget.caps.on() && !l.admitted {
+		cur, err := d.stored(ctx, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		now, err := d.admit(ctx, cur, prompt)
+		if err != nil {
+			return nil, err
+		}
+		if !now { // kept: it runs when its turn comes
+			return d.Session(ctx, s.ID)
+		}
+		admitted = true
+	}
 	if prompt != "" {
 		err := a.send(ctx, prompt)
+		if admitted {
+			d.sent(s.ID, err)
+		}
 		switch {
 		case errors.Is(err, errSuspending) && a.storeFailed.Load():
 			// Resumed while the store wrote a little (a full disk with room
@@ -724,6 +760,27 @@ func (d *Daemon) Send(ctx context.Context, id, text string) error {
 	if text == "" {
 		return &InvalidArgumentError{Field: "text", Value: "", Reason: "required"}
 	}
+	if d.budget.caps.on() {
+		s, err := d.stored(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !terminal(s.Status) {
+			now, err := d.admit(ctx, s, text)
+			if err != nil || !now {
+				return err // kept: it runs when its turn comes
+			}
+			err = d.sendNow(ctx, id, text)
+			d.sent(id, err)
+			return err
+		}
+	}
+	return d.sendNow(ctx, id, text)
+}
+
+// sendNow is Send without the spend caps: the prompt goes to the CLI (a
+// new turn, or queued behind the running one).
+func (d *Daemon) sendNow(ctx context.Context, id, text string) error {
 	for {
 		a, err := d.actor(ctx, id)
 		if _, ok, rerr := d.routed(ctx, err, id, cmdSend, commandArgs{Text: text}); ok {
@@ -901,6 +958,7 @@ func (d *Daemon) CloseSession(ctx context.Context, id, by string) error {
 	if a != nil {
 		d.log.Info("closing session", "session", id, "by", clientName(by))
 		if a.close(false, clientName(by)) {
+			d.dropKept(ctx, id)
 			return nil
 		}
 		// Its CLI ended first (suspended meanwhile): close what is stored.
@@ -910,9 +968,10 @@ func (d *Daemon) CloseSession(ctx context.Context, id, by string) error {
 		return err
 	}
 	s, err := d.stored(ctx, id)
-	if err != nil || !s.Status.Resumable() {
+	if err != nil || (!s.Status.Resumable() && s.Status != store.StatusBudget) {
 		return err
 	}
+	d.dropKept(ctx, id)
 	st := store.StatusClosed
 	ev, err := newEvent(id, &StatusChange{Status: st, Detail: "closed by " + clientName(by)})
 	if err != nil {
@@ -958,6 +1017,7 @@ func (d *Daemon) Close() error {
 		wg.Go(func() { a.close(true, "") })
 	}
 	wg.Wait()
+	d.closeBudgets() // before the hubs end: a kept prompt being sent logs
 	d.endHubs()
 	d.cancel()
 	d.spares.close()

@@ -95,6 +95,8 @@ type Options struct {
 	// DataDir, if set, is the daemon's data directory (a small disk to
 	// fill, say); unset, a temporary directory.
 	DataDir string
+	// Budgets are the budgets.* settings (the spend caps).
+	Budgets daemon.Budgets
 	// Responder, if set, answers the CLIs' requests instead of a Script of
 	// the turns Start is given (a reply that depends on the prompt).
 	Responder claudetest.Responder
@@ -148,7 +150,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		WatchedTimeout: broker.WatchedTimeout, UnwatchedTimeout: broker.UnwatchedTimeout,
 		WorkerToken: o.WorkerToken, WorkersEnabled: o.WorkersEnabled, WorkerWait: 60 * time.Second, WorkerMaxConnections: o.MaxWorkerConnections,
 		AllowedExtraArgs: o.Policy.ExtraArgs, AllowBypassPermissions: o.Policy.AllowBypassPermissions, AllowedRoots: o.Policy.Roots,
-		Sandbox: o.Policy.Sandbox, Limits: o.Policy.Limits,
+		Sandbox: o.Policy.Sandbox, Limits: o.Policy.Limits, Budgets: o.Budgets,
 		LogLevel:    slog.LevelError + 1, // quiet
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1), CLIScheduling: o.CLIScheduling,
 	}}

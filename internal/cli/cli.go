@@ -176,6 +176,7 @@ func Commands(env *Env) []Command {
 		&MergeCommand{Env: env},
 		&DiscardCommand{Env: env},
 		&PendingCommand{Env: env},
+		&BudgetCommand{Env: env},
 		&DecideCommand{Env: env, Allow: true},
 		&DecideCommand{Env: env},
 		&RulesCommand{Env: env},

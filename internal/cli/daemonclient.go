@@ -73,6 +73,7 @@ type daemonClient struct {
 	health    claudectlv1connect.HealthServiceClient
 	workers   claudectlv1connect.WorkerServiceClient
 	auth      claudectlv1connect.AuthServiceClient
+	budget    claudectlv1connect.BudgetServiceClient
 }
 
 // dial resolves the address and token and returns the clients. Close it.
@@ -127,6 +128,7 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 		health:    claudectlv1connect.NewHealthServiceClient(httpc, server),
 		workers:   claudectlv1connect.NewWorkerServiceClient(httpc, server),
 		auth:      claudectlv1connect.NewAuthServiceClient(httpc, server),
+		budget:    claudectlv1connect.NewBudgetServiceClient(httpc, server),
 	}, nil
 }
 

@@ -339,11 +339,16 @@ func (f *follower) statusChange(st v1.SessionStatus, detail string) {
 			f.render.status.waiting(true)
 		case v1.SessionStatus_SESSION_STATUS_STARTING, v1.SessionStatus_SESSION_STATUS_QUEUED:
 			f.render.status.set(statusName(st))
+		case v1.SessionStatus_SESSION_STATUS_BUDGET:
+			f.render.status.set("waiting for budget")
 		default:
 			f.render.status.idle()
 		}
 	}
-	if f.asJSON || !changed || !(f.attach || f.verbose) {
+	// A session held at a spend cap is said always: run --server waits
+	// for an approver, and should say for what.
+	held := st == v1.SessionStatus_SESSION_STATUS_BUDGET
+	if f.asJSON || !changed || !(f.attach || f.verbose || held) {
 		return
 	}
 	switch st {

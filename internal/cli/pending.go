@@ -33,7 +33,8 @@ a unique prefix of it; claudectl attach SESSION_ID shows it in full. Below
 the list, what claudectl approve --always would do besides allowing a
 request: the rules the daemon would store, exactly. A
 question Claude asks (the AskUserQuestion tool) is answered in claudectl
-attach SESSION_ID, or refused with claudectl deny.
+attach SESSION_ID, or refused with claudectl deny. Below them, the
+sessions a spend cap holds (claudectl budget raise or allow releases them).
 ` + clientFlagsHelp
 
 // pendingJSON is one request in pending --json.
@@ -97,6 +98,11 @@ func (c *PendingCommand) Run(ctx context.Context, args []string) error {
 	}
 	if asJSON {
 		return writeJSON(env.Stdout, list)
+	}
+	holds := res.Msg.BudgetHolds
+	defer printHolds(env.Stdout, holds) // the sessions a spend cap holds wait for an approver too
+	if len(list) == 0 && len(holds) > 0 {
+		return nil
 	}
 	if len(list) == 0 {
 		if session != "" {

@@ -76,6 +76,10 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 		}
 		return dc.explain(err, fmt.Sprintf("sending to session %s", id))
 	}
+	if strings.HasPrefix(hint, "waiting for budget") { // held at a spend cap: kept, not sent
+		fmt.Fprintf(env.Stdout, "Kept for session %s, %s.\n", id, hint)
+		return nil
+	}
 	fmt.Fprintf(env.Stdout, "Sent to session %s.\n", id)
 	if hint != "" {
 		fmt.Fprintf(env.Stderr, "claudectl send: warning: the daemon expects this turn to fail for lack of credentials\nclaudectl send: hint: %s\n", hint)

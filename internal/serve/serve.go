@@ -250,7 +250,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		CLIScheduling:      cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
 		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL,
 		LoginHint: loginHint, NoCredentials: noCredentials,
-		WorktreeRoot: cmp.Or(s.WorktreeRoot, filepath.Join(dataDir, "worktrees"))})
+		WorktreeRoot: cmp.Or(s.WorktreeRoot, filepath.Join(dataDir, "worktrees")), Budgets: s.Budgets})
 	if err != nil {
 		return nil, err
 	}

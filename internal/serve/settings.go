@@ -76,6 +76,8 @@ type Settings struct {
 	// WorktreeRoot is sessions.worktree_root: where the sessions that ask
 	// for a git worktree of their own get one; "" means DATA_DIR/worktrees.
 	WorktreeRoot string
+	// Budgets are budgets.*: the spend caps that pause sessions.
+	Budgets daemon.Budgets
 	// Limits is sessions.limits: what each local session's CLI may use,
 	// with everything it starts (zero fields: no limit).
 	Limits claude.ResourceLimits
@@ -175,7 +177,7 @@ type configKey struct {
 var errBadValue = errors.New("bad value")
 
 // configSections are the keys whose value is an object of more keys.
-var configSections = []string{"auth", "auth.oidc", "daemon", "permissions", "sessions", "sessions.limits", "store", "workers"}
+var configSections = []string{"auth", "auth.oidc", "budgets", "daemon", "permissions", "sessions", "sessions.limits", "store", "workers"}
 
 // configKeys are the settings, in the order the usage lists them.
 var configKeys = []configKey{
@@ -284,6 +286,18 @@ var configKeys = []configKey{
 		}
 		c.LogFormat = s
 		return nil
+	}},
+	{"budgets.session_usd", "a number of dollars > 0 (default no cap)", func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		c.Budgets.SessionUSD, err = jsonDollars(raw)
+		return err
+	}},
+	{"budgets.directory_usd_per_day", "a number of dollars > 0 (default no cap)", func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		c.Budgets.DirectoryUSDPerDay, err = jsonDollars(raw)
+		return err
+	}},
+	{"budgets.daemon_usd_per_day", "a number of dollars > 0 (default no cap)", func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		c.Budgets.DaemonUSDPerDay, err = jsonDollars(raw)
+		return err
 	}},
 	{"daemon.max_payload_bytes", "a whole number of bytes >= 1024, or -1 for no limit (default 10485760, 10 MiB)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		n, err := jsonInt(raw)
@@ -1006,6 +1020,12 @@ const Usage = `Settings file:
                                  CLI environment ("" removes a variable)
   log_level                      "debug", "info", "warn" or "error" (default "info")
   log_format                     "text" or "json" (one object per line) (default "text")
+  budgets.session_usd            a session's spend at which it is held: the turn
+                                 in flight ends, no other starts, its prompts wait
+                                 for an approver (claudectl budget) (default no cap)
+  budgets.directory_usd_per_day  the same for the sessions of one directory, each
+                                 day (the daemon's local midnight)
+  budgets.daemon_usd_per_day     the same for every session of the daemon, each day
   daemon.max_payload_bytes       event lines longer than this are stored truncated;
                                  -1 for no limit (default 10485760, 10 MiB)
   daemon.full_sync               true: fsync every commit, surviving power loss
@@ -1107,4 +1127,13 @@ func Keys() []string {
 		keys[i] = k.name
 	}
 	return keys
+}
+
+// jsonDollars reads a number of dollars > 0.
+func jsonDollars(raw json.RawMessage) (float64, error) {
+	var f *float64
+	if json.Unmarshal(raw, &f) != nil || f == nil || *f <= 0 || *f > 1e9 {
+		return 0, errBadValue
+	}
+	return *f, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/daemon"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -73,6 +74,9 @@ func TestConfigParse(t *testing.T) {
 			Settings{Limits: claude.ResourceLimits{MemoryMax: 2 << 30, CPUMax: 1.5, PIDsMax: 512}}},
 		{"limits dotted", `{"sessions.limits.memory_max": 1073741824, "sessions": {"limits.pids_max": 64}}`,
 			Settings{Limits: claude.ResourceLimits{MemoryMax: 1 << 30, PIDsMax: 64}}},
+		{"budgets", `{"budgets": {"session_usd": 5, "directory_usd_per_day": 20.5, "daemon_usd_per_day": 100}}`,
+			Settings{Budgets: daemon.Budgets{SessionUSD: 5, DirectoryUSDPerDay: 20.5, DaemonUSDPerDay: 100}}},
+		{"worktree root", `{"sessions.worktree_root": "wt"}`, Settings{WorktreeRoot: "/etc/cc/wt"}},
 		{"sandbox", `{"sessions": {"sandbox": {"enabled": true, "network": {"allowedDomains": ["github.com"]}}}}`,
 			Settings{Sandbox: json.RawMessage(`{"enabled": true, "network": {"allowedDomains": ["github.com"]}}`)}},
 	} {
@@ -160,6 +164,9 @@ func TestConfigErrors(t *testing.T) {
 		{"cpu_max", `{"sessions.limits.cpu_max": 0}`, `invalid value 0 for sessions.limits.cpu_max: must be a number of CPUs >= 0.01`},
 		{"pids_max", `{"sessions.limits.pids_max": 2.5}`, `invalid value 2.5 for sessions.limits.pids_max: must be a whole number of processes >= 8`},
 		{"limits typo", `{"sessions": {"limits": {"memory": "1GiB"}}}`, `unknown key "sessions.limits.memory" (did you mean "sessions.limits.memory_max"?)`},
+		{"budget zero", `{"budgets.session_usd": 0}`, `invalid value 0 for budgets.session_usd: must be a number of dollars > 0`},
+		{"budget string", `{"budgets": {"daemon_usd_per_day": "$5"}}`, `invalid value "$5" for budgets.daemon_usd_per_day`},
+		{"budget typo", `{"budgets": {"session": 5}}`, `unknown key "budgets.session" (did you mean "budgets.session_usd"?)`},
 		{"sandbox type", `{"sessions.sandbox": true}`, `invalid value true for sessions.sandbox: must be an object of Claude Code's sandbox settings`},
 		{"root a file", `{"sessions.allowed_roots": ["/etc/passwd"]}`, `invalid value "/etc/passwd" for sessions.allowed_roots: /etc/passwd is not a directory`},
 	} {
