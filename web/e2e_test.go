@@ -125,6 +125,56 @@ func TestPageNotLoggedIn(t *testing.T) {
 	}
 }
 
+// TestPageWorktreeAndBudget runs e2e/isolation.mjs in Chromium against
+// claudectl serve --demo with a tiny spend cap per session and a git
+// repository: a worktree session from the form, its Changes view and
+// merge, and the budget card that releases it (issue 41).
+func TestPageWorktreeAndBudget(t *testing.T) {
+	chromium, node, cli := pageTools(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	bin := buildClaudectl(t, dir)
+	repo := filepath.Join(dir, "repo")
+	if err := os.MkdirAll(repo, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("a repository\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "--quiet", "--initial-branch=main"}, {"add", "."}, {"commit", "--quiet", "-m", "first"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	settings := filepath.Join(dir, "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"budgets": {"session_usd": 0.0001}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	d := &daemonProc{t: t, bin: bin, args: []string{"serve", "--demo", "--config", settings, "--listen", freeLoopback(t),
+		"--data-dir", dataDir, "--cli", cli}}
+	pageURL := d.start()
+	defer d.stop()
+	token, err := os.ReadFile(filepath.Join(dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "e2e/isolation.mjs")
+	cmd.Env = append(os.Environ(), "URL="+pageURL+"#token="+strings.TrimSpace(string(token)), "TOKEN="+strings.TrimSpace(string(token)),
+		"REPO="+repo, "CHROMIUM="+chromium)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil || !strings.Contains(string(out), "\nPASS\n") {
+		t.Fatalf("the page's worktree and budget script failed: %v", err)
+	}
+}
+
 // pageTools returns what the page's browser tests need: Chromium, node
 // (with web/node_modules) and the Claude Code CLI. Without one the test
 // is skipped, except under CI=true, where it fails: make test installs

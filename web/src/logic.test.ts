@@ -1,9 +1,12 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, test } from "vitest";
 import {
-  EventSchema, PermissionRequestSchema, SessionSchema, SessionStatus, SettledRequestSchema,
+  BudgetHoldSchema, EventSchema, PermissionRequestSchema, SessionSchema, SessionStatus, SettledRequestSchema,
 } from "./gen/claudectl/v1/claudectl_pb";
-import { Log, buildConversation, can, diffLines, fieldOf, filterSessions, mergeInbox, mergeSessions, tokenFromHash, toolDiff } from "./logic";
+import {
+  Log, buildConversation, can, diffLines, fieldOf, filterSessions, heldSessions, mergeInbox, mergeSessions, parseDollars, patchLines,
+  statusName, tokenFromHash, toolDiff,
+} from "./logic";
 
 const enc = new TextEncoder();
 const msg = (seq: number, obj: unknown, toCli = false) =>
@@ -146,5 +149,30 @@ describe("can", () => {
     expect(can(["api", "sessions.read", "decide"], "decide")).toBe(true);
     expect(can([], "sessions.read")).toBe(false);
     expect(can(null, "rules.write")).toBe(true);
+  });
+});
+
+describe("worktrees and budgets", () => {
+  test("a unified diff's lines, each with its kind", () => {
+    const diff = [
+      "diff --git a/notes.txt b/notes.txt", "new file mode 100644", "index 0000000..1111111", "--- /dev/null", "+++ b/notes.txt",
+      "@@ -0,0 +1 @@", "+from A", "diff --git a/a.txt b/a.txt", "--- a/a.txt", "+++ b/a.txt", "@@ -1,2 +1,2 @@", " one", "-two", "+TWO", "",
+    ].join("\n");
+    expect(patchLines(diff).map((l) => l.kind)).toEqual([
+      "file", "meta", "meta", "meta", "meta", "hunk", "add", "file", "meta", "meta", "hunk", "ctx", "del", "add",
+    ]);
+    expect(patchLines("")).toEqual([]);
+  });
+  test("held sessions are the budget ones, with the daemon's hold when known", () => {
+    const s = (id: string, status: SessionStatus) => create(SessionSchema, { id, status });
+    const h = create(BudgetHoldSchema, { sessionId: "b", detail: "waiting for budget: $5.00 of $5.00 today for /srv/app" });
+    const held = heldSessions([s("a", SessionStatus.IDLE), s("b", SessionStatus.BUDGET), s("c", SessionStatus.BUDGET)], [h]);
+    expect(held.map((x) => [x.session.id, x.hold?.detail])).toEqual([["b", h.detail], ["c", undefined]]);
+    expect(statusName(SessionStatus.BUDGET)).toBe("waiting for budget");
+  });
+  test("a raise is dollars above zero", () => {
+    expect(parseDollars("10")).toBe(10);
+    expect(parseDollars(" $2.50 ")).toBe(2.5);
+    for (const bad of ["", "0", "-1", "ten", "1e3", "$"]) expect(parseDollars(bad)).toBeNull();
   });
 });

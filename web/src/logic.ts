@@ -3,7 +3,7 @@
 // session list and the inbox as snapshots and changes, and the
 // conversation built from a session's events.
 
-import type { Decision, Event, PermissionRequest, Session, SettledRequest } from "./gen/claudectl/v1/claudectl_pb";
+import type { BudgetHold, Decision, Event, PermissionRequest, Session, SettledRequest } from "./gen/claudectl/v1/claudectl_pb";
 import { SessionStatus } from "./gen/claudectl/v1/claudectl_pb";
 
 // --- login ---
@@ -69,6 +69,7 @@ export const statusNames: Record<number, string> = {
   [SessionStatus.FAILED]: "failed",
   [SessionStatus.SUSPENDED]: "suspended",
   [SessionStatus.QUEUED]: "queued",
+  [SessionStatus.BUDGET]: "waiting for budget",
 };
 
 export function statusName(s: SessionStatus): string {
@@ -303,4 +304,48 @@ export function fieldOf(message: string, fields: string[]): string | null {
 // what the token cannot do; the daemon refuses it anyway.
 export function can(perms: readonly string[] | null, p: string): boolean {
   return perms === null || perms.includes(p);
+}
+
+// --- worktrees and budgets ---
+
+// A PatchLine is one line of git's unified diff, with what it is: a
+// file's header, a hunk's, a line added, removed or kept.
+export interface PatchLine {
+  kind: "file" | "hunk" | "add" | "del" | "ctx" | "meta";
+  text: string;
+}
+
+// patchLines splits git's unified diff (GetChanges.diff) into lines to
+// show, each with its kind.
+export function patchLines(diff: string): PatchLine[] {
+  const out: PatchLine[] = [];
+  for (const text of diff.split("\n")) {
+    if (text === "" && out.length && out[out.length - 1].text === "") continue;
+    let kind: PatchLine["kind"] = "ctx";
+    if (text.startsWith("diff --git ")) kind = "file";
+    else if (text.startsWith("@@")) kind = "hunk";
+    else if (text.startsWith("+++ ") || text.startsWith("--- ") || /^(index|new file|deleted file|similarity|rename|old mode|new mode|Binary files) /.test(text)) kind = "meta";
+    else if (text.startsWith("+")) kind = "add";
+    else if (text.startsWith("-")) kind = "del";
+    out.push({ kind, text });
+  }
+  while (out.length && out[out.length - 1].text === "") out.pop();
+  return out;
+}
+
+// heldSessions are the sessions a spend cap holds (status budget), each
+// with the daemon's hold when it said it (GetBudget), for the inbox's
+// cards: a held session waits for an approver as a request does.
+export function heldSessions(list: Session[], holds: BudgetHold[]): { session: Session; hold?: BudgetHold }[] {
+  const byId = new Map(holds.map((h) => [h.sessionId, h]));
+  return list.filter((s) => s.status === SessionStatus.BUDGET).map((s) => ({ session: s, hold: byId.get(s.id) }));
+}
+
+// parseDollars reads the raise an approver typed: "10", "$2.50"; null
+// when it is no amount above zero.
+export function parseDollars(v: string): number | null {
+  const t = v.trim().replace(/^\$/, "");
+  if (!/^\d+(\.\d+)?$/.test(t)) return null;
+  const n = Number(t);
+  return n > 0 ? n : null;
 }

@@ -3,11 +3,13 @@
 import { createContext, render } from "preact";
 import { useContext, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Behavior, RuleScope, type Decision, type PermissionRequest, type Rule, type Session } from "./gen/claudectl/v1/claudectl_pb";
-import { auth, clientName, csrfCookie, getToken, permissions, sessions, setToken, signInConfigured, signOut } from "./api";
 import {
-  Log, buildConversation, can, decisionWords, fieldOf, filterSessions, mergeInbox, mergeSessions, statusName, statusNames,
-  tokenFromHash, toolDiff, ts, type Inbox, type Item,
+  Behavior, RuleScope, SessionStatus, type BudgetHold, type Decision, type GetChangesResponse, type PermissionRequest, type Rule, type Session,
+} from "./gen/claudectl/v1/claudectl_pb";
+import { auth, budgets, clientName, csrfCookie, getToken, permissions, sessions, setToken, signInConfigured, signOut } from "./api";
+import {
+  Log, buildConversation, can, decisionWords, fieldOf, filterSessions, heldSessions, mergeInbox, mergeSessions, parseDollars, patchLines,
+  statusName, statusNames, tokenFromHash, toolDiff, ts, type Inbox, type Item,
 } from "./logic";
 import "./style.css";
 
@@ -71,6 +73,7 @@ function App() {
   const [inbox, setInbox] = useState<Inbox>({ pending: [], settled: new Map() });
   const [route, setRoute] = useState(location.hash || "#/inbox");
   const [me, setMe] = useState<Me | undefined>(undefined);
+  const [holds, setHolds] = useState<BudgetHold[]>([]);
 
   useEffect(() => {
     const f = () => setRoute(location.hash || "#/inbox");
@@ -115,10 +118,22 @@ function App() {
     return () => ac.abort();
   }, [token]);
 
+  // The holds of the sessions a spend cap holds, read again whenever
+  // which sessions are held, or what they keep, changes.
+  const heldKey = list.filter((s) => s.status === SessionStatus.BUDGET).map((s) => s.id + ":" + s.queuedPrompts + ":" + String(s.totals?.costUsd)).join(",");
   useEffect(() => {
-    const n = inbox.pending.length;
+    if (!token || !heldKey) {
+      setHolds([]);
+      return;
+    }
+    budgets.getBudget({}).then((b) => setHolds(b.holds), () => {});
+  }, [token, heldKey]);
+  const held = heldSessions(list, holds);
+
+  useEffect(() => {
+    const n = inbox.pending.length + held.length;
     document.title = n ? `(${n}) claudectl` : "claudectl";
-  }, [inbox.pending.length]);
+  }, [inbox.pending.length, held.length]);
 
   if (!token || conn === "auth") return <Login wrong={conn === "auth" && token !== cookieToken} onToken={(t) => { setToken(t); setTok(t); setConn("connecting"); }} />;
 
@@ -129,7 +144,7 @@ function App() {
       <header>
         <strong>claudectl</strong>
         <nav>
-          <a href="#/inbox" class={route === "#/inbox" ? "on" : ""}>Inbox <span class="count" data-testid="inbox-count">{inbox.pending.length}</span></a>
+          <a href="#/inbox" class={route === "#/inbox" ? "on" : ""}>Inbox <span class="count" data-testid="inbox-count">{inbox.pending.length + held.length}</span></a>
           <a href="#/sessions" class={route === "#/sessions" ? "on" : ""}>Sessions</a>
           <a href="#/rules" class={route === "#/rules" ? "on" : ""}>Rules</a>
         </nav>
@@ -143,10 +158,10 @@ function App() {
       </header>
       {conn === "gone" && <div class="banner error" data-testid="gone">The daemon does not answer. The page reconnects by itself and catches up.</div>}
       <main>
-        {sessionID ? <SessionView id={sessionID} session={list.find((s) => s.id === sessionID)} inbox={inbox} />
+        {sessionID ? <SessionView id={sessionID} session={list.find((s) => s.id === sessionID)} inbox={inbox} hold={holds.find((h) => h.sessionId === sessionID)} />
           : route === "#/sessions" ? <SessionsView list={list} />
           : route === "#/rules" ? <RulesView />
-          : <InboxView inbox={inbox} list={list} />}
+          : <InboxView inbox={inbox} list={list} held={held} />}
       </main>
     </div>
     </MeContext.Provider>
@@ -176,14 +191,15 @@ function Login(props: { wrong: boolean; onToken: (t: string) => void }) {
 
 // --- inbox and cards ---
 
-function InboxView(props: { inbox: Inbox; list: Session[] }) {
+function InboxView(props: { inbox: Inbox; list: Session[]; held: { session: Session; hold?: BudgetHold }[] }) {
   const cards = props.inbox.pending;
   const focus = useCardKeys(cards);
   return (
     <section>
       <h2>Waiting for you</h2>
       <NotifyButton />
-      {cards.length === 0 && <p class="muted" data-testid="inbox-empty">Nothing waits for you.</p>}
+      {cards.length === 0 && props.held.length === 0 && <p class="muted" data-testid="inbox-empty">Nothing waits for you.</p>}
+      {props.held.map((h) => <BudgetCard key={h.session.id} session={h.session} hold={h.hold} />)}
       {cards.map((r, i) => (
         <Card key={r.requestId} request={r} focused={i === focus} session={props.list.find((s) => s.id === r.sessionId)} />
       ))}
@@ -343,6 +359,124 @@ function Diff(props: { lines: { op: string; text: string }[] }) {
   );
 }
 
+// BudgetCard is a session held at a spend cap: its turn ended at the cap,
+// no other starts, and what it was sent waits. An approver raises the cap
+// (for today, for a daily one) or lets it run one more turn.
+function BudgetCard(props: { session: Session; hold?: BudgetHold }) {
+  const s = props.session;
+  const h = props.hold;
+  const [v, setV] = useState("");
+  const [err, setErr] = useState("");
+  const [busy, setBusy] = useState(false);
+  const act = async (req: { limitUsd?: number; oneTurn?: boolean }) => {
+    setBusy(true);
+    setErr("");
+    try {
+      await budgets.raiseBudget({ sessionId: s.id, client: clientName, ...req });
+    } catch (e) {
+      setErr(ConnectError.from(e).rawMessage);
+    }
+    setBusy(false);
+  };
+  const raise = () => {
+    const n = parseDollars(v);
+    if (n === null) setErr("give the new cap in dollars, such as 10 or 2.50");
+    else act({ limitUsd: n });
+  };
+  const capName = h?.cap?.cap ?? "spend";
+  return (
+    <div class="card budget" data-testid="budget-card" data-session={s.id}>
+      <div class="card-head">
+        <strong>Waiting for budget</strong>
+        <a href={"#/s/" + encodeURIComponent(s.id)} class="muted">{s.cwd}</a>
+      </div>
+      <p data-testid="budget-detail">{h?.detail ?? "a spend cap holds this session"}</p>
+      {s.queuedPrompts > 0 && <p class="muted small">{s.queuedPrompts === 1 ? "1 prompt waits" : `${s.queuedPrompts} prompts wait`} to run once it is released.</p>}
+      <div class="actions">
+        <input aria-label="new cap in dollars" placeholder={`raise the ${capName} cap to $…`} value={v}
+          onInput={(e) => setV((e.target as HTMLInputElement).value)} onKeyDown={(e) => { if (e.key === "Enter") raise(); }} />
+        <button disabled={busy} onClick={raise}>Raise the cap</button>
+        <button disabled={busy} onClick={() => act({ oneTurn: true })}>Allow one more turn</button>
+      </div>
+      {err && <p class="error" data-testid="budget-error">{err}</p>}
+    </div>
+  );
+}
+
+// Changes shows what a session run in a worktree of its own changed
+// against the commit it started from, and merges or discards it.
+function Changes(props: { id: string; session: Session }) {
+  const wt = props.session.worktree!;
+  const [open, setOpen] = useState(false);
+  const [ch, setCh] = useState<GetChangesResponse | null>(null);
+  const [err, setErr] = useState("");
+  const [note, setNote] = useState("");
+  const [busy, setBusy] = useState(false);
+  const load = async () => {
+    setErr("");
+    try {
+      setCh(await sessions.getChanges({ sessionId: props.id }));
+    } catch (e) {
+      setErr(ConnectError.from(e).rawMessage);
+    }
+  };
+  // Read when opened, and again when the session changed (a turn wrote).
+  useEffect(() => { if (open && !wt.discarded) load(); }, [open, String(props.session.updatedAt?.seconds), props.session.updatedAt?.nanos]);
+  const act = async (f: () => Promise<string>) => {
+    setBusy(true);
+    setErr("");
+    setNote("");
+    try {
+      setNote(await f());
+    } catch (e) {
+      setErr(ConnectError.from(e).rawMessage);
+    }
+    setBusy(false);
+  };
+  const base = wt.baseBranch || "commit " + wt.baseCommit.slice(0, 12);
+  return (
+    <details class="changes" data-testid="changes" open={open} onToggle={(e) => setOpen((e.target as HTMLDetailsElement).open)}>
+      <summary>Changes · branch <code>{wt.branch}</code> from {base}{wt.discarded ? " · discarded" : ""}</summary>
+      {wt.discarded ? <p class="muted">Its worktree and branch were discarded.</p> : (
+        <>
+          <p class="muted small">In <code>{wt.path}</code></p>
+          {ch && ch.files.length === 0 && <p class="muted" data-testid="no-changes">No changes.</p>}
+          {ch && ch.files.length > 0 && (
+            <ul class="files" data-testid="changed-files">
+              {ch.files.map((f) => (
+                <li key={f.path} data-testid="changed-file" data-path={f.path}>
+                  <span class="status">{f.status}</span> <code>{f.oldPath ? f.oldPath + " → " + f.path : f.path}</code>{" "}
+                  <span class="muted">{f.binary ? "binary" : `+${f.additions} −${f.deletions}`}</span>
+                </li>
+              ))}
+            </ul>
+          )}
+          {ch && ch.diff && (
+            <pre class="diff patch" data-testid="patch">
+              {patchLines(ch.diff).map((l, i) => <div key={i} class={l.kind}>{l.text}</div>)}
+            </pre>
+          )}
+          {ch?.truncated && <p class="muted small">The diff was cut at 4 MiB.</p>}
+          <div class="actions">
+            <button class="small" disabled={busy} onClick={load}>Refresh</button>
+            <button disabled={busy || !wt.baseBranch} onClick={() => act(async () => {
+              const m = await sessions.mergeChanges({ sessionId: props.id, client: clientName });
+              load();
+              return `Merged into ${m.baseBranch} (commit ${m.commit.slice(0, 12)}): ${m.files.length} file${m.files.length === 1 ? "" : "s"}.`;
+            })}>Merge into {wt.baseBranch || "its branch"}</button>
+            <button class="deny" disabled={busy} onClick={() => act(async () => {
+              await sessions.discardWorktree({ sessionId: props.id, client: clientName });
+              return "Discarded its worktree and branch.";
+            })}>Discard</button>
+          </div>
+        </>
+      )}
+      {note && <p data-testid="changes-note">{note}</p>}
+      {err && <p class="error" data-testid="changes-error">{err}</p>}
+    </details>
+  );
+}
+
 // --- sessions ---
 
 const modes = ["default", "acceptEdits", "plan", "bypassPermissions"];
@@ -373,6 +507,7 @@ function SessionsView(props: { list: Session[] }) {
               <span>${(s.totals?.costUsd ?? 0).toFixed(4)}</span>
               <span class="muted">{new Date(ts(s.updatedAt)).toLocaleTimeString()}</span>
               {s.parentId && <span class="muted">fork of {s.parentId.slice(0, 8)}</span>}
+              {s.worktree && <span class="muted">branch {s.worktree.branch}</span>}
             </a>
           </li>
         ))}
@@ -383,7 +518,7 @@ function SessionsView(props: { list: Session[] }) {
 }
 
 function NewSession() {
-  const [f, setF] = useState({ cwd: "", model: "", permission_mode: "default", prompt: "" });
+  const [f, setF] = useState({ cwd: "", model: "", permission_mode: "default", prompt: "", worktree: false, branch: "" });
   const [errs, setErrs] = useState<Record<string, string>>({});
   const [busy, setBusy] = useState(false);
   const set = (k: string) => (e: Event) => setF({ ...f, [k]: (e.target as HTMLInputElement).value });
@@ -393,13 +528,14 @@ function NewSession() {
     setErrs({});
     try {
       const res = await sessions.createSession({
-        options: { cwd: f.cwd, model: f.model, permissionMode: f.permission_mode, includePartialMessages: true },
+        options: { cwd: f.cwd, model: f.model, permissionMode: f.permission_mode, includePartialMessages: true,
+          worktree: f.worktree ? f.branch.trim() || "auto" : "" },
         prompt: f.prompt,
       });
       location.hash = "#/s/" + encodeURIComponent(res.session!.id);
     } catch (err) {
       const m = ConnectError.from(err).rawMessage;
-      const field = fieldOf(m, ["cwd", "model", "permission_mode", "mode", "prompt"]) ?? "form";
+      const field = fieldOf(m, ["cwd", "model", "permission_mode", "mode", "worktree", "prompt"]) ?? "form";
       setErrs({ [field === "mode" ? "permission_mode" : field]: m });
     }
     setBusy(false);
@@ -416,6 +552,12 @@ function NewSession() {
             {modes.map((m) => <option key={m}>{m}</option>)}
           </select>{err("permission_mode")}
         </label>
+        <label class="check">
+          <span><input type="checkbox" name="worktree" checked={f.worktree} onChange={(e) => setF({ ...f, worktree: (e.target as HTMLInputElement).checked })} />
+            {" "}In a git worktree of its own (a branch of its own; the repository's files stay as they are)</span>
+          {f.worktree && <input name="branch" aria-label="branch" value={f.branch} onInput={set("branch")} placeholder="branch (default claudectl/<short id>)" />}
+          {err("worktree")}
+        </label>
         <label>First prompt <textarea name="prompt" value={f.prompt} onInput={set("prompt")} rows={2} />{err("prompt")}</label>
         <button type="submit" disabled={busy}>Start</button>
         {err("form")}
@@ -427,7 +569,7 @@ function NewSession() {
 // SessionView follows one session: its log from the store, then live,
 // resubscribing from the last seq after any drop (nothing missed or
 // doubled: Log.apply).
-function SessionView(props: { id: string; session?: Session; inbox: Inbox }) {
+function SessionView(props: { id: string; session?: Session; inbox: Inbox; hold?: BudgetHold }) {
   const [version, setVersion] = useState(0);
   const log = useMemo(() => new Log(), [props.id]);
   const [err, setErr] = useState("");
@@ -467,11 +609,13 @@ function SessionView(props: { id: string; session?: Session; inbox: Inbox }) {
           {s.parentId && <> · fork of <a href={"#/s/" + s.parentId}>{s.parentId.slice(0, 8)}</a></>}
         </p>
       )}
+      {s?.worktree && <Changes id={props.id} session={s} />}
       {err && <p class="muted">{err}</p>}
       <div class="conversation" data-testid="conversation">
         {items.map((it) => <ItemView key={String(it.seq) + it.kind} item={it} inbox={props.inbox} />)}
       </div>
       {cards.map((r, i) => <Card key={r.requestId} request={r} focused={i === focus} />)}
+      {s?.status === SessionStatus.BUDGET && <BudgetCard session={s} hold={props.hold} />}
       <div ref={bottom} />
       <Controls id={props.id} session={s} />
     </section>
