@@ -70,7 +70,7 @@ func TestBudgetHoldsSession(t *testing.T) {
 	// Kept across a restart.
 	td.Restart()
 	d = td.D
-	held = waitHeld(t, d, td, s.ID, store.StatusBudget, 1)
+	waitHeld(t, d, td, s.ID, store.StatusBudget, 1)
 
 	if _, _, err := d.RaiseBudget(ctx, s.ID, 0.001, false, "alice"); err == nil || !strings.Contains(err.Error(), "above the $") {
 		t.Errorf("raising the cap below what was spent: %v", err)
