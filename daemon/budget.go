@@ -638,6 +638,11 @@ func (d *Daemon) dropKept(ctx context.Context, id string) {
 	if !d.budget.caps.on() {
 		return
 	}
+	d.dropKeptAlways(ctx, id)
+}
+
+// dropKeptAlways is dropKept, caps or not.
+func (d *Daemon) dropKeptAlways(ctx context.Context, id string) {
 	qs, err := d.db.QueuedPrompts(ctx, id)
 	for _, q := range qs {
 		err = errors.Join(err, d.db.DropQueuedPrompt(ctx, id, q.Seq))
@@ -647,5 +652,29 @@ func (d *Daemon) dropKept(ctx context.Context, id string) {
 	}
 	if len(qs) > 0 {
 		d.log.Info("prompts kept for a closed session dropped", "session", id, "prompts", len(qs))
+	}
+}
+
+// releaseStale releases, as the daemon starts, the sessions held before it
+// that no cap holds now. Without caps they are released all the same, and
+// what they kept is dropped: nothing runs it one turn at a time any more.
+func (d *Daemon) releaseStale(ctx context.Context) {
+	if d.budget.caps.on() {
+		if ids := d.releaseHeld(ctx, "no spend cap holds it since the daemon started"); len(ids) > 0 {
+			d.log.Info("held sessions released as the daemon started", "sessions", len(ids))
+		}
+		return
+	}
+	held, err := d.db.Sessions(ctx, store.SessionFilter{Status: store.StatusBudget})
+	if err != nil {
+		d.log.Error("listing the sessions held by a former daemon", "err", err)
+		return
+	}
+	for _, s := range held {
+		if s.QueuedPrompts > 0 {
+			d.log.Warn("a held session's kept prompts dropped: the daemon has no spend caps any more", "session", s.ID, "prompts", s.QueuedPrompts)
+		}
+		d.dropKeptAlways(ctx, s.ID)
+		d.setStatus(ctx, s.ID, store.StatusSuspended, "released: the daemon has no spend caps any more; its next prompt resumes it")
 	}
 }

@@ -72,6 +72,11 @@ func TestBudgetHoldsSession(t *testing.T) {
 	d = td.D
 	waitHeld(t, d, td, s.ID, store.StatusBudget, 1)
 
+	// A held session without a CLI takes a model for its next turn, as a
+	// suspended one does.
+	if err := d.SetModel(ctx, s.ID, "opus"); err != nil {
+		t.Errorf("SetModel on a held session without a CLI: %v", err)
+	}
 	if _, _, err := d.RaiseBudget(ctx, s.ID, 0.001, false, "alice"); err == nil || !strings.Contains(err.Error(), "above the $") {
 		t.Errorf("raising the cap below what was spent: %v", err)
 	}
@@ -140,5 +145,27 @@ func TestBudgetDirectoryCapAndOneTurn(t *testing.T) {
 	}
 	if got, _ := d.Session(ctx, a.ID); got.Status != store.StatusClosed {
 		t.Errorf("a held session closed: %s", got.Status)
+	}
+}
+
+// TestBudgetRaisedInSettings: a session held when the daemon stopped, no
+// cap holding it once it starts again (its settings raised the cap), is
+// released as it starts: its kept prompt runs.
+func TestBudgetRaisedInSettings(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{Budgets: daemon.Budgets{SessionUSD: 0.01}},
+		expensive("That was expensive."), claudetest.Reply(claudetest.Text("The kept prompt ran.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "spend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, d, td, s.ID, store.StatusBudget, 0)
+	if err := d.Send(ctx, s.ID, "second"); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, d, td, s.ID, store.StatusBudget, 1)
+	td.RestartWithBudgets(daemon.Budgets{SessionUSD: 100})
+	if got := waitTurns(t, td.D, ctx, s.ID, 2); got.QueuedPrompts != 0 {
+		t.Errorf("%d prompts still kept", got.QueuedPrompts)
 	}
 }

@@ -244,6 +244,10 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if d.budget.caps.on() {
 		d.armMidnight()
 	}
+	// Sessions held before this start that no cap holds now (a day began
+	// while no daemon ran, a cap was raised in the settings or removed)
+	// go on: released, their kept prompts run.
+	d.budget.wg.Go(func() { d.releaseStale(context.WithoutCancel(d.ctx)) })
 	d.feed.init()
 	d.feedDone = make(chan struct{})
 	go d.pumpSessions()
@@ -944,7 +948,7 @@ func (d *Daemon) suspendedSession(ctx context.Context, err error, id string) boo
 		return false
 	}
 	s, serr := d.stored(ctx, id)
-	return serr == nil && s.Status.Resumable()
+	return serr == nil && (s.Status.Resumable() || s.Status == store.StatusBudget)
 }
 
 // CloseSession ends the session's CLI and marks it closed; by names the

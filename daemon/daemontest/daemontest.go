@@ -202,6 +202,15 @@ func (d *Daemon) Restart() {
 	d.open()
 }
 
+// RestartWithBudgets is Restart with other budgets.* settings: a daemon
+// whose spend caps were changed in its settings file.
+func (d *Daemon) RestartWithBudgets(b daemon.Budgets) {
+	d.t.Helper()
+	d.stop()
+	d.settings.Budgets = b
+	d.open()
+}
+
 // DB is the daemon's store, for tests that must reach past the daemon
 // (to stage a state no client can make).
 func (d *Daemon) DB() store.Store { return d.srv.DB() }
