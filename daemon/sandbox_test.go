@@ -20,8 +20,13 @@ import (
 // pass the flags that would change it, even when allowed_extra_args lists
 // them.
 func TestSandboxEnforced(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("Claude Code's sandbox needs bubblewrap (bwrap) on Linux")
+	for _, tool := range []string{"bwrap", "socat"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is missing (make test installs it)", tool)
+			}
+			t.Skipf("Claude Code's sandbox needs %s on Linux: make sandbox installs it", tool)
+		}
 	}
 	outside := t.TempDir()
 	escape := func(id string) claudetest.Turn {
