@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/store"
 )
 
 // GetBudget implements BudgetService.
@@ -20,10 +21,20 @@ func (s *Service) GetBudget(ctx context.Context, req *connect.Request[v1.GetBudg
 	if !dayStart.IsZero() {
 		out.DayStart = timestamppb.New(dayStart)
 	}
+	// A scoped token sees the caps of its sessions and of their
+	// directories, and their holds; not the daemon's, nor others'.
+	id, sees := IdentityOf(ctx), s.visible(ctx)
 	for _, c := range caps {
+		if sees != nil && !(c.Cap == store.CapSession && sees(c.Scope) || c.Cap == store.CapDirectory && len(id.Dirs) > 0 && id.InDirs(c.Scope)) {
+			continue
+		}
 		out.Caps = append(out.Caps, budgetCapToProto(c))
 	}
-	out.Holds = budgetHoldsToProto(holds)
+	for _, h := range budgetHoldsToProto(holds) {
+		if sees == nil || sees(h.SessionId) {
+			out.Holds = append(out.Holds, h)
+		}
+	}
 	return connect.NewResponse(out), nil
 }
 

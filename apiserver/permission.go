@@ -35,7 +35,7 @@ func (s *Service) ListPending(ctx context.Context, req *connect.Request[v1.ListP
 		return nil, toConnect(err)
 	}
 	for _, h := range budgetHoldsToProto(holds) {
-		if req.Msg.SessionId == "" || h.SessionId == req.Msg.SessionId {
+		if (req.Msg.SessionId == "" || h.SessionId == req.Msg.SessionId) && (sees == nil || sees(h.SessionId)) {
 			out.BudgetHolds = append(out.BudgetHolds, h)
 		}
 	}

@@ -98,6 +98,9 @@ var methodPermissions = map[string]Permission{
 	claudectlv1connect.SessionServiceForkSessionProcedure:       PermOperate,
 	claudectlv1connect.SessionServiceSubscribeProcedure:         PermRead,
 	claudectlv1connect.SessionServiceWatchSessionsProcedure:     PermRead,
+	claudectlv1connect.SessionServiceGetChangesProcedure:        PermRead,
+	claudectlv1connect.SessionServiceMergeChangesProcedure:      PermOperate,
+	claudectlv1connect.SessionServiceDiscardWorktreeProcedure:   PermOperate,
 
 	claudectlv1connect.PermissionServiceListPendingProcedure:   PermRead,
 	claudectlv1connect.PermissionServiceWatchPendingProcedure:  PermRead,
@@ -108,6 +111,11 @@ var methodPermissions = map[string]Permission{
 	claudectlv1connect.PermissionServiceListDecisionsProcedure: PermRead,
 
 	claudectlv1connect.WorkerServiceListWorkersProcedure: PermRead,
+
+	// An approver raises a cap as it answers a request: a held session
+	// waits for a person as a permission request does.
+	claudectlv1connect.BudgetServiceGetBudgetProcedure:   PermRead,
+	claudectlv1connect.BudgetServiceRaiseBudgetProcedure: PermDecide,
 
 	claudectlv1connect.HealthServiceHealthProcedure:        PermAPI,
 	claudectlv1connect.HealthServiceHealthDetailsProcedure: PermRead,
@@ -135,6 +143,9 @@ var audited = map[string]bool{
 	claudectlv1connect.SessionServiceResumeSessionProcedure:     true,
 	claudectlv1connect.SessionServiceForkSessionProcedure:       true,
 	claudectlv1connect.PermissionServiceDecideProcedure:         true,
+	claudectlv1connect.SessionServiceMergeChangesProcedure:      true,
+	claudectlv1connect.SessionServiceDiscardWorktreeProcedure:   true,
+	claudectlv1connect.BudgetServiceRaiseBudgetProcedure:        true,
 	claudectlv1connect.PermissionServiceAddRuleProcedure:        true,
 	claudectlv1connect.PermissionServiceRemoveRuleProcedure:     true,
 	claudectlv1connect.AuthServiceCreateTokenProcedure:          true,
