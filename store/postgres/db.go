@@ -522,3 +522,7 @@ func CheckURL(url string) error {
 	}
 	return nil
 }
+
+// WriterStats implements [store.StatsReporter]: what this daemon's event
+// writer committed since Open.
+func (db *DB) WriterStats() store.WriterSnapshot { return db.app.stats.Snapshot() }

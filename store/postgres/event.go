@@ -193,7 +193,7 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 		// Small to start with: a client catching up reads a few; a
 		// replay grows it to pageEvents.
 		page := make([]store.Event, 0, 16)
-		pk, last, page, err := db.firstPage(ctx, id, after, page)
+		pk, last, pruned, page, err := db.firstPage(ctx, id, after, page)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			fail(store.ErrNotFound)
@@ -203,6 +203,9 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 			return
 		case after < 0 || after > last:
 			fail(fmt.Errorf("%w: after seq %d, the log ends at %d", store.ErrUnavailable, after, last))
+			return
+		case after < pruned:
+			fail(store.PrunedError(after, pruned))
 			return
 		case after < last && (len(page) == 0 || page[0].Seq > after+1):
 			at := last + 1
@@ -239,37 +242,37 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 	}
 }
 
-// firstPage reads session id's pk and last seq and, in the same query, the
+// firstPage reads session id's pk, last seq and pruned seq and, in the same query, the
 // first page of its events after seq after. pgx.ErrNoRows: no session.
-func (db *DB) firstPage(ctx context.Context, id string, after int64, page []store.Event) (pk, last int64, _ []store.Event, _ error) {
+func (db *DB) firstPage(ctx context.Context, id string, after int64, page []store.Event) (pk, last, pruned int64, _ []store.Event, _ error) {
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
-	rows, err := db.pool.Query(ctx, `SELECT s.pk, s.last_seq, c.first_seq, c.events
+	rows, err := db.pool.Query(ctx, `SELECT s.pk, s.last_seq, s.pruned_seq, c.first_seq, c.events
 		FROM sessions s LEFT JOIN LATERAL (
 			SELECT first_seq, events FROM event_chunks WHERE session = s.pk AND last_seq > $2 AND first_seq <= s.last_seq
 			ORDER BY last_seq LIMIT $3) c ON true
 		WHERE s.id = $1`, id, after, pageEvents)
 	if err != nil {
-		return 0, 0, page, err
+		return 0, 0, 0, page, err
 	}
 	defer rows.Close()
 	found := false
 	page, err = decodeRows(rows, id, after+1, func(first **int64, data *[]byte) []any {
 		found = true
-		return []any{&pk, &last, first, data}
+		return []any{&pk, &last, &pruned, first, data}
 	}, page)
 	if err != nil {
-		return 0, 0, page, err
+		return 0, 0, 0, page, err
 	}
 	if !found {
-		return 0, 0, page, pgx.ErrNoRows
+		return 0, 0, 0, page, pgx.ErrNoRows
 	}
 	// Events past last (committed after the session row was read) are
 	// left for the next replay.
 	for len(page) > 0 && page[len(page)-1].Seq > last {
 		page = page[:len(page)-1]
 	}
-	return pk, last, page, nil
+	return pk, last, pruned, page, nil
 }
 
 // decodeRows decodes the chunks of rows (each scanned into the targets

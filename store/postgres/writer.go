@@ -41,6 +41,7 @@ type appender struct {
 	db       *DB
 	maxBatch int
 	commits  atomic.Int64
+	stats    store.WriterStats
 	closing  atomic.Bool // Close was called: no more retries
 	q        *groupcommit.Queue[*request]
 }
@@ -89,7 +90,8 @@ func (a *appender) commit(batch []*request) {
 	failed := make([]error, len(live))
 	h := a.db.health
 	var err error
-	retryUntil := time.Now().Add(a.db.retryFor)
+	start := time.Now()
+	retryUntil := start.Add(a.db.retryFor)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		clear(failed)
 		err = a.write(live, failed, careful)
@@ -130,6 +132,13 @@ func (a *appender) commit(batch []*request) {
 		err = fmt.Errorf("postgres: append: %w", err)
 	} else {
 		h.OK()
+		n := 0
+		for i, r := range live {
+			if failed[i] == nil {
+				n += len(r.evs)
+			}
+		}
+		a.stats.Committed(n, time.Since(start))
 	}
 	for i, r := range live {
 		e := err

@@ -78,6 +78,7 @@ type appender struct {
 	free    []*chunkWriter // chunk writers to reuse, at most maxFreeChunks
 	health  *store.HealthTracker
 	commits atomic.Int64 // batches written (for tests)
+	stats   store.WriterStats
 
 	q *groupcommit.Queue[*appendRequest]
 }
@@ -277,10 +278,14 @@ func (a *appender) commit(batch []*appendRequest) {
 	}
 	a.commits.Add(1)
 	failed := make([]error, len(live))
+	start := time.Now()
 	err := a.write(live, failed, false)
 	if _, ok := err.(requestError); ok {
 		clear(failed)
 		err = a.write(live, failed, true)
+	}
+	if err == nil {
+		a.stats.Committed(storedEvents(live, failed), time.Since(start))
 	}
 	if err != nil {
 		// The transaction rolled back; what the cache says may be wrong
@@ -627,4 +632,17 @@ func raiseRelay(ctx context.Context, tx *rawConn, live []*appendRequest, failed 
 		}
 	}
 	return nil
+}
+
+// storedEvents counts the events of the requests of live that did not
+// fail (the events a request's then adds are not counted: the daemon's
+// own few at a turn's end).
+func storedEvents(live []*appendRequest, failed []error) int {
+	n := 0
+	for i, r := range live {
+		if failed[i] == nil {
+			n += len(r.evs)
+		}
+	}
+	return n
 }

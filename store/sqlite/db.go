@@ -152,7 +152,7 @@ var _ store.Store = (*DB)(nil)
 // a session cost.
 type readStmts struct {
 	session   *sql.Stmt // a session by id
-	logBounds *sql.Stmt // a session's pk, last seq and the first seq of the chunk after a seq
+	logBounds *sql.Stmt // a session's pk, last seq, pruned seq and the first seq of the chunk after a seq
 	eventPage *sql.Stmt // the chunks of a range of seqs
 }
 
@@ -163,8 +163,7 @@ func prepareReads(ctx context.Context, r *sql.DB) (readStmts, error) {
 		q  string
 	}{
 		{&rs.session, `SELECT ` + sessionColumns + ` FROM sessions WHERE id = ?`},
-		{&rs.logBounds, `SELECT pk,
-			(SELECT MAX(last_seq) FROM event_chunks WHERE session = sessions.pk),
+		{&rs.logBounds, `SELECT pk, ` + lastSeqSQL + `, pruned_seq,
 			(SELECT first_seq FROM event_chunks WHERE session = sessions.pk AND last_seq > ?2 ORDER BY last_seq LIMIT 1)
 			FROM sessions WHERE id = ?1`},
 		{&rs.eventPage, `SELECT first_seq, events FROM event_chunks
@@ -271,6 +270,11 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	}
 
 	q := url.Values{}
+	// Incremental vacuum, set before the first table: the pages that
+	// retention frees can then be given back to the system in short steps
+	// while the daemon writes (Reclaim). A file made without it keeps
+	// it off (only a VACUUM, which rewrites the file, could turn it on).
+	q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
 	// WAL: readers and the writer do not block each other, and a commit
 	// is one sequential append to the WAL file.
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -471,3 +475,7 @@ func (db *DB) check() error {
 	}
 	return nil
 }
+
+// WriterStats implements [store.StatsReporter]: what the event writer
+// committed since Open.
+func (db *DB) WriterStats() store.WriterSnapshot { return db.app.stats.Snapshot() }

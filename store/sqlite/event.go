@@ -217,9 +217,9 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 			return
 		}
 		var last, first sql.NullInt64
-		var pk int64
+		var pk, pruned int64
 		// first: where the chunk holding the event after after begins.
-		err := db.reads.logBounds.QueryRowContext(ctx, id, after).Scan(&pk, &last, &first)
+		err := db.reads.logBounds.QueryRowContext(ctx, id, after).Scan(&pk, &last, &pruned, &first)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			fail(store.ErrNotFound)
@@ -229,6 +229,9 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 			return
 		case after < 0 || after > last.Int64:
 			fail(fmt.Errorf("%w: after seq %d, the log ends at %d", store.ErrUnavailable, after, last.Int64))
+			return
+		case after < pruned:
+			fail(store.PrunedError(after, pruned))
 			return
 		case after < last.Int64 && first.Int64 > after+1:
 			fail(fmt.Errorf("%w: the log resumes at %d, not %d", store.ErrUnavailable, first.Int64, after+1))

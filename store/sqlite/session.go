@@ -23,8 +23,9 @@ const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, stat
 const queuedSQL = `(SELECT COUNT(*) FROM queued_prompts WHERE session_id = sessions.id)`
 
 // lastSeqSQL is the seq of the last event of the session of a row of
-// sessions, 0 for none.
-const lastSeqSQL = `COALESCE((SELECT MAX(last_seq) FROM event_chunks WHERE session = sessions.pk), 0)`
+// sessions, 0 for none: that of its last chunk, or of the last event
+// retention removed (maintain.go).
+const lastSeqSQL = `MAX(sessions.pruned_seq, COALESCE((SELECT MAX(last_seq) FROM event_chunks WHERE session = sessions.pk), 0))`
 
 type scanner interface{ Scan(dest ...any) error }
 

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) store.Store) {
 		{"Tokens", tokens, Options{}},
 		{"TokenLimit", tokenLimit, Options{MaxTokens: tokenLimitTokens}},
 		{"Audit", audit, Options{}},
+		{"Retention", retention, Options{}},
 		{"Close", closeStore, Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,9 @@
+-- Version 10: retention (store.retention, claudectl prune) removes the
+-- events of sessions that ended long ago and keeps their rows. pruned_seq
+-- is the seq of the last event removed: the session's last seq stays
+-- what it was (a session's seqs never repeat), and a replay from before
+-- it says the events were removed rather than that they are missing.
+ALTER TABLE sessions ADD COLUMN pruned_seq INTEGER NOT NULL DEFAULT 0 CHECK (pruned_seq >= 0);
+
+-- The ended sessions, oldest first: what retention looks for.
+CREATE INDEX sessions_ended ON sessions (updated_at) WHERE status IN ('closed', 'failed');
