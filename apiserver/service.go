@@ -58,6 +58,11 @@ type Service struct {
 	Store store.Store
 	// OIDC, if set, serves the page's sign-in at /auth/.
 	OIDC *OIDC
+	// Metrics, if set, is served at MetricsPath (a MetricsHandler).
+	Metrics http.Handler
+	// Admin, if set, serves the operator's endpoints under AdminPath
+	// (backup, prune, reload): behind the token as the API is.
+	Admin http.Handler
 }
 
 var (
@@ -139,6 +144,12 @@ func NewHandler(s *Service) http.Handler {
 	}
 	if s.OIDC != nil {
 		mux.Handle("/auth/", s.OIDC)
+	}
+	if s.Metrics != nil {
+		mux.Handle(MetricsPath, s.Metrics)
+	}
+	if s.Admin != nil {
+		mux.Handle(AdminPath, s.Admin)
 	}
 	if s.Page != nil {
 		mux.Handle("/", s.Page)

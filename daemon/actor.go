@@ -784,6 +784,7 @@ func (a *actor) logResult(ctx context.Context, ev *store.Event, m *claude.Result
 	err := a.d.db.AppendResultAsync(ctx, func(rec *store.UsageRecord, sess *store.Session, err error) {
 		if err == nil {
 			a.stored(ev)
+			a.d.counts.turn(rec)
 			a.publish(append([]Event{{Event: *ev}}, made...)...)
 		} else if writeFailed(err) || errors.Is(err, store.ErrNotOwner) {
 			a.lost(err)

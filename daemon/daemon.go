@@ -171,6 +171,7 @@ type Daemon struct {
 	worktreeRoot string
 	spares       spares
 	budget       budgeter
+	counts       counters // decisions and cost, for Stats (metrics.go)
 
 	lease         store.Leaser // nil: the store has no leases (one daemon)
 	leaseTTL      time.Duration

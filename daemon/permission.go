@@ -204,6 +204,7 @@ func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, reques
 		}
 		return err
 	}
+	a.d.counts.decided(behavior, by)
 	a.log(ctx, &PermissionResolved{RequestID: req.RequestID, ToolName: req.ToolName, Behavior: behavior, By: by,
 		RuleID: d.RuleID, Message: res.Message, Answers: permission.Answers(res.UpdatedInput)})
 	return nil

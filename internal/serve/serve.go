@@ -105,14 +105,19 @@ type Server struct {
 	// HOST:PORT/DATABASE" (never credentials).
 	StoreLocation string
 
-	workers *claude.WorkerListener
-	auth    *apiserver.Auth
-	db      store.Store
-	broker  *permission.Broker
-	srv     *http.Server
-	served  chan error
-	lock    *dataDirLock
-	tls     bool // served with TLS
+	// MetricsAddr is the address of metrics_listen, "" without one.
+	MetricsAddr string
+
+	workers       *claude.WorkerListener
+	auth          *apiserver.Auth
+	metrics       *http.Server // metrics_listen's; nil without one
+	metricsServed chan error
+	db            store.Store
+	broker        *permission.Broker
+	srv           *http.Server
+	served        chan error
+	lock          *dataDirLock
+	tls           bool // served with TLS
 }
 
 // DefaultDataDir returns $XDG_DATA_HOME/claudectl, else
@@ -254,11 +259,18 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
+	metrics := newMetrics(srv.Daemon, srv.db, log)
 	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler(), MaxStreams: s.MaxStreams,
 		StreamWriteTimeout: s.StreamWriteTimeout, StreamUnsentBytes: s.StreamUnsentBytes, Logger: log,
-		StoreLocation: srv.StoreLocation, Auth: srv.auth, Store: srv.db, OIDC: signIn}), serverOpts)
+		StoreLocation: srv.StoreLocation, Auth: srv.auth, Store: srv.db, OIDC: signIn,
+		Metrics: apiserver.MetricsHandler(metrics)}), serverOpts)
 	if err != nil {
 		return nil, err
+	}
+	if s.MetricsListen != "" {
+		if err := srv.serveMetrics(ctx, s.MetricsListen, metrics, serverOpts); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := listenOn(ctx, listen)
 	if err != nil {
@@ -334,6 +346,13 @@ func (s *Server) Close() error {
 			errs = append(errs, err)
 		}
 		s.srv = nil
+	}
+	if s.metrics != nil {
+		s.metrics.Close() // scrapes are short: nothing to drain
+		if err := <-s.metricsServed; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+		s.metrics = nil
 	}
 	if s.Daemon != nil {
 		s.Daemon.Close()
@@ -423,4 +442,37 @@ func limitsReason(err error) string {
 		return le.Reason
 	}
 	return err.Error()
+}
+
+// serveMetrics serves /metrics alone on addr (metrics_listen): without the
+// token on loopback, where a local scraper reads it; elsewhere with the
+// token, and TLS unless insecure_cleartext, as the API.
+func (srv *Server) serveMetrics(ctx context.Context, addr string, metrics http.Handler, api *apiserver.ServerOptions) error {
+	o := *api
+	o.WorkerToken = ""
+	token := !apiserver.IsLoopback(addr)
+	if !token { // a local scraper's: no token
+		o.Token, o.Auth = "", nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle(apiserver.MetricsPath, apiserver.MetricsHandler(metrics))
+	hs, err := apiserver.NewServer(addr, mux, &o)
+	if err != nil {
+		return fmt.Errorf("metrics_listen %s: %w", addr, err)
+	}
+	ln, err := listenOn(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("metrics_listen: %w", err)
+	}
+	srv.MetricsAddr = ln.Addr().String()
+	srv.metrics, srv.metricsServed = hs, make(chan error, 1)
+	go func() {
+		if o.TLS != nil {
+			srv.metricsServed <- hs.ServeTLS(ln, "", "")
+		} else {
+			srv.metricsServed <- hs.Serve(ln)
+		}
+	}()
+	srv.Log.Info("serving metrics", "addr", srv.MetricsAddr, "path", apiserver.MetricsPath, "token", token)
+	return nil
 }

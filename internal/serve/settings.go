@@ -126,8 +126,26 @@ type Settings struct {
 	// connections open at once (0: claude.DefaultMaxWorkerConnections).
 	WorkerMaxConnections int
 
+	// MetricsListen is metrics_listen: a second address serving only
+	// /metrics, without the token on loopback (for a local scraper); ""
+	// means none (the API's address serves /metrics with the token).
+	MetricsListen string
+	// Retention is store.retention: how long what ended is kept.
+	Retention Retention
+
 	// File is the settings file that was read; "" when there was none.
 	File string
+}
+
+// Retention is store.retention: zero durations keep everything.
+type Retention struct {
+	// ClosedSessions is how long the events of a session that ended
+	// (closed or failed) are kept after it ended; its row, usage and
+	// audit entries stay.
+	ClosedSessions time.Duration
+	// Audit is how long the audit trail's entries (permission decisions)
+	// are kept after they were made.
+	Audit time.Duration
 }
 
 // FileName is the settings file's name in the config directory.
@@ -191,6 +209,18 @@ var configKeys = []configKey{
 			return errBadValue
 		}
 		c.Listen = s
+		return nil
+	}},
+	{"metrics_listen", `an address "host:port" such as "127.0.0.1:9464": it serves /metrics alone, without the token on loopback`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		s, err := jsonString(raw)
+		if err != nil {
+			return err
+		}
+		host, port, err := net.SplitHostPort(s)
+		if err != nil || !ValidPort(port) || strings.ContainsAny(host, " \t") {
+			return errBadValue
+		}
+		c.MetricsListen = s
 		return nil
 	}},
 	{"data_dir", "a directory path (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
@@ -517,6 +547,34 @@ var configKeys = []configKey{
 			return errBadValue
 		}
 		c.LeaseTTL = d
+		return nil
+	}},
+	{"store.retention", `an object such as {"closed_sessions": "30d", "audit": "365d"}: how long the events of ended sessions, and the audit trail's entries, are kept (durations in d, h, m; default forever)`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || m == nil {
+			return errBadValue
+		}
+		var r Retention
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			var to *time.Duration
+			switch k {
+			case "closed_sessions":
+				to = &r.ClosedSessions
+			case "audit":
+				to = &r.Audit
+			default:
+				return fmt.Errorf("unknown key %q in store.retention: it takes closed_sessions and audit", clip(k))
+			}
+			if string(m[k]) == "null" {
+				continue
+			}
+			d, err := retentionDuration(m[k])
+			if err != nil {
+				return fmt.Errorf("invalid value %s for store.retention.%s: must be a duration of at least 1h such as \"30d\", \"12h\" or \"90d12h\"", clip(string(m[k])), k)
+			}
+			*to = d
+		}
+		c.Retention = r
 		return nil
 	}},
 	{"workers.token_file", "the path of a file holding the token remote workers must present (relative to the settings file's directory)", func(c *Settings, raw json.RawMessage, p *configParser) (err error) {
@@ -1004,6 +1062,10 @@ const Usage = `Settings file:
   Keys:
 
   listen                         "host:port" to serve on (default "127.0.0.1:7777")
+  metrics_listen                 a second "host:port" serving only /metrics
+                                 (Prometheus), without the token on loopback
+                                 (default none: the API's address serves
+                                 /metrics with the token)
   data_dir                       directory of claudectl.db
   cli                            path of the claude executable
   token_file                     file holding the bearer token clients must send
@@ -1092,6 +1154,11 @@ const Usage = `Settings file:
   store.daemon_name              this daemon's name in the session leases of a store
                                  shared by several daemons (default host name and
                                  data_dir)
+  store.retention                {"closed_sessions": "30d", "audit": "365d"}: the
+                                 events of sessions ended longer ago than
+                                 closed_sessions are removed (the sessions stay
+                                 listed), and audit entries older than audit;
+                                 checked every hour (default: kept forever)
   workers.token_file             file holding the token remote workers present
                                  ("claudectl worker --connect ws://ADDR/v1/worker");
                                  unset: no remote workers but those with a
@@ -1136,4 +1203,44 @@ func jsonDollars(raw json.RawMessage) (float64, error) {
 		return 0, errBadValue
 	}
 	return *f, nil
+}
+
+// MinRetention is the shortest store.retention: pruning runs once an
+// hour, and a shorter one is more likely a typo ("30m" for "30d").
+const MinRetention = time.Hour
+
+// retentionDuration reads a retention: Go's durations with days ("30d",
+// "1d12h"), at least MinRetention.
+func retentionDuration(raw json.RawMessage) (time.Duration, error) {
+	s, err := jsonString(raw)
+	if err != nil {
+		return 0, err
+	}
+	d, err := ParseDays(strings.TrimSpace(s))
+	if err != nil || d < MinRetention {
+		return 0, errBadValue
+	}
+	return d, nil
+}
+
+// ParseDays parses a duration as time.ParseDuration does, with days (d,
+// 24 hours) allowed before the rest: "30d", "1d12h", "36h".
+func ParseDays(s string) (time.Duration, error) {
+	days, rest, ok := strings.Cut(s, "d")
+	if !ok {
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.ParseUint(days, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	d := time.Duration(n) * 24 * time.Hour
+	if rest != "" {
+		r, err := time.ParseDuration(rest)
+		if err != nil || r < 0 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		d += r
+	}
+	return d, nil
 }
