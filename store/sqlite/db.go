@@ -137,6 +137,7 @@ type DB struct {
 	maxTokens  int
 	maxUsers   int
 	health     *store.HealthTracker
+	path       string // the file, for Backup's connection of its own
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -363,7 +364,7 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 		return nil, err
 	}
 	return &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules),
-		maxTokens: cmp.Or(o.MaxTokens, store.MaxTokens), maxUsers: cmp.Or(o.MaxUsers, store.MaxUsers), health: h}, nil
+		maxTokens: cmp.Or(o.MaxTokens, store.MaxTokens), maxUsers: cmp.Or(o.MaxUsers, store.MaxUsers), health: h, path: path}, nil
 }
 
 // migrate applies the migrations the database lacks, in one transaction,
