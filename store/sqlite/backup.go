@@ -52,13 +52,60 @@ func (db *DB) Backup(ctx context.Context, dest string) (err error) {
 	return syncFile(dest)
 }
 
-// A Restored is what Restore put in place.
+// countSQL counts the sessions and the events their logs hold.
+const countSQL = `SELECT (SELECT COUNT(*) FROM sessions),
+	(SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM event_chunks)`
+
+// Check opens the database file at path read-only and checks it as
+// Restore does (SQLite's integrity check, a claudectl schema this binary
+// knows), and says what it holds: claudectl backup checks its copy so.
+func Check(ctx context.Context, path string) (_ *Restored, err error) {
+	defer wrap(&err, "sqlite: Check %s", path)
+	if strings.ContainsAny(path, "?#\x00") {
+		return nil, fmt.Errorf("%w: the path holds '?', '#' or NUL", store.ErrInvalid)
+	}
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: not a file", store.ErrInvalid)
+	}
+	c, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetMaxOpenConns(1)
+	out := &Restored{}
+	var check string
+	if err := c.QueryRowContext(ctx, `PRAGMA integrity_check(1)`).Scan(&check); err != nil {
+		return nil, fmt.Errorf("not a SQLite database: %w", err)
+	}
+	if check != "ok" {
+		return nil, fmt.Errorf("the copy is damaged: %s", check)
+	}
+	if err := c.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&out.SchemaVersion); err != nil {
+		return nil, errors.New("not a claudectl database: it has no schema_migrations table")
+	}
+	if out.SchemaVersion > SchemaVersion() {
+		return nil, fmt.Errorf("%w: the copy is at version %d, this binary knows up to %d; use a newer claudectl",
+			store.ErrSchemaTooNew, out.SchemaVersion, SchemaVersion())
+	}
+	if out.SchemaVersion >= 4 { // the event chunks
+		if err := c.QueryRowContext(ctx, countSQL).Scan(&out.Sessions, &out.Events); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// A Restored is what Restore put in place (or Check found).
 type Restored struct {
 	// SchemaVersion is the copy's schema version before Restore brought
 	// it up to this binary's (SchemaVersion).
 	SchemaVersion int
-	Sessions      int64
-	Events        int64
+	// Sessions counts the sessions, Events the events their logs hold.
+	Sessions int64
+	Events   int64
 }
 
 // Restore puts the backup at src (a file Backup wrote, or any claudectl
@@ -130,7 +177,7 @@ func Restore(ctx context.Context, src, dest string) (_ *Restored, err error) {
 	if err != nil {
 		return nil, err
 	}
-	err = db.r.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(`+lastSeqSQL+` - pruned_seq), 0) FROM sessions`).Scan(&out.Sessions, &out.Events)
+	err = db.r.QueryRowContext(ctx, countSQL).Scan(&out.Sessions, &out.Events)
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}

@@ -57,3 +57,30 @@ func TestBackupRestore(t *testing.T) {
 }
 
 func mkdir(dir string) error { return os.MkdirAll(dir, 0o700) }
+
+// TestCheck: Check finds a copy's schema and counts, and refuses what is
+// not a claudectl database.
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	db, path := mustOpen(t, nil)
+	s := mustSession(t, db)
+	for range 3 {
+		if _, err := db.Append(ctx, &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "assistant", Raw: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backup := filepath.Join(t.TempDir(), "b.db")
+	if err := db.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sqlite.Check(ctx, backup)
+	if err != nil || got.Sessions != 1 || got.Events != 3 || got.SchemaVersion != sqlite.SchemaVersion() {
+		t.Fatalf("Check = %+v, %v", got, err)
+	}
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	os.WriteFile(junk, []byte("not a database, not at all, not one bit of one"), 0o600)
+	if _, err := sqlite.Check(ctx, junk); err == nil {
+		t.Errorf("Check of junk: no error")
+	}
+	_ = path
+}
