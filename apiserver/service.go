@@ -4,6 +4,7 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,9 @@ type Service struct {
 	// Admin, if set, serves the operator's endpoints under AdminPath
 	// (backup, prune, reload): behind the token as the API is.
 	Admin http.Handler
+
+	limit  *streamLimit // set by NewHandler; SetStreamLimits changes them
+	stalls *stallLimits
 }
 
 var (
@@ -89,7 +93,7 @@ const DefaultMaxStreams = 4096
 // streamLimit refuses a stream past max open ones.
 type streamLimit struct {
 	open atomic.Int64
-	max  int64
+	max  atomic.Int64
 }
 
 func (l *streamLimit) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
@@ -100,11 +104,11 @@ func (l *streamLimit) WrapStreamingClient(next connect.StreamingClientFunc) conn
 
 func (l *streamLimit) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if l.open.Add(1) > l.max {
+		if m := l.max.Load(); l.open.Add(1) > m {
 			l.open.Add(-1)
 			return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
 				"the daemon serves at most %d streams at once (subscriptions and watches) and that many are open: "+
-					"close some (pages left open, attached clients) or raise daemon.max_streams in its settings", l.max))
+					"close some (pages left open, attached clients) or raise daemon.max_streams in its settings", m))
 		}
 		defer l.open.Add(-1)
 		return next(ctx, conn)
@@ -114,10 +118,8 @@ func (l *streamLimit) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 // NewHandler returns the handler of every service and of server reflection.
 func NewHandler(s *Service) http.Handler {
 	mux := http.NewServeMux()
-	limit := &streamLimit{max: int64(s.MaxStreams)}
-	if limit.max <= 0 {
-		limit.max = DefaultMaxStreams
-	}
+	limit := &streamLimit{}
+	s.limit = limit
 	opts := connect.WithHandlerOptions(connect.WithReadMaxBytes(MaxRequestBytes), limitedGzip(MaxRequestBytes), jsonCodecs(),
 		connect.WithInterceptors(clientWords{}, authorizer{s}, limit))
 	mux.Handle(claudectlv1connect.NewSessionServiceHandler(s, opts))
@@ -154,17 +156,27 @@ func NewHandler(s *Service) http.Handler {
 	if s.Page != nil {
 		mux.Handle("/", s.Page)
 	}
-	stalls := stallLimits{timeout: s.StreamWriteTimeout, unsent: s.StreamUnsentBytes, log: s.Logger}
-	if stalls.timeout == 0 {
-		stalls.timeout = DefaultStreamWriteTimeout
-	}
-	if stalls.unsent <= 0 {
-		stalls.unsent = DefaultStreamUnsentBytes
-	}
+	stalls := &stallLimits{log: s.Logger}
 	if stalls.log == nil {
 		stalls.log = slog.Default()
 	}
+	s.stalls = stalls
+	s.SetStreamLimits(s.MaxStreams, s.StreamWriteTimeout, s.StreamUnsentBytes)
 	return limitBodies(watchStalls(mux, stalls)) // limits.go, stall.go
+}
+
+// SetStreamLimits changes MaxStreams, StreamWriteTimeout and
+// StreamUnsentBytes (zero: their defaults) of the handler NewHandler made
+// of s, while it serves (a reload of the settings): a lower MaxStreams
+// ends no stream open, it refuses new ones until enough have ended; the
+// timeouts apply from each stream's next write.
+func (s *Service) SetStreamLimits(maxStreams int, writeTimeout time.Duration, unsentBytes int) {
+	if s.limit == nil {
+		panic("apiserver: SetStreamLimits before NewHandler")
+	}
+	s.limit.max.Store(int64(cmp.Or(max(maxStreams, 0), DefaultMaxStreams)))
+	s.stalls.timeout.Store(int64(cmp.Or(writeTimeout, DefaultStreamWriteTimeout)))
+	s.stalls.unsent.Store(int64(cmp.Or(max(unsentBytes, 0), DefaultStreamUnsentBytes)))
 }
 
 // WorkerPath is where remote workers connect ("claudectl worker --connect

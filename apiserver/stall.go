@@ -80,24 +80,21 @@ func sizeText(n int) string {
 
 // stallLimits are the bounds the API's writes are held to.
 type stallLimits struct {
-	timeout time.Duration // <0: never
-	unsent  int
+	timeout atomic.Int64 // nanoseconds; <0: never (Service.SetStreamLimits changes both)
+	unsent  atomic.Int64
 	log     *slog.Logger
 }
 
 // watchStalls wraps the response writer of every API call (not the page's
 // files, nor the workers' WebSocket) in a stallWriter, found again by the
 // handlers through their context (stallOf).
-func watchStalls(h http.Handler, l stallLimits) http.Handler {
-	if l.timeout < 0 {
-		return h
-	}
+func watchStalls(h http.Handler, l *stallLimits) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == WorkerPath || !strings.HasPrefix(r.URL.Path, "/claudectl.") && !strings.HasPrefix(r.URL.Path, "/grpc.") {
+		if l.timeout.Load() < 0 || r.URL.Path == WorkerPath || !strings.HasPrefix(r.URL.Path, "/claudectl.") && !strings.HasPrefix(r.URL.Path, "/grpc.") {
 			h.ServeHTTP(w, r)
 			return
 		}
-		sw := &stallWriter{ResponseWriter: w, limits: &l, remote: r.RemoteAddr, procedure: r.URL.Path}
+		sw := &stallWriter{ResponseWriter: w, limits: l, remote: r.RemoteAddr, procedure: r.URL.Path}
 		defer sw.stop()
 		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), stallKey{}, sw)))
 	})
@@ -179,8 +176,11 @@ func (w *stallWriter) arm(size int) error {
 	if e := w.cut.Load(); e != nil {
 		return e
 	}
-	d, bound := w.limits.timeout, "daemon.stream_write_timeout"
-	if size > w.limits.unsent && stallGrace <= d {
+	d, bound := time.Duration(w.limits.timeout.Load()), "daemon.stream_write_timeout"
+	if d < 0 { // "never" since the stream began (a reload)
+		return nil
+	}
+	if int64(size) > w.limits.unsent.Load() && stallGrace <= d {
 		d, bound = stallGrace, "daemon.stream_unsent_bytes"
 	}
 	w.waiting.Store(int64(size))
@@ -196,7 +196,9 @@ func (w *stallWriter) arm(size int) error {
 
 func (w *stallWriter) disarm() {
 	w.since.Store(0)
-	w.timer.Stop()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 func (w *stallWriter) stop() {

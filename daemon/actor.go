@@ -947,7 +947,7 @@ func (a *actor) turnEnded() {
 // queued for a slot may take this one's.
 func (a *actor) becameIdle() {
 	a.idleSince.Store(time.Now().UnixNano())
-	if t := a.d.idleTimeout; t > 0 {
+	if t := a.d.idle(); t > 0 {
 		if a.idleTimer == nil {
 			a.idleTimer = time.AfterFunc(t, a.idleFired)
 		} else {
@@ -963,15 +963,19 @@ func (a *actor) idleFired() {
 	if since == 0 {
 		return // a turn runs; its end starts the timer again
 	}
+	t := a.d.idle()
+	if t <= 0 {
+		return // sessions.idle_timeout became "never" (a reload)
+	}
 	if a.launching.Load() { // its launch's prompt is on its way
-		a.idleTimer.Reset(a.d.idleTimeout)
+		a.idleTimer.Reset(t)
 		return
 	}
-	if left := a.d.idleTimeout - time.Since(time.Unix(0, since)); left > 0 {
+	if left := t - time.Since(time.Unix(0, since)); left > 0 {
 		a.idleTimer.Reset(left)
 		return
 	}
-	a.suspend(fmt.Sprintf("idle for %s (sessions.idle_timeout); the next prompt resumes it", a.d.idleTimeout))
+	a.suspend(fmt.Sprintf("idle for %s (sessions.idle_timeout); the next prompt resumes it", t))
 }
 
 // suspend closes the CLI of an idle session, which goes on: its next

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
@@ -161,7 +162,7 @@ type Daemon struct {
 	workers      *claude.WorkerListener
 	started      time.Time
 	compat       *compatTracker
-	idleTimeout  time.Duration
+	idleTimeout  atomic.Int64 // nanoseconds, 0: never; SetIdleTimeout changes it (reload.go)
 	slots        *slots
 	failures     storeFailures
 	storeProbe   time.Duration // how often the store is tried again after it failed
@@ -210,7 +211,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		cliPath: opts.CLIPath, env: opts.Env, log: opts.Logger,
 		subBuf: opts.SubscriberBuffer, readBuf: opts.ReadBufferSize, scheduling: opts.CLIScheduling, maxPayload: opts.MaxPayloadBytes,
 		transport: opts.Transport, policy: opts.Policy, workers: opts.Workers, started: time.Now(), compat: newCompatTracker(),
-		actors: map[string]*actor{}, hubs: map[string]*hub{}, idleTimeout: opts.IdleTimeout, slots: &slots{max: max(opts.MaxRunning, 0)},
+		actors: map[string]*actor{}, hubs: map[string]*hub{}, slots: &slots{max: max(opts.MaxRunning, 0)},
 		storeProbe: cmp.Or(opts.StoreRetryInterval, time.Second),
 		git:        &worktree.Git{Path: opts.Git}, worktreeRoot: opts.WorktreeRoot,
 	}
@@ -219,6 +220,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	}
 	d.budget = budgeter{caps: opts.Budgets, now: time.Now, spentDir: map[string]float64{}, raised: map[string]float64{},
 		oneTurn: map[string]bool{}, turning: map[string]bool{}, since: map[string]time.Time{}}
+	d.idleTimeout.Store(int64(max(opts.IdleTimeout, 0)))
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -574,8 +576,8 @@ func (d *Daemon) takeSlot(ctx context.Context, a *actor, s *store.Session) error
 	w, ahead := d.slots.enqueue()
 	d.evictIdle()
 	bg := context.WithoutCancel(ctx)
-	a.status(bg, store.StatusQueued, fmt.Sprintf("waiting for one of %d running sessions to become idle (sessions.max_running); %d ahead", d.slots.max, ahead))
-	d.log.Info("session queued", "session", a.id, "ahead", ahead, "max_running", d.slots.max)
+	a.status(bg, store.StatusQueued, fmt.Sprintf("waiting for one of %d running sessions to become idle (sessions.max_running); %d ahead", d.slots.limit(), ahead))
+	d.log.Info("session queued", "session", a.id, "ahead", ahead, "max_running", d.slots.limit())
 	err := d.slots.wait(ctx, a.ctx.Done(), w)
 	if err == nil {
 		a.hasSlot = true
@@ -602,7 +604,7 @@ func (d *Daemon) takeSlot(ctx context.Context, a *actor, s *store.Session) error
 // evictIdle suspends the session idle the longest when a launch waits for
 // a slot and no eviction is already under way for it.
 func (d *Daemon) evictIdle() {
-	if d.slots.max <= 0 {
+	if d.slots.limit() <= 0 {
 		return
 	}
 	for d.slots.wantEviction() {
@@ -631,7 +633,7 @@ func (d *Daemon) suspendOldestIdle() bool {
 			return false
 		}
 		oldest.evicted.Store(true)
-		if oldest.suspend(fmt.Sprintf("suspended to make room for a queued session (sessions.max_running %d); the next prompt resumes it", d.slots.max)) {
+		if oldest.suspend(fmt.Sprintf("suspended to make room for a queued session (sessions.max_running %d); the next prompt resumes it", d.slots.limit())) {
 			return true
 		}
 		oldest.evicted.Store(false)
@@ -1002,7 +1004,7 @@ func (d *Daemon) Running() int {
 func (d *Daemon) Queued() int { return d.slots.queued() }
 
 // MaxRunning returns the cap on sessions with a live CLI, 0 for none.
-func (d *Daemon) MaxRunning() int { return d.slots.max }
+func (d *Daemon) MaxRunning() int { return d.slots.limit() }
 
 // Close ends every session's CLI and waits for them; the sessions become
 // interrupted (a later prompt or Resume continues them), not closed. It

@@ -11,9 +11,8 @@ import (
 // daemon suspends idle sessions to make room. A freed slot is handed to
 // the first in the queue, never taken by a newcomer ahead of it.
 type slots struct {
-	max int // 0: no limit
-
 	mu       sync.Mutex
+	max      int           // 0: no limit; guarded by mu (setMax changes it)
 	used     int           // slots held, the queue's granted ones included
 	queue    []*slotWaiter // in arrival order
 	evicting int           // idle sessions asked to make room, not gone yet
@@ -146,4 +145,27 @@ func (s *slots) close() {
 		close(w.ready) // not granted: wait sees closed
 	}
 	s.queue = nil
+}
+
+// limit returns the cap, 0 for none.
+func (s *slots) limit() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
+}
+
+// setMax changes the cap (0: none). A higher one grants the queue's first
+// waiters the slots it adds at once; a lower one takes no slot back: the
+// sessions running go on, and launches queue until enough have ended.
+func (s *slots) setMax(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.max = max(n, 0)
+	for len(s.queue) > 0 && !s.closed && (s.max == 0 || s.used < s.max) {
+		w := s.queue[0]
+		s.queue = s.queue[1:]
+		s.used++
+		w.granted = true
+		close(w.ready)
+	}
 }
