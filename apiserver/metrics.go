@@ -1,7 +1,13 @@
 package apiserver
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/claudectl/claudectl/store"
 )
 
 // MetricsPath is where the daemon serves its metrics in Prometheus' text
@@ -47,3 +53,59 @@ func refuseJSON(w http.ResponseWriter, msg string) {
 // AdminPath is the prefix of the operator's endpoints (internal/serve's
 // admin.go): claudectl backup, prune and reload call them.
 const AdminPath = "/v1/admin/"
+
+// AdminHandler serves h (the operator's endpoints: backup, prune,
+// reload) to the requests mayAdminister lets in, answers the others 403,
+// and enters each call in the audit trail of db (nil: none) as the API's
+// calls are: the action ("Backup", "Prune", "Reload"), who, and the
+// outcome.
+func AdminHandler(h http.Handler, db store.Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := IdentityOf(r.Context())
+		name := strings.TrimPrefix(r.URL.Path, AdminPath)
+		action := strings.ToUpper(name[:min(1, len(name))]) + name[min(1, len(name)):]
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		if !mayAdminister(r) {
+			refuseJSON(rec, action+" needs a token of the admin role that is not scoped to directories or a session")
+		} else {
+			h.ServeHTTP(rec, r)
+		}
+		if db == nil {
+			return
+		}
+		e := &store.AuditEntry{User: id.User, Token: id.Token, ClientKind: id.ClientKind, Remote: id.Remote,
+			Action: action, Detail: r.Method + " " + r.URL.Path, Outcome: "ok"}
+		if r.URL.RawQuery != "" {
+			e.Detail += "?" + r.URL.RawQuery
+		}
+		if rec.status != http.StatusOK {
+			e.Outcome = strconv.Itoa(rec.status) + " " + http.StatusText(rec.status)
+		}
+		if err := db.AddAudit(context.WithoutCancel(r.Context()), e); err != nil {
+			slog.Default().Warn("writing the audit trail failed", "action", e.Action, "user", e.User, "err", err)
+		}
+	})
+}
+
+// statusRecorder remembers the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection (the backup's
+// write deadlines).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// mayAdminister is the one place that says who may back up, prune and
+// reload the daemon: a token of the admin role over the whole daemon (the
+// daemon's own token is one). A backup is every transcript and the audit.
+func mayAdminister(r *http.Request) bool {
+	id := IdentityOf(r.Context())
+	return id.Role == RoleAdmin && !id.Scoped()
+}

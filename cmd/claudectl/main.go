@@ -16,17 +16,21 @@ func main() {
 
 func run() int {
 	// Ctrl-C is the commands' to handle (run interrupts the turn first);
-	// SIGTERM and SIGHUP cancel everything.
+	// so is SIGHUP (serve reloads its settings; for the others it is a
+	// hung-up terminal and cancels them); SIGTERM cancels everything.
 	interrupts := make(chan os.Signal, 4)
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	hangups := make(chan os.Signal, 4)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	// The first SIGTERM cancels ctx; a second one, while the command is
 	// still stopping, ends the process at once (the default action).
 	context.AfterFunc(ctx, stop)
 
-	code := cli.Main(ctx, &cli.Env{Interrupts: interrupts}, os.Args[1:])
+	code := cli.Main(ctx, &cli.Env{Interrupts: interrupts, Hangups: hangups}, os.Args[1:])
 	if ctx.Err() != nil && code != cli.ExitOK {
 		return 128 + int(syscall.SIGTERM) // terminated
 	}

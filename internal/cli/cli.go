@@ -26,6 +26,7 @@ const (
 	ExitNotFound    = 72  // the CLI is not installed (sysexits EX_OSFILE)
 	ExitConfig      = 78  // the CLI is too old (sysexits EX_CONFIG)
 	ExitInterrupted = 130 // stopped by Ctrl-C (128 + SIGINT)
+	ExitHangup      = 129 // stopped by SIGHUP (128 + SIGHUP): its terminal hung up
 )
 
 // Env is the world a command runs in. Main fills in the zero fields from the
@@ -60,6 +61,10 @@ type Env struct {
 
 	// Interrupts delivers one value per Ctrl-C (SIGINT). Nil means none.
 	Interrupts <-chan os.Signal
+	// Hangups delivers one value per SIGHUP: serve reloads its settings;
+	// for the other commands it is a hung-up terminal, and the
+	// dispatcher cancels them. Nil means none.
+	Hangups <-chan os.Signal
 }
 
 // withDefaults returns a copy of e with the zero fields filled in, and the
@@ -157,6 +162,13 @@ type interruptHandler interface {
 	handlesInterrupts()
 }
 
+// hangupHandler is implemented by commands that handle SIGHUP themselves
+// (through Env.Hangups: serve reloads); for the others the dispatcher
+// cancels ctx.
+type hangupHandler interface {
+	handlesHangups()
+}
+
 // Commands returns the subcommands, in the order the usage lists them.
 func Commands(env *Env) []Command {
 	return []Command{
@@ -183,6 +195,10 @@ func Commands(env *Env) []Command {
 		&TokensCommand{Env: env},
 		&WhoamiCommand{Env: env},
 		&AuditCommand{Env: env},
+		&PruneCommand{Env: env},
+		&BackupCommand{Env: env},
+		&RestoreCommand{Env: env},
+		&ReloadCommand{Env: env},
 		&VersionCommand{Env: env},
 		&CompletionCommand{Env: env},
 	}
@@ -259,7 +275,23 @@ func findCommand(cmds []Command, name string) Command {
 // runCommand runs c and turns its error into an exit status, printing the
 // error unless the command already reported it.
 func runCommand(ctx context.Context, env *Env, c Command, args []string) int {
-	var interrupted atomic.Bool
+	var interrupted, hungUp atomic.Bool
+	if _, ok := c.(hangupHandler); !ok && env.Hangups != nil {
+		// A hung-up terminal: cancel the command's context.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			select {
+			case <-env.Hangups:
+				hungUp.Store(true)
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	err := func() error {
 		if _, ok := c.(interruptHandler); ok || env.Interrupts == nil {
 			return c.Run(ctx, args)
@@ -286,6 +318,9 @@ func runCommand(ctx context.Context, env *Env, c Command, args []string) int {
 	code := exitCode(err)
 	if interrupted.Load() && code != ExitOK {
 		code = ExitInterrupted
+	}
+	if hungUp.Load() && code != ExitOK {
+		code = ExitHangup
 	}
 	if err != nil {
 		var se *statusError

@@ -31,6 +31,9 @@ func (*ServeCommand) Name() string { return "serve" }
 // exits at once.
 func (*ServeCommand) handlesInterrupts() {}
 
+// serve handles SIGHUP itself: it reloads the settings.
+func (*ServeCommand) handlesHangups() {}
+
 // Summary implements Command.
 func (*ServeCommand) Summary() string { return "run the daemon that hosts sessions (gRPC/Connect API)" }
 
@@ -136,8 +139,24 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	// StderrIsTerminal, not isTerminal(env.Stderr): withDefaults wrapped
 	// that stream, which is then never an *os.File.
 	tokenInURL := env.StderrIsTerminal()
+	// A reload reads the file again and applies the same flags over it.
+	var load func() (*serve.Settings, error)
+	if !demoMode {
+		load = func() (*serve.Settings, error) {
+			next, err := loadSettings(configPath, env.Getenv)
+			if err != nil {
+				return nil, err
+			}
+			if err := applyServeFlags(next, &f, fs); err != nil {
+				return nil, err
+			}
+			next.Env = withCLIEnv(next.Env, env.CLIEnv)
+			return next, nil
+		}
+	}
 	srv, err := serve.Start(ctx, cfg, &serve.Options{Getenv: env.Getenv, Stderr: env.Stderr, NoClientsNotice: dm != nil,
-		TokenInPageURL: tokenInURL, ClientFlags: func(url, token, tokenFile string) string { return clientFlagsFor(env.Getenv, url, token, tokenFile) }})
+		TokenInPageURL: tokenInURL, Load: load,
+		ClientFlags: func(url, token, tokenFile string) string { return clientFlagsFor(env.Getenv, url, token, tokenFile) }})
 	if err != nil {
 		var se *serve.StartError
 		if errors.As(err, &se) {
@@ -160,10 +179,19 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		dm.banner(env.Stderr, srv, cfg.DataDir, tokenInURL)
 	}
 	stopping := "SIGTERM"
-	select {
-	case <-ctx.Done():
-	case <-env.Interrupts:
-		stopping = "Ctrl-C"
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-env.Interrupts:
+			stopping = "Ctrl-C"
+			break wait
+		case <-env.Hangups:
+			// A bad file changes nothing; Reload logs why (and what needs
+			// a restart).
+			srv.Reload(ctx)
+		}
 	}
 	return shutdown(srv, env, stopping, ShutdownBound)
 }

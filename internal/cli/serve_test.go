@@ -51,9 +51,15 @@ func startServe(t *testing.T, getenv map[string]string, args ...string) *serving
 // when tty is set.
 func startServeTerm(t *testing.T, getenv map[string]string, tty bool, args ...string) *serving {
 	t.Helper()
+	return startServeWith(t, getenv, tty, nil, args...)
+}
+
+// startServeWith is startServeTerm with SIGHUPs delivered on hangups.
+func startServeWith(t *testing.T, getenv map[string]string, tty bool, hangups <-chan os.Signal, args ...string) *serving {
+	t.Helper()
 	var stdout, stderr lockedBuffer
 	env := &Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string { return getenv[k] },
-		StderrIsTerminal: func() bool { return tty }}
+		StderrIsTerminal: func() bool { return tty }, Hangups: hangups}
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
 	go func() { code <- Main(ctx, env, append([]string{"serve"}, args...)) }()

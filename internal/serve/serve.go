@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claudectl/claudectl/web"
@@ -78,6 +80,14 @@ type Options struct {
 	// address and the file are where it looks). Nil: the start-up notice
 	// names both.
 	ClientFlags func(url, token, tokenFile string) string
+	// Load reads the settings again for a reload (Server.Reload: SIGHUP,
+	// claudectl reload): the settings file, with the command's flags
+	// applied over it, as the command read them for Start. Nil: the
+	// daemon cannot reload.
+	Load func() (*Settings, error)
+	// RetentionInterval is how often store.retention is applied (0:
+	// DefaultRetentionInterval); tests shorten it.
+	RetentionInterval time.Duration
 	// TokenInPageURL prints the web page's address with the generated
 	// token in its fragment (the address that logs a browser in). Set it
 	// only when Stderr is a terminal: written to a log (a journal), the
@@ -112,6 +122,15 @@ type Server struct {
 	auth          *apiserver.Auth
 	metrics       *http.Server // metrics_listen's; nil without one
 	metricsServed chan error
+	service       *apiserver.Service
+	level         *slog.LevelVar           // log_level, which a reload changes
+	settings      atomic.Pointer[Settings] // in force (Settings)
+	load          func() (*Settings, error)
+	reloading     sync.Mutex // one Reload at a time
+	pruning       sync.Mutex // one Prune at a time
+	sqlitePath    string     // the SQLite store's file; "" on PostgreSQL
+	retainStop    chan struct{}
+	retainDone    chan struct{}
 	db            store.Store
 	broker        *permission.Broker
 	srv           *http.Server
@@ -149,7 +168,9 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	}
 	listen := cmp.Or(s.Listen, DefaultListen)
 	dataDir := cmp.Or(s.DataDir, DefaultDataDir(getenv))
-	log := NewLogger(stderr, s.LogFormat, s.LogLevel)
+	level := new(slog.LevelVar)
+	level.Set(s.LogLevel)
+	log := newLogger(stderr, s.LogFormat, level)
 
 	path, err := claude.FindBinary(&claude.FindOptions{Path: s.CLI, Env: getenv})
 	if err != nil {
@@ -186,7 +207,9 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if _, err := apiserver.NewServer(listen, http.NotFoundHandler(), serverOpts); err != nil {
 		return nil, err
 	}
-	srv := &Server{Log: log}
+	srv := &Server{Log: log, level: level, load: opts.Load}
+	cur := *s
+	srv.settings.Store(&cur)
 	defer func() {
 		if err != nil {
 			srv.Close()
@@ -209,6 +232,9 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	srv.db, srv.StoreLocation, err = openStore(ctx, s, dataDir, log)
 	if err != nil {
 		return nil, err
+	}
+	if p, ok := strings.CutPrefix(srv.StoreLocation, "sqlite "); ok {
+		srv.sqlitePath = p
 	}
 	srv.auth, err = apiserver.NewAuth(ctx, &apiserver.AuthOptions{Token: srv.Token, WorkerToken: s.WorkerToken, Store: srv.db,
 		Logger: log})
@@ -260,10 +286,11 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		return nil, err
 	}
 	metrics := newMetrics(srv.Daemon, srv.db, log)
-	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(&apiserver.Service{D: srv.Daemon, Page: web.Handler(), MaxStreams: s.MaxStreams,
+	srv.service = &apiserver.Service{D: srv.Daemon, Page: web.Handler(), MaxStreams: s.MaxStreams,
 		StreamWriteTimeout: s.StreamWriteTimeout, StreamUnsentBytes: s.StreamUnsentBytes, Logger: log,
 		StoreLocation: srv.StoreLocation, Auth: srv.auth, Store: srv.db, OIDC: signIn,
-		Metrics: apiserver.MetricsHandler(metrics)}), serverOpts)
+		Metrics: apiserver.MetricsHandler(metrics), Admin: srv.adminHandler()}
+	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(srv.service), serverOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +317,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 			srv.served <- hs.Serve(ln)
 		}
 	}()
+	srv.retainStop, srv.retainDone = make(chan struct{}), make(chan struct{})
+	go srv.retain(cmp.Or(opts.RetentionInterval, DefaultRetentionInterval), srv.retainStop, srv.retainDone)
 	log.Info("serving", "addr", srv.Addr, "tls", useTLS, "data_dir", dataDir, "store", srv.StoreLocation, "cli", path, "cli_version", v.String(),
 		"settings", cmp.Or(s.File, "none"))
 	switch {
@@ -330,6 +359,11 @@ func (s *Server) DB() store.Store { return s.db }
 // broker and the database. Idempotent.
 func (s *Server) Close() error {
 	var errs []error
+	if s.retainStop != nil {
+		close(s.retainStop)
+		<-s.retainDone
+		s.retainStop = nil
+	}
 	if s.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// Sessions first: that ends the Subscribe streams Shutdown waits for.
@@ -404,6 +438,11 @@ func scheme(useTLS bool) string {
 // NewLogger returns the daemon's logger: text lines, or one JSON object
 // per line when format is "json".
 func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	return newLogger(w, format, level)
+}
+
+// newLogger is NewLogger with a level that may change (a slog.LevelVar).
+func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 	o := &slog.HandlerOptions{Level: level}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, o))
@@ -476,3 +515,7 @@ func (srv *Server) serveMetrics(ctx context.Context, addr string, metrics http.H
 	srv.Log.Info("serving metrics", "addr", srv.MetricsAddr, "path", apiserver.MetricsPath, "token", token)
 	return nil
 }
+
+// Settings returns the settings in force: those Start was given, with
+// what reloads applied since.
+func (srv *Server) Settings() *Settings { return srv.settings.Load() }
