@@ -21,7 +21,7 @@ export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_HYDRA := $(TOOLS)/bin/hydra
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build install run demo grpcurl hydra test vet fmt cli bench generate clean fixtures parity-diff tmux sandbox web web-deps web-test chromium postgresql
+.PHONY: all build install run demo grpcurl hydra test vet fmt cli bench generate clean fixtures parity-diff tmux sandbox web web-deps web-test chromium postgresql systemd release
 
 all: build
 
@@ -114,11 +114,19 @@ vet:
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# The service units' test (contrib/systemd) runs systemd-analyze verify: systemd is installed
+# with apt-get when missing and root on Debian; elsewhere that test is skipped (and fails under
+# CI=true).
+systemd:
+	@command -v systemd-analyze >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		{ apt-get install -y -qq systemd || { apt-get update -qq && apt-get install -y -qq systemd; }; }; } || \
+		echo "systemd-analyze is missing: the service units' test will be skipped (install systemd)"
+
 # Every test with -race, one line per package as it ends (internal/tools/testsum), then the
 # 10,000-session release test, too slow under the race detector; the total time at the end.
 # Then the daemon's tests once more with every test daemon's store on PostgreSQL (a throwaway
 # server on loopback, store/postgres/pgtest).
-test: cli $(TOOLS)/bin/grpcurl $(TOOLS)/bin/hydra $(AGENT_SDK_DTS) tmux sandbox chromium postgresql web-test fmt vet
+test: cli $(TOOLS)/bin/grpcurl $(TOOLS)/bin/hydra $(AGENT_SDK_DTS) tmux sandbox chromium postgresql systemd web-test fmt vet
 	@start=$$(date +%s); \
 	GO=$(GO) $(GO) run ./internal/tools/testsum -race -count=1 ./... && \
 	GO=$(GO) $(GO) run ./internal/tools/testsum -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/ && \
@@ -187,5 +195,22 @@ generate: web-deps
 	PATH=$(TOOLS)/bin:$$PATH buf lint
 	rm -rf api/gen web/src/gen && PATH=$(TOOLS)/bin:$$PATH buf generate
 
+# make release VERSION=v0.4.0: static binaries for linux and darwin on amd64 and arm64 in
+# dist/VERSION/ (CGO off: the SQLite driver is pure Go, so they need no libc), the version
+# stamped (claudectl version, HealthDetails, the metrics' claudectl_build_info), with
+# SHA256SUMS beside them. They find the Claude Code CLI as go install's does (CLAUDE_BIN,
+# ~/.claude/local, /usr/local/bin, PATH): none is built in.
+RELEASE_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+release:
+	@case "$(VERSION)" in v[0-9]*.[0-9]*.[0-9]*) ;; *) echo "usage: make release VERSION=v0.x.y (got \"$(VERSION)\")"; exit 2;; esac
+	rm -rf dist/$(VERSION) && mkdir -p dist/$(VERSION)
+	@for p in $(RELEASE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; out=dist/$(VERSION)/claudectl-$(VERSION)-$$os-$$arch; \
+		echo "building $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath \
+			-ldflags "-s -w -X 'github.com/claudectl/claudectl/apiserver.stampedVersion=$(VERSION)'" \
+			-o $$out ./cmd/claudectl || exit 1; done
+	cd dist/$(VERSION) && { command -v sha256sum >/dev/null 2>&1 && sha256sum claudectl-* || shasum -a 256 claudectl-*; } > SHA256SUMS
+	@cat dist/$(VERSION)/SHA256SUMS
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

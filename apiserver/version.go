@@ -10,12 +10,20 @@ import (
 // package of its services, "claudectl.v1".
 var APIVersion = string(v1.File_claudectl_v1_claudectl_proto.Package())
 
-// BuildVersion returns claudectl's version from the build information of
-// the running program: the main module's version (a tag, or the pseudo
+// stampedVersion is the version make release stamps into its binaries:
+//
+//	go build -ldflags "-X github.com/claudectl/claudectl/apiserver.stampedVersion=v0.4.0"
+var stampedVersion string
+
+// BuildVersion returns claudectl's version: the one make release stamped,
+// else from the build information of the running program: the main module's version (a tag, or the pseudo
 // version go build stamps from the repository), else the repository's
 // revision and commit time ("+dirty" with uncommitted changes), else "dev"
 // (a test binary, or a build without version control information).
 func BuildVersion() string {
+	if stampedVersion != "" {
+		return stampedVersion
+	}
 	info, ok := debug.ReadBuildInfo()
 	return versionFrom(info, ok)
 }

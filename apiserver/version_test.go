@@ -38,3 +38,13 @@ func TestVersionFrom(t *testing.T) {
 		t.Errorf("Version = %q, BuildVersion() = %q: Health reports another version than claudectl version", Version, BuildVersion())
 	}
 }
+
+// TestStampedVersion: the version make release stamps wins over the
+// build information.
+func TestStampedVersion(t *testing.T) {
+	defer func(v string) { stampedVersion = v }(stampedVersion)
+	stampedVersion = "v0.4.0"
+	if got := BuildVersion(); got != "v0.4.0" {
+		t.Errorf("BuildVersion() = %q with v0.4.0 stamped", got)
+	}
+}
