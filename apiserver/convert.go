@@ -202,7 +202,11 @@ func eventToProto(ev *daemon.Event) *v1.Event {
 	case *daemon.PermissionModeChange:
 		out.Kind = &v1.Event_PermissionMode{PermissionMode: &v1.PermissionModeChange{Mode: b.Mode, Requested: b.Requested}}
 	case *daemon.Gap:
-		out.Kind = &v1.Event_Gap{Gap: &v1.Gap{Lost: b.Lost, From: timestamppb.New(b.From), To: timestamppb.New(b.To), Reason: b.Reason}}
+		g := &v1.Gap{Lost: b.Lost, Reason: b.Reason}
+		if !b.From.IsZero() { // zero: retention removed the events (no failure, no times)
+			g.From, g.To = timestamppb.New(b.From), timestamppb.New(b.To)
+		}
+		out.Kind = &v1.Event_Gap{Gap: g}
 	case *daemon.TextDelta:
 		out.Kind = &v1.Event_TextDelta{TextDelta: &v1.TextDelta{Text: b.Text, ParentToolUseId: b.ParentToolUseID}}
 	case *daemon.ToolUse:

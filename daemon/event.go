@@ -146,7 +146,10 @@ type Interrupted struct {
 
 // Gap: events of the session could not be stored (type "gap"): the store
 // failed between From and To, and Lost lines and events are missing before
-// this one. Logged once the store writes again.
+// this one. Logged once the store writes again. A replay of a session
+// whose events retention removed yields one in their place, never stored,
+// with From and To zero: it stands at the last removed seq, and Lost
+// counts them all (that one included).
 type Gap struct {
 	Lost   int64     `json:"lost"`
 	From   time.Time `json:"from"`

@@ -47,3 +47,48 @@ func TestSetMaxRunningStartsQueued(t *testing.T) {
 		t.Errorf("MaxRunning %d, Queued %d, Running %d; want 2, 0, 2", d.MaxRunning(), d.Queued(), d.Running())
 	}
 }
+
+// TestSubscribePrunedSession: a subscription to a session whose events
+// retention removed gets one gap event in their place, at the last removed
+// seq, then what the log holds after it (on either store engine).
+func TestSubscribePrunedSession(t *testing.T) {
+	td := daemontest.Start(t, nil)
+	d, ctx, db := td.D, td.Ctx, td.DB()
+	s := &store.Session{Cwd: t.TempDir(), Status: store.StatusIdle}
+	if err := db.CreateSession(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := db.Append(ctx, &store.Event{SessionID: s.ID, Direction: store.FromCLI, Type: "assistant", Raw: []byte(`{"type":"assistant"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := store.StatusClosed
+	if _, err := db.UpdateSession(ctx, s.ID, store.SessionUpdate{Status: &closed}); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := db.(store.Maintainer)
+	if !ok {
+		t.Fatalf("%T is not a store.Maintainer", db)
+	}
+	if ps, err := m.PruneEvents(ctx, time.Now().Add(time.Hour), false); err != nil || len(ps) != 1 {
+		t.Fatalf("PruneEvents = %+v, %v", ps, err)
+	}
+	var got []daemon.Event
+	for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	if len(got) != 1 {
+		t.Fatalf("Subscribe yielded %d events, want the gap alone", len(got))
+	}
+	g, ok := got[0].Body.(*daemon.Gap)
+	if !ok || got[0].Seq != 5 || g.Lost != 5 || !g.From.IsZero() || !strings.Contains(g.Reason, "retention") {
+		t.Errorf("the gap: seq %d, %+v", got[0].Seq, got[0].Body)
+	}
+	for ev, err := range d.Subscribe(ctx, s.ID, 5) {
+		t.Errorf("Subscribe after the removed events: %+v, %v; want nothing", ev, err)
+	}
+}

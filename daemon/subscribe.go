@@ -672,9 +672,27 @@ func (d *Daemon) follow(ctx context.Context, id string, last *int64, check bool,
 // *last. It reports false when the subscription is over (yield said stop,
 // or an error was yielded).
 func (d *Daemon) replay(ctx context.Context, id string, last *int64, yield func(Event, error) bool) bool {
+again:
 	for ev, err := range d.db.Events(ctx, id, *last) {
 		if errors.Is(err, store.ErrNotFound) {
 			err = &SessionNotFoundError{ID: id}
+		}
+		var pe *store.PrunedError
+		if errors.As(err, &pe) && pe.Through > *last {
+			// Retention removed the events asked for: a gap in their place,
+			// at the last removed seq, and the rest of the log after it.
+			gap, gerr := newEvent(id, &Gap{Lost: pe.Through - *last,
+				Reason: "removed by retention (store.retention.closed_sessions) after the session ended"})
+			if gerr != nil {
+				yield(Event{}, gerr)
+				return false
+			}
+			gap.Seq = pe.Through
+			*last = pe.Through
+			if !yield(gap, nil) {
+				return false
+			}
+			goto again
 		}
 		if err != nil {
 			yield(Event{}, err)

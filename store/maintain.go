@@ -59,9 +59,17 @@ type ReclaimReport struct {
 // or failed): what retention prunes.
 func (s SessionStatus) Ended() bool { return s == StatusClosed || s == StatusFailed }
 
-// PrunedError is the error of a replay from seq after of a session whose
-// events up to seq pruned retention removed: it wraps [ErrUnavailable].
-func PrunedError(after, pruned int64) error {
-	return fmt.Errorf("%w: events %d to %d of this session were removed by retention (store.retention.closed_sessions); "+
-		"its events after %d can be read", ErrUnavailable, after+1, pruned, pruned)
+// A PrunedError is the error of a replay from seq After of a session
+// whose events up to seq Through retention removed. It wraps
+// [ErrUnavailable]; the events after Through can be read.
+type PrunedError struct {
+	After, Through int64
 }
+
+func (e *PrunedError) Error() string {
+	return fmt.Sprintf("%v: events %d to %d of this session were removed by retention (store.retention.closed_sessions); "+
+		"its events after %d can be read", ErrUnavailable, e.After+1, e.Through, e.Through)
+}
+
+// Unwrap makes errors.Is(err, ErrUnavailable) true.
+func (e *PrunedError) Unwrap() error { return ErrUnavailable }

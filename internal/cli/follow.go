@@ -236,6 +236,10 @@ func (f *follower) handle(ctx context.Context, ev *v1.Event) bool {
 		if !f.asJSON {
 			g := k.Gap
 			f.endLine()
+			if g.GetFrom() == nil { // not a failure: retention removed them
+				fmt.Fprintf(f.env.Stderr, "claudectl: %d earlier events of this session are gone: %s\n", g.GetLost(), g.GetReason())
+				break
+			}
 			fmt.Fprintf(f.env.Stderr, "claudectl: warning: %d events of this session were lost between %s and %s: %s\n",
 				g.GetLost(), g.GetFrom().AsTime().Local().Format(time.TimeOnly), g.GetTo().AsTime().Local().Format(time.TimeOnly), g.GetReason())
 		}

@@ -123,6 +123,11 @@ func TestPruneRemovesWhatItListed(t *testing.T) {
 			t.Errorf("session %s kept %d events, want %d", s.ID, len(evs), n)
 		}
 	}
+	// attach shows what is left, saying what retention removed.
+	o = claudectl(t, inv, "attach", "--server", url, old.ID)
+	if o.code != 0 || !strings.Contains(o.stderr, "7 earlier events of this session are gone: removed by retention") {
+		t.Errorf("attach to a pruned session: exit %d: %s", o.code, o.stderr)
+	}
 	o = claudectl(t, inv, append([]string{"prune"}, args...)...)
 	if o.code != 0 || !strings.Contains(o.stdout, "Removed the events of 0 sessions") {
 		t.Errorf("a second prune:\n%s%s", o.stdout, o.stderr)

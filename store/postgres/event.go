@@ -205,7 +205,7 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 			fail(fmt.Errorf("%w: after seq %d, the log ends at %d", store.ErrUnavailable, after, last))
 			return
 		case after < pruned:
-			fail(store.PrunedError(after, pruned))
+			fail(&store.PrunedError{After: after, Through: pruned})
 			return
 		case after < last && (len(page) == 0 || page[0].Seq > after+1):
 			at := last + 1

@@ -231,7 +231,7 @@ func (db *DB) Events(ctx context.Context, id string, after int64) iter.Seq2[stor
 			fail(fmt.Errorf("%w: after seq %d, the log ends at %d", store.ErrUnavailable, after, last.Int64))
 			return
 		case after < pruned:
-			fail(store.PrunedError(after, pruned))
+			fail(&store.PrunedError{After: after, Through: pruned})
 			return
 		case after < last.Int64 && first.Int64 > after+1:
 			fail(fmt.Errorf("%w: the log resumes at %d, not %d", store.ErrUnavailable, first.Int64, after+1))

@@ -34,6 +34,14 @@ describe("Log", () => {
     expect(l.events.map((e) => e.seq)).toEqual([1n, 2n, 3n]);
     expect(l.last).toBe(3n);
   });
+  test("a gap event stands for the events retention removed before it", () => {
+    const l = new Log();
+    const gap = create(EventSchema, { seq: 7n, kind: { case: "gap", value: { lost: 7n, reason: "removed by retention" } } });
+    expect(l.apply(gap)).toBe("added");
+    expect(l.apply(delta(8, "after"))).toBe("added");
+    expect(l.last).toBe(8n);
+    expect(buildConversation(l.events)[0]).toMatchObject({ kind: "notice", text: "7 earlier events are gone: removed by retention", level: "info" });
+  });
 });
 
 describe("sessions and inbox", () => {

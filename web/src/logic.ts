@@ -33,10 +33,12 @@ export class Log {
     return this.events.length ? this.events[this.events.length - 1].seq : 0n;
   }
   // apply returns "added", "duplicate" (already had it) or "gap" (an
-  // event is missing before it: resubscribe from last).
+  // event is missing before it: resubscribe from last). A gap event
+  // further on is taken: it stands for the events missing before it (those
+  // retention removed, which no resubscription would bring).
   apply(ev: Event): "added" | "duplicate" | "gap" {
     if (ev.seq <= this.last) return "duplicate";
-    if (ev.seq !== this.last + 1n) return "gap";
+    if (ev.seq !== this.last + 1n && ev.kind.case !== "gap") return "gap";
     this.events.push(ev);
     return "added";
   }
@@ -208,7 +210,9 @@ export function buildConversation(events: Event[]): Item[] {
         items.push({ kind: "notice", seq: ev.seq, text: modeChangeText(k.value.mode, k.value.requested), level: "info" });
         break;
       case "gap":
-        items.push({ kind: "notice", seq: ev.seq, text: `${k.value.lost} events could not be stored: ${k.value.reason}`, level: "error" });
+        items.push(k.value.from // a store's failure; none: retention removed them
+          ? { kind: "notice", seq: ev.seq, text: `${k.value.lost} events could not be stored: ${k.value.reason}`, level: "error" }
+          : { kind: "notice", seq: ev.seq, text: `${k.value.lost} earlier events are gone: ${k.value.reason}`, level: "info" });
         break;
       default:
         continue; // status changes and warnings do not end a streamed text
