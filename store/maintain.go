@@ -21,9 +21,10 @@ type Maintainer interface {
 	// wrapping [ErrUnavailable] that says retention removed the events.
 	// With dryRun it removes nothing and returns what it would remove.
 	PruneEvents(ctx context.Context, before time.Time, dryRun bool) ([]PrunedSession, error)
-	// PruneDecisions removes the audit entries decided before before and
+	// PruneAudit removes the audit trail's entries made before before —
+	// permission decisions (Decisions) and clients' actions (Audit) — and
 	// returns how many there were; with dryRun it only counts them.
-	PruneDecisions(ctx context.Context, before time.Time, dryRun bool) (int64, error)
+	PruneAudit(ctx context.Context, before time.Time, dryRun bool) (int64, error)
 	// Reclaim returns the space the removals freed to the system where the
 	// engine can do so while serving (SQLite's incremental vacuum, in
 	// short steps between the writer's commits) and returns how many bytes

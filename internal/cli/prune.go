@@ -25,11 +25,13 @@ const pruneUsage = `Usage: claudectl prune [flags]
 
 Asks the daemon to apply its retention now, as it does every hour: the
 events of the sessions that ended (closed or failed) longer ago than
-store.retention's closed_sessions are removed, and the audit entries older
-than its audit. The sessions stay listed with their usage, and the audit
-trail keeps the decisions made in them; their events cannot be replayed
-(claudectl attach says so). On SQLite the file gives the space back as it
-goes (incremental vacuum). With --dry-run it lists what it would remove
+store.retention's closed_sessions are removed, and the audit trail's
+entries (permission decisions, clients' actions) older than its audit. The
+sessions stay listed with their usage, and the audit trail keeps what was
+decided and done in them until its own retention; claudectl attach shows
+what is left of their events, saying how many were removed. On SQLite the
+file gives the space back as it goes (incremental vacuum). It needs a
+token of the admin role. With --dry-run it lists what it would remove
 and removes nothing; without, it lists what it removed: the same list, when
 nothing ended in between.
 

@@ -106,7 +106,7 @@ func (srv *Server) Prune(ctx context.Context, o PruneOptions) (*PruneReport, err
 	}
 	if r.Audit > 0 {
 		rep.Audit, rep.AuditBefore = FormatDays(r.Audit), now.Add(-r.Audit).UTC()
-		n, err := m.PruneDecisions(ctx, rep.AuditBefore, o.DryRun)
+		n, err := m.PruneAudit(ctx, rep.AuditBefore, o.DryRun)
 		rep.AuditEntries = n
 		if err != nil {
 			return rep, err

@@ -177,33 +177,46 @@ func (db *DB) execCount(ctx context.Context, q string, args ...any) (int64, erro
 	return tag.RowsAffected(), err
 }
 
-// PruneDecisions implements [store.Maintainer], a few thousand entries
-// per statement.
-func (db *DB) PruneDecisions(ctx context.Context, before time.Time, dryRun bool) (_ int64, err error) {
-	defer wrap(&err, "postgres: PruneDecisions")
+// auditTables are the audit trail's tables and their time columns:
+// the permission decisions and the clients' actions.
+var auditTables = [][2]string{{"decisions", "decided_at"}, {"audit", "at"}}
+
+// PruneAudit implements [store.Maintainer], a few thousand entries per
+// statement.
+func (db *DB) PruneAudit(ctx context.Context, before time.Time, dryRun bool) (_ int64, err error) {
+	defer wrap(&err, "postgres: PruneAudit")
 	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return 0, err
 	}
-	if dryRun {
-		ctx, cancel := db.ctx(ctx)
-		defer cancel()
-		var n int64
-		err := db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM decisions WHERE decided_at < $1`, before.UnixNano()).Scan(&n)
-		return n, err
-	}
 	var total int64
-	for {
-		n, err := db.execCount(ctx, `DELETE FROM decisions WHERE id IN
-			(SELECT id FROM decisions WHERE decided_at < $1 LIMIT 4096)`, before.UnixNano())
-		if err != nil {
-			return total, err
+	for _, t := range auditTables {
+		if dryRun {
+			var n int64
+			err := func() error {
+				ctx, cancel := db.ctx(ctx)
+				defer cancel()
+				return db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM `+t[0]+` WHERE `+t[1]+` < $1`, before.UnixNano()).Scan(&n)
+			}()
+			if err != nil {
+				return total, err
+			}
+			total += n
+			continue
 		}
-		total += n
-		if n == 0 {
-			return total, nil
+		for {
+			n, err := db.execCount(ctx, `DELETE FROM `+t[0]+` WHERE id IN
+				(SELECT id FROM `+t[0]+` WHERE `+t[1]+` < $1 LIMIT 4096)`, before.UnixNano())
+			if err != nil {
+				return total, err
+			}
+			total += n
+			if n == 0 {
+				break
+			}
 		}
 	}
+	return total, nil
 }
 
 // Reclaim implements [store.Maintainer]: PostgreSQL's autovacuum makes

@@ -155,32 +155,42 @@ func (db *DB) pruneSession(ctx context.Context, id string, before time.Time) (st
 const deleteChunksSQL = `DELETE FROM event_chunks WHERE id IN
 	(SELECT id FROM event_chunks WHERE session = ?1 AND last_seq <= ?2 LIMIT ?3)`
 
-// PruneDecisions implements [store.Maintainer], a few thousand entries
-// per transaction.
-func (db *DB) PruneDecisions(ctx context.Context, before time.Time, dryRun bool) (_ int64, err error) {
-	defer wrap(&err, "sqlite: PruneDecisions")
+// auditTables are the audit trail's tables and their time columns:
+// the permission decisions and the clients' actions.
+var auditTables = [][2]string{{"decisions", "decided_at"}, {"audit", "at"}}
+
+// PruneAudit implements [store.Maintainer], a few thousand entries per
+// transaction.
+func (db *DB) PruneAudit(ctx context.Context, before time.Time, dryRun bool) (_ int64, err error) {
+	defer wrap(&err, "sqlite: PruneAudit")
 	defer db.health.Track(ctx, &err)
 	if err := db.check(); err != nil {
 		return 0, err
 	}
-	if dryRun {
-		var n int64
-		err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM decisions WHERE decided_at < ?`, before.UnixNano()).Scan(&n)
-		return n, err
-	}
 	var total int64
-	for {
-		res, err := db.w.ExecContext(ctx, `DELETE FROM decisions WHERE id IN
-			(SELECT id FROM decisions WHERE decided_at < ? LIMIT 4096)`, before.UnixNano())
-		if err != nil {
-			return total, err
+	for _, t := range auditTables {
+		if dryRun {
+			var n int64
+			if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t[0]+` WHERE `+t[1]+` < ?`, before.UnixNano()).Scan(&n); err != nil {
+				return total, err
+			}
+			total += n
+			continue
 		}
-		n, _ := res.RowsAffected()
-		total += n
-		if n == 0 {
-			return total, nil
+		for {
+			res, err := db.w.ExecContext(ctx, `DELETE FROM `+t[0]+` WHERE id IN
+				(SELECT id FROM `+t[0]+` WHERE `+t[1]+` < ? LIMIT 4096)`, before.UnixNano())
+			if err != nil {
+				return total, err
+			}
+			n, _ := res.RowsAffected()
+			total += n
+			if n == 0 {
+				break
+			}
 		}
 	}
+	return total, nil
 }
 
 // Reclaim implements [store.Maintainer]: with incremental vacuum (every

@@ -103,17 +103,23 @@ func retention(t *testing.T, s store.Store) {
 		t.Errorf("PruneEvents again = %+v, %v; want none", again, err)
 	}
 
-	if n, err := m.PruneDecisions(ctx, later, true); err != nil || n != 2 {
-		t.Errorf("PruneDecisions dry run = %d, %v; want 2", n, err)
+	if err := s.AddAudit(ctx, &store.AuditEntry{User: "alice", Token: "laptop", Action: "Decide"}); err != nil {
+		t.Fatal(err)
 	}
-	if n, err := m.PruneDecisions(ctx, time.Now().Add(-time.Hour), false); err != nil || n != 0 {
-		t.Errorf("PruneDecisions of an hour ago = %d, %v; want 0", n, err)
+	if n, err := m.PruneAudit(ctx, later, true); err != nil || n != 3 {
+		t.Errorf("PruneAudit dry run = %d, %v; want 3 (2 decisions, 1 action)", n, err)
 	}
-	if n, err := m.PruneDecisions(ctx, later, false); err != nil || n != 2 {
-		t.Errorf("PruneDecisions = %d, %v; want 2", n, err)
+	if n, err := m.PruneAudit(ctx, time.Now().Add(-time.Hour), false); err != nil || n != 0 {
+		t.Errorf("PruneAudit of an hour ago = %d, %v; want 0", n, err)
+	}
+	if n, err := m.PruneAudit(ctx, later, false); err != nil || n != 3 {
+		t.Errorf("PruneAudit = %d, %v; want 3", n, err)
 	}
 	if ds, err := s.Decisions(ctx, store.DecisionFilter{}); err != nil || len(ds) != 0 {
 		t.Errorf("Decisions after pruning: %d, %v; want none", len(ds), err)
+	}
+	if es, err := s.Audit(ctx, store.AuditFilter{}); err != nil || len(es) != 0 {
+		t.Errorf("Audit after pruning: %d, %v; want none", len(es), err)
 	}
 	if _, err := m.Reclaim(ctx); err != nil {
 		t.Errorf("Reclaim: %v", err)
