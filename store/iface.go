@@ -81,6 +81,17 @@ type Store interface {
 	RaiseBudget(ctx context.Context, r *BudgetRaise) error
 	// BudgetRaises returns the raises of day and those of sessions (Day "").
 	BudgetRaises(ctx context.Context, day string) ([]*BudgetRaise, error)
+	// UsageSince returns the ledger entries of every session made at or
+	// after since, oldest first, at most limit of them (the newest are
+	// left out past it); each with its SessionID.
+	UsageSince(ctx context.Context, since time.Time, limit int) ([]*UsageRecord, error)
+
+	// Search returns the events of every session (or of q.SessionID) whose
+	// indexed text holds every word of q, newest first (see SearchQuery).
+	// Events are indexed in the background, off the writer's path: an
+	// event is found a moment after it is stored, not at once. Errors
+	// wrap ErrInvalid for a query ParseSearch refuses.
+	Search(ctx context.Context, q SearchQuery) ([]*SearchHit, error)
 
 	// CreateRule stores a permission rule, setting its ID (that of an
 	// equal rule if one is stored). It fails with a *LimitError when the

@@ -96,6 +96,13 @@ type Session struct {
 	// QueuedPrompts counts the prompts the session keeps while a spend
 	// cap holds it (see QueuePrompt). Read-only.
 	QueuedPrompts int64
+	// Title is the title Claude Code gave the session (its last
+	// system/session_title_changed: --name, a rename), and FirstPrompt the
+	// first prompt sent to it (its first line, clipped), which stands for
+	// a title until it has one. Read-only: the store's search indexer sets
+	// them from the log, a moment after the events are stored.
+	Title       string
+	FirstPrompt string
 	// Owner is the daemon holding the session's lease and LeaseUntil when
 	// that lease expires unless renewed, in a store shared by several
 	// daemons (store.Leaser); empty otherwise. Read-only.

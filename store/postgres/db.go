@@ -121,6 +121,7 @@ type DB struct {
 	ttls    map[string]int64 // guarded by leaseMu: their lease times, in nanoseconds
 
 	listen listener // LISTEN for other daemons' events (WatchEvents)
+	ix     *indexer // the search indexer (search.go)
 	logger *slog.Logger
 
 	closed    atomic.Bool
@@ -246,6 +247,7 @@ func Open(ctx context.Context, url string, opts *Options) (_ *DB, err error) {
 		maxTokens: cmp.Or(o.MaxTokens, store.MaxTokens), maxUsers: cmp.Or(o.MaxUsers, store.MaxUsers), timeout: o.WriteTimeout, retryFor: o.RetryFor, health: h, server: server, owner: o.Owner,
 		fences: make(map[string]int64), ttls: make(map[string]int64), logger: cmp.Or(o.Logger, slog.Default())}
 	db.app = newAppender(db, o.MaxBatch)
+	db.ix = newIndexer(db)
 	return db, nil
 }
 
@@ -292,6 +294,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, to int) error {
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.closed.Store(true)
+		db.ix.close()
 		db.app.close()
 		db.listen.stop()
 		db.pool.Close()

@@ -28,7 +28,9 @@ const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, stat
 	error, worker, parent_id, last_seq, owner, lease_until, relay_worker, relay_session, relay_received,
 	relay_sent, relay_since, relay_secret_hash, worktree_path, worktree_branch, worktree_base_branch,
 	worktree_base_commit, worktree_repo, worktree_discarded,
-	(SELECT COUNT(*) FROM queued_prompts WHERE session_id = sessions.id)`
+	(SELECT COUNT(*) FROM queued_prompts WHERE session_id = sessions.id),
+	COALESCE((SELECT title FROM search_progress p WHERE p.session = sessions.pk), ''),
+	COALESCE((SELECT first_prompt FROM search_progress p WHERE p.session = sessions.pk), '')`
 
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var (
@@ -43,7 +45,7 @@ func scanSession(row pgx.Row) (*store.Session, error) {
 		&s.Error, &s.Worker, &s.ParentID, &s.LastSeq, &s.Owner, &leaseUntil,
 		&s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.Relay.SecretHash,
 		&s.Worktree.Path, &s.Worktree.Branch, &s.Worktree.BaseBranch, &s.Worktree.BaseCommit, &s.Worktree.Repo, &s.Worktree.Discarded,
-		&s.QueuedPrompts)
+		&s.QueuedPrompts, &s.Title, &s.FirstPrompt)
 	if err != nil {
 		return nil, err
 	}

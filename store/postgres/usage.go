@@ -111,14 +111,22 @@ func (db *DB) Usage(ctx context.Context, id string) (_ []*store.UsageRecord, err
 			return nil, err
 		}
 		r.Time = fromNanos(t)
-		if models != "{}" {
-			if err := json.Unmarshal([]byte(models), &r.Models); err != nil {
-				return nil, fmt.Errorf("turn %d: models: %w", r.Turn, err)
-			}
+		if err := decodeModels(models, r); err != nil {
+			return nil, err
 		}
 		recs = append(recs, r)
 	}
 	return recs, rows.Err()
+}
+
+// decodeModels sets r.Models from the models column.
+func decodeModels(models string, r *store.UsageRecord) error {
+	if models != "{}" {
+		if err := json.Unmarshal([]byte(models), &r.Models); err != nil {
+			return fmt.Errorf("session %s turn %d: models: %w", r.SessionID, r.Turn, err)
+		}
+	}
+	return nil
 }
 
 // readCumulative reads the cumulative counters q selects; found is false

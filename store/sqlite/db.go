@@ -132,6 +132,7 @@ type DB struct {
 	reads      readStmts
 	app        *appender
 	cp         *checkpointer
+	ix         *indexer // the search indexer (search.go)
 	maxPayload int
 	maxRules   int
 	maxTokens  int
@@ -205,6 +206,7 @@ type migration struct {
 // migrationSteps are the Go parts of migrations, by version.
 var migrationSteps = map[int]func(ctx context.Context, tx *sql.Tx) error{
 	4: convertEvents,
+	12: indexExisting,
 }
 
 // migrations returns the embedded migrations in order. Their files are
@@ -363,8 +365,10 @@ func Open(ctx context.Context, path string, opts *Options) (_ *DB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules),
-		maxTokens: cmp.Or(o.MaxTokens, store.MaxTokens), maxUsers: cmp.Or(o.MaxUsers, store.MaxUsers), health: h, path: path}, nil
+	db := &DB{w: w, r: r, reads: reads, app: app, cp: cp, maxPayload: o.MaxPayloadBytes, maxRules: cmp.Or(o.MaxRules, store.MaxRules),
+		maxTokens: cmp.Or(o.MaxTokens, store.MaxTokens), maxUsers: cmp.Or(o.MaxUsers, store.MaxUsers), health: h, path: path}
+	db.ix = newIndexer(db, cp)
+	return db, nil
 }
 
 // migrate applies the migrations the database lacks, in one transaction,
@@ -447,6 +451,7 @@ func migrateTo(ctx context.Context, conn *sql.Conn, to int) error {
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.closed.Store(true)
+		db.ix.close()
 		db.app.close()
 		db.closeErr = errors.Join(db.cp.close(), db.reads.close(), db.r.Close(), db.w.Close())
 	})

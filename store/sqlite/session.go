@@ -16,7 +16,7 @@ import (
 const sessionColumns = `id, claude_session_id, cwd, model, permission_mode, status, options, budget_usd, process,
 	turns, cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at, updated_at,
 	error, worker, parent_id, relay_worker, relay_session, relay_received, relay_sent, relay_since, relay_secret_hash,
-	worktree_path, worktree_branch, worktree_base_branch, worktree_base_commit, worktree_repo, worktree_discarded,
+	worktree_path, worktree_branch, worktree_base_branch, worktree_base_commit, worktree_repo, worktree_discarded, title, first_prompt,
 	` + queuedSQL + `, ` + lastSeqSQL
 
 // queuedSQL counts the prompts the session of a row of sessions keeps.
@@ -40,7 +40,7 @@ func scanSession(row scanner) (*store.Session, error) {
 		&s.Totals.OutputTokens, &s.Totals.CacheReadTokens, &s.Totals.CacheWriteTokens, &created, &updated,
 		&s.Error, &s.Worker, &s.ParentID, &s.Relay.Worker, &s.Relay.Session, &s.Relay.Received, &s.Relay.Sent, &s.Relay.Since, &s.Relay.SecretHash,
 		&s.Worktree.Path, &s.Worktree.Branch, &s.Worktree.BaseBranch, &s.Worktree.BaseCommit, &s.Worktree.Repo, &s.Worktree.Discarded,
-		&s.QueuedPrompts, &s.LastSeq)
+		&s.Title, &s.FirstPrompt, &s.QueuedPrompts, &s.LastSeq)
 	if err != nil {
 		return nil, err
 	}

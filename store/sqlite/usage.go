@@ -160,3 +160,41 @@ func (db *DB) Usage(ctx context.Context, id string) (_ []*store.UsageRecord, err
 	}
 	return recs, rows.Err()
 }
+
+// UsageSince returns the ledger entries of every session made at or after
+// since, oldest first, at most limit (0: no limit).
+func (db *DB) UsageSince(ctx context.Context, since time.Time, limit int) (_ []*store.UsageRecord, err error) {
+	defer wrap(&err, "sqlite: UsageSince")
+	defer db.health.TrackRead(ctx, &err)
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT session_id, turn, process, event_seq, time, subtype, is_error, duration_ms,
+		cost_usd, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, models
+		FROM usage WHERE time >= ? ORDER BY time, session_id, turn LIMIT ?`, since.UnixNano(), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var recs []*store.UsageRecord
+	for rows.Next() {
+		r := &store.UsageRecord{}
+		var t int64
+		var models string
+		if err := rows.Scan(&r.SessionID, &r.Turn, &r.Process, &r.EventSeq, &t, &r.Subtype, &r.IsError, &r.DurationMS,
+			&r.CostUSD, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens, &models); err != nil {
+			return nil, err
+		}
+		r.Time = fromNanos(t)
+		if models != "{}" {
+			if err := json.Unmarshal([]byte(models), &r.Models); err != nil {
+				return nil, fmt.Errorf("session %s turn %d: models: %w", r.SessionID, r.Turn, err)
+			}
+		}
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
+}

@@ -60,6 +60,9 @@ func Run(t *testing.T, open func(t *testing.T, o Options) store.Store) {
 		{"TokenLimit", tokenLimit, Options{MaxTokens: tokenLimitTokens}},
 		{"Audit", audit, Options{}},
 		{"Retention", retention, Options{}},
+		{"Search", search, Options{}},
+		{"SearchAfterDelete", searchAfterDelete, Options{}},
+		{"UsageSince", usageSince, Options{}},
 		{"Close", closeStore, Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
