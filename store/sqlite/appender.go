@@ -199,7 +199,7 @@ const lookupSQL = `SELECT pk, ` + lastSeqSQL + ` FROM sessions WHERE id = ?`
 // are prepared at their first run.
 func (a *appender) prepareKnown(ctx context.Context) error {
 	status := store.StatusIdle
-	known := []string{sqlBegin, sqlCommit, sqlRollback, insertChunkSQL, lookupSQL,
+	known := []string{sqlBegin, sqlCommit, sqlRollback, insertChunkSQL, queueChunkSQL, lookupSQL,
 		first(updateSQL(store.SessionUpdate{Status: &status}, time.Time{}, "")),
 		first(updateSQL(store.SessionUpdate{Status: &status, Error: new(string)}, time.Time{}, "")),
 		first(updateSQL(store.SessionUpdate{ClaudeSessionID: new(string)}, time.Time{}, "")),
@@ -354,6 +354,12 @@ func (a *appender) writeTx(ctx context.Context, tx *rawConn, live []*appendReque
 			if _, err := tx.exec(ctx, insertChunkSQL, c.PK, c.First, c.Last, c.Buf); err != nil {
 				a.dropChunks()
 				return err
+			}
+			if c.Text { // for the search indexer (search.go)
+				if _, err := tx.exec(ctx, queueChunkSQL); err != nil {
+					a.dropChunks()
+					return err
+				}
 			}
 			c.Reset(c.PK, c.Last+1)
 		}

@@ -14,18 +14,22 @@ import (
 
 // Search: the text of each event worth finding (store/internal/searchtext)
 // is kept in search_docs with an FTS5 index over it (migration 12). The
-// indexer fills them in the background, from the chunks the writer
-// committed, on the write connection between two of the writer's
-// batches: the writer never decodes a line for the index, and under a
-// burst of lines the indexer waits for a quiet moment (at most
-// indexMaxGap), then takes its batch in one short transaction.
+// writer only queues, in search_queue, the chunks holding an event the
+// index may take (a test of each event's type: searchtext.Indexable);
+// the indexer decodes them and fills the index in the background, on the
+// write connection between two of the writer's batches, waiting for a
+// quiet moment of the writer (at most indexMaxGap), in short
+// transactions.
 
-// When the indexer looks for chunks to index: every indexTick while the
-// writer is quiet, at least every indexMaxGap while it is busy; it takes
-// indexChunks chunks a transaction.
+// When the indexer looks for chunks to index: once the writer has been
+// quiet (no commit, nothing queued) for indexQuiet, looking every
+// indexTick; while the writer never is, every indexMaxGap at least (how
+// late search may be under a sustained burst). It takes indexChunks chunks
+// a transaction.
 const (
-	indexTick   = 100 * time.Millisecond
-	indexMaxGap = time.Second
+	indexTick   = 25 * time.Millisecond
+	indexQuiet  = 50 * time.Millisecond
+	indexMaxGap = 3 * time.Second
 	indexChunks = 256
 )
 
@@ -62,12 +66,16 @@ func (ix *indexer) run() {
 	t := time.NewTicker(indexTick)
 	defer t.Stop()
 	last := time.Now()
+	commits, quietSince := ix.cp.commits.Load(), time.Now()
 	for {
 		select {
 		case <-ix.stop:
 			return
 		case <-t.C:
-			if !ix.cp.writerIdle.Load() && time.Since(last) < indexMaxGap {
+			if n := ix.cp.commits.Load(); n != commits || !ix.cp.writerIdle.Load() {
+				commits, quietSince = n, time.Now()
+			}
+			if time.Since(quietSince) < indexQuiet && time.Since(last) < indexMaxGap {
 				continue
 			}
 		case <-ix.poke:
@@ -91,16 +99,14 @@ type doc struct {
 	searchtext.Doc
 }
 
-// step indexes the next chunks after the mark and returns how many it
+// step indexes the next chunks of the queue and returns how many it
 // read.
 func (ix *indexer) step(ctx context.Context) (int, error) {
 	db := ix.db
-	var mark int64
-	if err := db.r.QueryRowContext(ctx, `SELECT last_chunk FROM search_state`).Scan(&mark); err != nil {
-		return 0, err
-	}
-	docs, top, n, err := readDocs(ctx, db.r, mark, indexChunks)
-	if err != nil || n == 0 {
+	docs, ids, err := readDocs(ctx, db.r, `SELECT c.id, c.session, s.id, c.first_seq, c.events
+		FROM search_queue q JOIN event_chunks c ON c.id = q.chunk JOIN sessions s ON s.pk = c.session
+		ORDER BY q.chunk LIMIT ?`, indexChunks)
+	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
 	tx, err := db.w.BeginTx(ctx, nil)
@@ -108,26 +114,19 @@ func (ix *indexer) step(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer tx.Rollback()
-	// A session deleted meanwhile may have taken the mark back (its
-	// chunks' ids may be given again): index from there next time.
-	var now int64
-	if err := tx.QueryRowContext(ctx, `SELECT last_chunk FROM search_state`).Scan(&now); err != nil {
-		return 0, err
-	}
-	if now != mark {
-		return 0, nil
-	}
 	if err := writeDocs(ctx, tx, docs); err != nil {
 		return 0, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE search_state SET last_chunk = ?`, top); err != nil {
-		return 0, err
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM search_queue WHERE chunk = ?`, id); err != nil {
+			return 0, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, err
 	}
 	ix.passes.Add(1)
-	return n, nil
+	return len(ids), nil
 }
 
 // querier is what readDocs and writeDocs need of a *sql.DB or *sql.Tx.
@@ -136,26 +135,25 @@ type querier interface {
 	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
 }
 
-// readDocs reads up to limit chunks after chunk id mark and returns the
-// documents of their events, the id of the last chunk read and how many
-// were read.
-func readDocs(ctx context.Context, q querier, mark int64, limit int) (docs []doc, top int64, n int, err error) {
-	rows, err := q.QueryContext(ctx, `SELECT c.id, c.session, s.id, c.first_seq, c.events
-		FROM event_chunks c JOIN sessions s ON s.pk = c.session WHERE c.id > ? ORDER BY c.id LIMIT ?`, mark, limit)
+// readDocs reads the chunks query selects (id, session pk, session id,
+// first seq, events) and returns the documents of their events and the
+// chunks' ids.
+func readDocs(ctx context.Context, q querier, query string, args ...any) (docs []doc, ids []int64, err error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var (
 			id, pk, first int64
 			sid           string
-			data          []byte
+			data          sql.RawBytes // decoded before the next row: no copy
 		)
 		if err := rows.Scan(&id, &pk, &sid, &first, &data); err != nil {
-			return nil, 0, 0, err
+			return nil, nil, err
 		}
-		top, n = id, n+1
+		ids = append(ids, id)
 		// A damaged chunk is left out of the index, not allowed to stop it.
 		_ = decodeChunk(sid, first, data, first, func(ev store.Event) bool {
 			if d := searchtext.Extract(&ev); d.Kind != "" || d.Title != "" {
@@ -164,7 +162,7 @@ func readDocs(ctx context.Context, q querier, mark int64, limit int) (docs []doc
 			return true
 		})
 	}
-	return docs, top, n, rows.Err()
+	return docs, ids, rows.Err()
 }
 
 // writeDocs stores docs (those of a session deleted meanwhile are left
@@ -197,20 +195,19 @@ func writeDocs(ctx context.Context, q querier, docs []doc) error {
 func indexExisting(ctx context.Context, tx *sql.Tx) error {
 	var mark int64
 	for {
-		docs, top, n, err := readDocs(ctx, tx, mark, 1024)
+		docs, ids, err := readDocs(ctx, tx, `SELECT c.id, c.session, s.id, c.first_seq, c.events
+			FROM event_chunks c JOIN sessions s ON s.pk = c.session WHERE c.id > ? ORDER BY c.id LIMIT 1024`, mark)
 		if err != nil {
 			return fmt.Errorf("reading the events to index: %w", err)
 		}
-		if n == 0 {
-			break
+		if len(ids) == 0 {
+			return nil
 		}
 		if err := writeDocs(ctx, tx, docs); err != nil {
 			return fmt.Errorf("indexing the events: %w", err)
 		}
-		mark = top
+		mark = ids[len(ids)-1]
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE search_state SET last_chunk = ?`, mark)
-	return err
 }
 
 // Search implements [store.Store].
@@ -253,6 +250,9 @@ func (db *DB) Search(ctx context.Context, q store.SearchQuery) (_ []*store.Searc
 	}
 	return hits, rows.Err()
 }
+
+// queueChunkSQL queues the chunk the writer just inserted for the indexer.
+const queueChunkSQL = `INSERT OR IGNORE INTO search_queue (chunk) VALUES (last_insert_rowid())`
 
 // IndexNow makes the indexer look for events to index at once, instead of
 // at its next tick (tests).

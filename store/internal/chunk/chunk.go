@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claudectl/claudectl/store"
+	"github.com/claudectl/claudectl/store/internal/searchtext"
 )
 
 // A session's log is stored in chunks: one row of event_chunks holds the
@@ -45,11 +46,15 @@ type Writer struct {
 	First, Last int64 // seqs; Last < First: empty
 	prevTime    int64
 	Buf         []byte // the encoding so far
+	// Text says the chunk holds an event the search index takes
+	// (searchtext.Indexable): the SQLite writer queues such chunks for its
+	// indexer.
+	Text bool
 }
 
 // Reset makes c an empty chunk of session pk starting at seq first.
 func (c *Writer) Reset(pk, first int64) {
-	c.PK, c.First, c.Last, c.prevTime = pk, first, first-1, 0
+	c.PK, c.First, c.Last, c.prevTime, c.Text = pk, first, first-1, 0, false
 	c.Buf = append(c.Buf[:0], Format)
 }
 
@@ -73,6 +78,7 @@ func (c *Writer) Add(ev *store.Event, seq int64) {
 	b = binary.AppendUvarint(b, uint64(len(ev.Raw)))
 	b = append(b, ev.Raw...)
 	c.Buf, c.prevTime, c.Last = b, t, seq
+	c.Text = c.Text || searchtext.Indexable(ev)
 }
 
 // ErrBad means a chunk cannot be decoded.

@@ -34,6 +34,19 @@ type Doc struct {
 	Prompt string
 }
 
+// Indexable reports whether Extract may find something in ev: a cheap
+// test of its type, made by the event writer for each event it stores (a
+// chunk holding none is never read back for the index).
+func Indexable(ev *store.Event) bool {
+	switch ev.Type {
+	case "user", "assistant":
+		return ev.Direction != store.FromDaemon
+	case "system":
+		return ev.Subtype == "session_title_changed"
+	}
+	return false
+}
+
 // Extract returns what ev gives the index: a person's prompt, Claude's
 // text, a tool call's input and a tool's output. Thinking, partial
 // messages, control traffic and the daemon's own records are not indexed.
