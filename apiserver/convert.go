@@ -48,6 +48,7 @@ func (svc *Service) sessionToProto(s *store.Session) *v1.Session {
 		LastSeq: s.LastSeq, BudgetUsd: s.BudgetUSD, Worker: worker, Error: s.Error, ParentId: s.ParentID,
 		Totals: totalsToProto(s.Totals), Limits: limitsToProto(svc.D.Limits(s)),
 		Worktree: worktreeToProto(s.Worktree), QueuedPrompts: int32(min(s.QueuedPrompts, 1<<31-1)),
+		Title: s.Title, FirstPrompt: s.FirstPrompt,
 	}
 }
 

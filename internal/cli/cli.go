@@ -177,6 +177,7 @@ func Commands(env *Env) []Command {
 		&WorkerCommand{Env: env},
 		&ServeCommand{Env: env},
 		&SessionsCommand{Env: env},
+		&SearchCommand{Env: env},
 		&WorkersCommand{Env: env},
 		&SendCommand{Env: env},
 		&AttachCommand{Env: env},

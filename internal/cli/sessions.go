@@ -24,7 +24,8 @@ func (*SessionsCommand) Summary() string { return "list the daemon's sessions" }
 const sessionsUsage = `Usage: claudectl sessions [flags]
 
 Lists the sessions the daemon hosts: id, status, model, working directory
-and cost so far; the remote worker that runs it (WORKER) when any session
+and cost so far; its title (TITLE: the title Claude Code gave it, else its
+first prompt, quoted) once a session has one; the remote worker that runs it (WORKER) when any session
 runs on one; the session a fork was made from (PARENT) and why a failed
 or closed session ended (ERROR, its first line: --json has all of it) when
 any session has one; for a waiting session, the tool and the id of the
@@ -48,6 +49,10 @@ type sessionJSON struct {
 	WorkerName string `json:"worker_name,omitempty"`
 	ParentID   string `json:"parent_id,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// Title is the title Claude Code gave the session; FirstPrompt its
+	// first prompt, which stands for it until it has one.
+	Title       string `json:"title,omitempty"`
+	FirstPrompt string `json:"first_prompt,omitempty"`
 	// WaitingFor are the permission requests the session waits on.
 	WaitingFor []waitingJSON `json:"waiting_for,omitempty"`
 }
@@ -71,7 +76,8 @@ func waitingText(ws []waitingJSON) string {
 func sessionToJSON(s *v1.Session) sessionJSON {
 	return sessionJSON{ID: s.Id, Status: statusName(s.Status), Model: s.Model, Cwd: s.Cwd,
 		CostUSD: s.GetTotals().GetCostUsd(), ClaudeSessionID: s.ClaudeSessionId,
-		PermissionMode: s.PermissionMode, Worker: s.Worker, WorkerName: s.WorkerName, ParentID: s.ParentId, Error: s.Error}
+		PermissionMode: s.PermissionMode, Worker: s.Worker, WorkerName: s.WorkerName, ParentID: s.ParentId, Error: s.Error,
+		Title: s.Title, FirstPrompt: s.FirstPrompt}
 }
 
 // endedError returns the first line of the error of a failed or closed
@@ -139,8 +145,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	// last, so that a long one does not widen the columns. MODE, the
 	// permission mode in effect as Claude Code reports it, only when a
 	// session is not in the default one.
-	var parents, errs, waits, remote, modes bool
+	var parents, errs, waits, remote, modes, titles bool
 	for _, s := range list {
+		titles = titles || titleText(s) != ""
 		modes = modes || cmp.Or(s.PermissionMode, "default") != "default"
 		remote = remote || (s.Worker != "" && s.Worker != "local")
 		parents = parents || s.ParentID != ""
@@ -152,6 +159,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 	head := []string{"ID", "STATUS", "MODEL", "CWD", "COST"}
 	if modes {
 		head = slices.Insert(head, 3, "MODE")
+	}
+	if titles {
+		head = append(head, "TITLE")
 	}
 	if remote {
 		head = append(head, "WORKER")
@@ -171,6 +181,9 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 		if modes {
 			cells = slices.Insert(cells, 3, cmp.Or(s.PermissionMode, "default"))
 		}
+		if titles {
+			cells = append(cells, orDash(titleText(s)))
+		}
 		if remote {
 			cells = append(cells, cmp.Or(s.WorkerName, s.Worker))
 		}
@@ -186,6 +199,20 @@ func (c *SessionsCommand) Run(ctx context.Context, args []string) error {
 		row(cells...)
 	}
 	return writeTable(env.Stdout, rows)
+}
+
+// titleText is what the TITLE column says of a session: the title Claude
+// Code gave it, else its first prompt (quoted), clipped to one short line.
+func titleText(s sessionJSON) string {
+	t := s.Title
+	if t == "" && s.FirstPrompt != "" {
+		t = "“" + s.FirstPrompt + "”"
+	}
+	t = strings.Join(strings.Fields(t), " ") // no tab or newline in a cell
+	if r := []rune(t); len(r) > 48 {
+		t = string(r[:47]) + "…"
+	}
+	return t
 }
 
 func orDash(s string) string {

@@ -345,6 +345,12 @@ type Session struct {
 	// daemon names the daemon whose lease the session's CLI runs under, in a
 	// store shared by several daemons ("" otherwise, or when none holds it).
 	Daemon string `protobuf:"bytes,16,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	// title is the title Claude Code gave the session (when it prints one:
+	// --name, a rename), and first_prompt its first prompt (first line,
+	// clipped), which stands for a title until it has one. Both are read
+	// from the log a moment after it is stored.
+	Title       string `protobuf:"bytes,20,opt,name=title,proto3" json:"title,omitempty"`
+	FirstPrompt string `protobuf:"bytes,21,opt,name=first_prompt,json=firstPrompt,proto3" json:"first_prompt,omitempty"`
 	// worktree is set for a session run in a git worktree of its own.
 	Worktree *Worktree `protobuf:"bytes,17,opt,name=worktree,proto3" json:"worktree,omitempty"`
 	// limits are the resource limits its CLI runs under (a local session's:
@@ -494,6 +500,20 @@ func (x *Session) GetWorkerName() string {
 func (x *Session) GetDaemon() string {
 	if x != nil {
 		return x.Daemon
+	}
+	return ""
+}
+
+func (x *Session) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Session) GetFirstPrompt() string {
+	if x != nil {
+		return x.FirstPrompt
 	}
 	return ""
 }
@@ -6783,11 +6803,460 @@ func (x *RaiseBudgetResponse) GetReleased() []string {
 	return nil
 }
 
+type SearchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// query is words: each character is taken literally (no operator);
+	// at most 200 bytes and 12 words.
+	Query         string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	Limit         int32  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                         // 0: 50; at most 200
+	SessionId     string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"` // "": every session
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchRequest) Reset() {
+	*x = SearchRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchRequest) ProtoMessage() {}
+
+func (x *SearchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
+func (*SearchRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *SearchRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SearchRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type SearchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hits          []*SearchHit           `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchResponse) Reset() {
+	*x = SearchResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchResponse) ProtoMessage() {}
+
+func (x *SearchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
+func (*SearchResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *SearchResponse) GetHits() []*SearchHit {
+	if x != nil {
+		return x.Hits
+	}
+	return nil
+}
+
+// SearchHit is one event that matched.
+type SearchHit struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Seq       int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Time      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// kind is what the text is: "prompt", "reply", "tool_input" or
+	// "tool_output".
+	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// snippet is the text around the match, in parts: the matched words are
+	// the parts with match set.
+	Snippet []*SnippetPart `protobuf:"bytes,5,rep,name=snippet,proto3" json:"snippet,omitempty"`
+	// session_title is the session's title, else its first prompt.
+	SessionTitle  string `protobuf:"bytes,6,opt,name=session_title,json=sessionTitle,proto3" json:"session_title,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchHit) Reset() {
+	*x = SearchHit{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchHit) ProtoMessage() {}
+
+func (x *SearchHit) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
+func (*SearchHit) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *SearchHit) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SearchHit) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SearchHit) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *SearchHit) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SearchHit) GetSnippet() []*SnippetPart {
+	if x != nil {
+		return x.Snippet
+	}
+	return nil
+}
+
+func (x *SearchHit) GetSessionTitle() string {
+	if x != nil {
+		return x.SessionTitle
+	}
+	return ""
+}
+
+type SnippetPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	Match         bool                   `protobuf:"varint,2,opt,name=match,proto3" json:"match,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnippetPart) Reset() {
+	*x = SnippetPart{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnippetPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnippetPart) ProtoMessage() {}
+
+func (x *SnippetPart) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnippetPart.ProtoReflect.Descriptor instead.
+func (*SnippetPart) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *SnippetPart) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *SnippetPart) GetMatch() bool {
+	if x != nil {
+		return x.Match
+	}
+	return false
+}
+
+type ActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Days  int32                  `protobuf:"varint,1,opt,name=days,proto3" json:"days,omitempty"` // the days up to today; 0: 30; at most 366
+	// utc_offset_minutes places the days' boundaries (the client's zone:
+	// -300 for UTC-5); 0 is UTC.
+	UtcOffsetMinutes int32 `protobuf:"varint,2,opt,name=utc_offset_minutes,json=utcOffsetMinutes,proto3" json:"utc_offset_minutes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ActivityRequest) Reset() {
+	*x = ActivityRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityRequest) ProtoMessage() {}
+
+func (x *ActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityRequest.ProtoReflect.Descriptor instead.
+func (*ActivityRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *ActivityRequest) GetDays() int32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+func (x *ActivityRequest) GetUtcOffsetMinutes() int32 {
+	if x != nil {
+		return x.UtcOffsetMinutes
+	}
+	return 0
+}
+
+// ActivityResponse: each series has one value per day of days.
+type ActivityResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Days             []string               `protobuf:"bytes,1,rep,name=days,proto3" json:"days,omitempty"`                                    // YYYY-MM-DD, oldest first, up to today
+	CostByCwd        []*ActivitySeries      `protobuf:"bytes,2,rep,name=cost_by_cwd,json=costByCwd,proto3" json:"cost_by_cwd,omitempty"`       // US dollars, a series per directory, most spent first
+	CostByModel      []*ActivitySeries      `protobuf:"bytes,3,rep,name=cost_by_model,json=costByModel,proto3" json:"cost_by_model,omitempty"` // US dollars, a series per model
+	Turns            *ActivitySeries        `protobuf:"bytes,4,opt,name=turns,proto3" json:"turns,omitempty"`
+	Tokens           []*ActivitySeries      `protobuf:"bytes,5,rep,name=tokens,proto3" json:"tokens,omitempty"`                                               // input, output, cache read, cache write
+	SessionsByStatus []*ActivitySeries      `protobuf:"bytes,6,rep,name=sessions_by_status,json=sessionsByStatus,proto3" json:"sessions_by_status,omitempty"` // sessions started that day, by the status they have now
+	// truncated: the ledger had more turns in the range than the daemon sums
+	// at once; the oldest days miss some.
+	Truncated     bool `protobuf:"varint,7,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityResponse) Reset() {
+	*x = ActivityResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityResponse) ProtoMessage() {}
+
+func (x *ActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityResponse.ProtoReflect.Descriptor instead.
+func (*ActivityResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *ActivityResponse) GetDays() []string {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+func (x *ActivityResponse) GetCostByCwd() []*ActivitySeries {
+	if x != nil {
+		return x.CostByCwd
+	}
+	return nil
+}
+
+func (x *ActivityResponse) GetCostByModel() []*ActivitySeries {
+	if x != nil {
+		return x.CostByModel
+	}
+	return nil
+}
+
+func (x *ActivityResponse) GetTurns() *ActivitySeries {
+	if x != nil {
+		return x.Turns
+	}
+	return nil
+}
+
+func (x *ActivityResponse) GetTokens() []*ActivitySeries {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *ActivityResponse) GetSessionsByStatus() []*ActivitySeries {
+	if x != nil {
+		return x.SessionsByStatus
+	}
+	return nil
+}
+
+func (x *ActivityResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+type ActivitySeries struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Values        []float64              `protobuf:"fixed64,2,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivitySeries) Reset() {
+	*x = ActivitySeries{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivitySeries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivitySeries) ProtoMessage() {}
+
+func (x *ActivitySeries) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivitySeries.ProtoReflect.Descriptor instead.
+func (*ActivitySeries) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *ActivitySeries) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ActivitySeries) GetValues() []float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
 
 const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
-	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x05\n" +
+	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x05\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x11claude_session_id\x18\x02 \x01(\tR\x0fclaudeSessionId\x12\x10\n" +
@@ -6809,7 +7278,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\tparent_id\x18\x0e \x01(\tR\bparentId\x12\x1f\n" +
 	"\vworker_name\x18\x0f \x01(\tR\n" +
 	"workerName\x12\x16\n" +
-	"\x06daemon\x18\x10 \x01(\tR\x06daemon\x122\n" +
+	"\x06daemon\x18\x10 \x01(\tR\x06daemon\x12\x14\n" +
+	"\x05title\x18\x14 \x01(\tR\x05title\x12!\n" +
+	"\ffirst_prompt\x18\x15 \x01(\tR\vfirstPrompt\x122\n" +
 	"\bworktree\x18\x11 \x01(\v2\x16.claudectl.v1.WorktreeR\bworktree\x124\n" +
 	"\x06limits\x18\x12 \x01(\v2\x1c.claudectl.v1.ResourceLimitsR\x06limits\x12%\n" +
 	"\x0equeued_prompts\x18\x13 \x01(\x05R\rqueuedPrompts\"\xb6\x01\n" +
@@ -7321,7 +7792,39 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x06client\x18\x04 \x01(\tR\x06client\"\\\n" +
 	"\x13RaiseBudgetResponse\x12)\n" +
 	"\x03cap\x18\x01 \x01(\v2\x17.claudectl.v1.BudgetCapR\x03cap\x12\x1a\n" +
-	"\breleased\x18\x02 \x03(\tR\breleased*\xc7\x02\n" +
+	"\breleased\x18\x02 \x03(\tR\breleased\"Z\n" +
+	"\rSearchRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\"=\n" +
+	"\x0eSearchResponse\x12+\n" +
+	"\x04hits\x18\x01 \x03(\v2\x17.claudectl.v1.SearchHitR\x04hits\"\xda\x01\n" +
+	"\tSearchHit\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x123\n" +
+	"\asnippet\x18\x05 \x03(\v2\x19.claudectl.v1.SnippetPartR\asnippet\x12#\n" +
+	"\rsession_title\x18\x06 \x01(\tR\fsessionTitle\"7\n" +
+	"\vSnippetPart\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x14\n" +
+	"\x05match\x18\x02 \x01(\bR\x05match\"S\n" +
+	"\x0fActivityRequest\x12\x12\n" +
+	"\x04days\x18\x01 \x01(\x05R\x04days\x12,\n" +
+	"\x12utc_offset_minutes\x18\x02 \x01(\x05R\x10utcOffsetMinutes\"\xfa\x02\n" +
+	"\x10ActivityResponse\x12\x12\n" +
+	"\x04days\x18\x01 \x03(\tR\x04days\x12<\n" +
+	"\vcost_by_cwd\x18\x02 \x03(\v2\x1c.claudectl.v1.ActivitySeriesR\tcostByCwd\x12@\n" +
+	"\rcost_by_model\x18\x03 \x03(\v2\x1c.claudectl.v1.ActivitySeriesR\vcostByModel\x122\n" +
+	"\x05turns\x18\x04 \x01(\v2\x1c.claudectl.v1.ActivitySeriesR\x05turns\x124\n" +
+	"\x06tokens\x18\x05 \x03(\v2\x1c.claudectl.v1.ActivitySeriesR\x06tokens\x12J\n" +
+	"\x12sessions_by_status\x18\x06 \x03(\v2\x1c.claudectl.v1.ActivitySeriesR\x10sessionsByStatus\x12\x1c\n" +
+	"\ttruncated\x18\a \x01(\bR\ttruncated\"<\n" +
+	"\x0eActivitySeries\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\x01R\x06values*\xc7\x02\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x01\x12\x1a\n" +
@@ -7355,8 +7858,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WORKER_STATE_CONNECTED\x10\x01\x12\x1d\n" +
 	"\x19WORKER_STATE_RECONNECTING\x10\x02\x12\x15\n" +
-	"\x11WORKER_STATE_LOST\x10\x032\x89\n" +
-	"\n" +
+	"\x11WORKER_STATE_LOST\x10\x032\x99\v\n" +
 	"\x0eSessionService\x12X\n" +
 	"\rCreateSession\x12\".claudectl.v1.CreateSessionRequest\x1a#.claudectl.v1.CreateSessionResponse\x12U\n" +
 	"\fListSessions\x12!.claudectl.v1.ListSessionsRequest\x1a\".claudectl.v1.ListSessionsResponse\x12O\n" +
@@ -7370,7 +7872,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\rResumeSession\x12\".claudectl.v1.ResumeSessionRequest\x1a#.claudectl.v1.ResumeSessionResponse\x12R\n" +
 	"\vForkSession\x12 .claudectl.v1.ForkSessionRequest\x1a!.claudectl.v1.ForkSessionResponse\x12N\n" +
 	"\tSubscribe\x12\x1e.claudectl.v1.SubscribeRequest\x1a\x1f.claudectl.v1.SubscribeResponse0\x01\x12Z\n" +
-	"\rWatchSessions\x12\".claudectl.v1.WatchSessionsRequest\x1a#.claudectl.v1.WatchSessionsResponse0\x01\x12O\n" +
+	"\rWatchSessions\x12\".claudectl.v1.WatchSessionsRequest\x1a#.claudectl.v1.WatchSessionsResponse0\x01\x12C\n" +
+	"\x06Search\x12\x1b.claudectl.v1.SearchRequest\x1a\x1c.claudectl.v1.SearchResponse\x12I\n" +
+	"\bActivity\x12\x1d.claudectl.v1.ActivityRequest\x1a\x1e.claudectl.v1.ActivityResponse\x12O\n" +
 	"\n" +
 	"GetChanges\x12\x1f.claudectl.v1.GetChangesRequest\x1a .claudectl.v1.GetChangesResponse\x12U\n" +
 	"\fMergeChanges\x12!.claudectl.v1.MergeChangesRequest\x1a\".claudectl.v1.MergeChangesResponse\x12^\n" +
@@ -7413,7 +7917,7 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 110)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                     // 1: claudectl.v1.Behavior
@@ -7518,22 +8022,29 @@ var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(*GetBudgetResponse)(nil),         // 100: claudectl.v1.GetBudgetResponse
 	(*RaiseBudgetRequest)(nil),        // 101: claudectl.v1.RaiseBudgetRequest
 	(*RaiseBudgetResponse)(nil),       // 102: claudectl.v1.RaiseBudgetResponse
-	nil,                               // 103: claudectl.v1.Usage.ByModelEntry
-	nil,                               // 104: claudectl.v1.SessionOptions.WorkerLabelsEntry
-	nil,                               // 105: claudectl.v1.Decision.AnswersEntry
-	nil,                               // 106: claudectl.v1.DecideRequest.AnswersEntry
-	nil,                               // 107: claudectl.v1.Worker.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 108: google.protobuf.Timestamp
+	(*SearchRequest)(nil),             // 103: claudectl.v1.SearchRequest
+	(*SearchResponse)(nil),            // 104: claudectl.v1.SearchResponse
+	(*SearchHit)(nil),                 // 105: claudectl.v1.SearchHit
+	(*SnippetPart)(nil),               // 106: claudectl.v1.SnippetPart
+	(*ActivityRequest)(nil),           // 107: claudectl.v1.ActivityRequest
+	(*ActivityResponse)(nil),          // 108: claudectl.v1.ActivityResponse
+	(*ActivitySeries)(nil),            // 109: claudectl.v1.ActivitySeries
+	nil,                               // 110: claudectl.v1.Usage.ByModelEntry
+	nil,                               // 111: claudectl.v1.SessionOptions.WorkerLabelsEntry
+	nil,                               // 112: claudectl.v1.Decision.AnswersEntry
+	nil,                               // 113: claudectl.v1.DecideRequest.AnswersEntry
+	nil,                               // 114: claudectl.v1.Worker.LabelsEntry
+	(*timestamppb.Timestamp)(nil),     // 115: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,   // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	108, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	108, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	115, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	115, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
 	8,   // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
 	6,   // 4: claudectl.v1.Session.worktree:type_name -> claudectl.v1.Worktree
 	7,   // 5: claudectl.v1.Session.limits:type_name -> claudectl.v1.ResourceLimits
-	103, // 6: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
-	104, // 7: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
+	110, // 6: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	111, // 7: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
 	7,   // 8: claudectl.v1.SessionOptions.limits:type_name -> claudectl.v1.ResourceLimits
 	10,  // 9: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
 	5,   // 10: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
@@ -7543,7 +8054,7 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	5,   // 14: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
 	5,   // 15: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
 	33,  // 16: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	108, // 17: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	115, // 17: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
 	37,  // 18: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
 	38,  // 19: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
 	39,  // 20: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
@@ -7556,15 +8067,15 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	35,  // 27: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
 	36,  // 28: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
 	34,  // 29: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
-	108, // 30: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	108, // 31: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	115, // 30: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	115, // 31: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
 	41,  // 32: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	108, // 33: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	115, // 33: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	57,  // 34: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
 	43,  // 35: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
 	1,   // 36: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	108, // 37: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	105, // 38: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
+	115, // 37: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	112, // 38: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
 	8,   // 39: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
 	8,   // 40: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
 	0,   // 41: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
@@ -7572,15 +8083,15 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	5,   // 43: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
 	40,  // 44: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
 	52,  // 45: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
-	108, // 46: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	115, // 46: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
 	40,  // 47: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
 	98,  // 48: claudectl.v1.ListPendingResponse.budget_holds:type_name -> claudectl.v1.BudgetHold
 	1,   // 49: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	106, // 50: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	113, // 50: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
 	43,  // 51: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
 	1,   // 52: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
 	2,   // 53: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	108, // 54: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	115, // 54: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
 	57,  // 55: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
 	57,  // 56: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
 	57,  // 57: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
@@ -7590,111 +8101,123 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	70,  // 61: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
 	71,  // 62: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
 	3,   // 63: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	108, // 64: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	108, // 65: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	115, // 64: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	115, // 65: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
 	3,   // 66: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
 	3,   // 67: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
 	3,   // 68: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
 	75,  // 69: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
-	107, // 70: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
+	114, // 70: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
 	4,   // 71: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
-	108, // 72: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
-	108, // 73: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
-	108, // 74: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	115, // 72: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
+	115, // 73: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
+	115, // 74: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
 	68,  // 75: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
 	77,  // 76: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
 	75,  // 77: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
-	108, // 78: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	108, // 79: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	108, // 80: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
+	115, // 78: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	115, // 79: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	115, // 80: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
 	82,  // 81: claudectl.v1.CreateTokenResponse.token:type_name -> claudectl.v1.TokenInfo
-	108, // 82: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
-	108, // 83: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
-	108, // 84: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
-	108, // 85: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
+	115, // 82: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
+	115, // 83: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
+	115, // 84: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
+	115, // 85: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
 	82,  // 86: claudectl.v1.ListTokensResponse.tokens:type_name -> claudectl.v1.TokenInfo
 	82,  // 87: claudectl.v1.RevokeTokenResponse.token:type_name -> claudectl.v1.TokenInfo
-	108, // 88: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	115, // 88: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
 	89,  // 89: claudectl.v1.ListAuditResponse.entries:type_name -> claudectl.v1.AuditEntry
-	108, // 90: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	115, // 90: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
 	6,   // 91: claudectl.v1.GetChangesResponse.worktree:type_name -> claudectl.v1.Worktree
 	92,  // 92: claudectl.v1.GetChangesResponse.files:type_name -> claudectl.v1.FileChange
 	97,  // 93: claudectl.v1.BudgetHold.cap:type_name -> claudectl.v1.BudgetCap
-	108, // 94: claudectl.v1.BudgetHold.since:type_name -> google.protobuf.Timestamp
+	115, // 94: claudectl.v1.BudgetHold.since:type_name -> google.protobuf.Timestamp
 	97,  // 95: claudectl.v1.GetBudgetResponse.caps:type_name -> claudectl.v1.BudgetCap
 	98,  // 96: claudectl.v1.GetBudgetResponse.holds:type_name -> claudectl.v1.BudgetHold
-	108, // 97: claudectl.v1.GetBudgetResponse.day_start:type_name -> google.protobuf.Timestamp
+	115, // 97: claudectl.v1.GetBudgetResponse.day_start:type_name -> google.protobuf.Timestamp
 	97,  // 98: claudectl.v1.RaiseBudgetResponse.cap:type_name -> claudectl.v1.BudgetCap
-	9,   // 99: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	11,  // 100: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	13,  // 101: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	15,  // 102: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	17,  // 103: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	19,  // 104: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	21,  // 105: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	23,  // 106: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	25,  // 107: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	27,  // 108: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	29,  // 109: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	31,  // 110: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	48,  // 111: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
-	90,  // 112: claudectl.v1.SessionService.GetChanges:input_type -> claudectl.v1.GetChangesRequest
-	93,  // 113: claudectl.v1.SessionService.MergeChanges:input_type -> claudectl.v1.MergeChangesRequest
-	95,  // 114: claudectl.v1.SessionService.DiscardWorktree:input_type -> claudectl.v1.DiscardWorktreeRequest
-	99,  // 115: claudectl.v1.BudgetService.GetBudget:input_type -> claudectl.v1.GetBudgetRequest
-	101, // 116: claudectl.v1.BudgetService.RaiseBudget:input_type -> claudectl.v1.RaiseBudgetRequest
-	53,  // 117: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	50,  // 118: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
-	55,  // 119: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	58,  // 120: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	60,  // 121: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	62,  // 122: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	64,  // 123: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	73,  // 124: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
-	78,  // 125: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
-	80,  // 126: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
-	83,  // 127: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
-	85,  // 128: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
-	87,  // 129: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
-	66,  // 130: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	72,  // 131: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	12,  // 132: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	14,  // 133: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	16,  // 134: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	18,  // 135: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	20,  // 136: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	22,  // 137: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	24,  // 138: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	26,  // 139: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	28,  // 140: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	30,  // 141: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	32,  // 142: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	49,  // 143: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
-	91,  // 144: claudectl.v1.SessionService.GetChanges:output_type -> claudectl.v1.GetChangesResponse
-	94,  // 145: claudectl.v1.SessionService.MergeChanges:output_type -> claudectl.v1.MergeChangesResponse
-	96,  // 146: claudectl.v1.SessionService.DiscardWorktree:output_type -> claudectl.v1.DiscardWorktreeResponse
-	100, // 147: claudectl.v1.BudgetService.GetBudget:output_type -> claudectl.v1.GetBudgetResponse
-	102, // 148: claudectl.v1.BudgetService.RaiseBudget:output_type -> claudectl.v1.RaiseBudgetResponse
-	54,  // 149: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	51,  // 150: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
-	56,  // 151: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	59,  // 152: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	61,  // 153: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	63,  // 154: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	65,  // 155: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	74,  // 156: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
-	79,  // 157: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
-	81,  // 158: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
-	84,  // 159: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
-	86,  // 160: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
-	88,  // 161: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
-	67,  // 162: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	76,  // 163: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	132, // [132:164] is the sub-list for method output_type
-	100, // [100:132] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	105, // 99: claudectl.v1.SearchResponse.hits:type_name -> claudectl.v1.SearchHit
+	115, // 100: claudectl.v1.SearchHit.time:type_name -> google.protobuf.Timestamp
+	106, // 101: claudectl.v1.SearchHit.snippet:type_name -> claudectl.v1.SnippetPart
+	109, // 102: claudectl.v1.ActivityResponse.cost_by_cwd:type_name -> claudectl.v1.ActivitySeries
+	109, // 103: claudectl.v1.ActivityResponse.cost_by_model:type_name -> claudectl.v1.ActivitySeries
+	109, // 104: claudectl.v1.ActivityResponse.turns:type_name -> claudectl.v1.ActivitySeries
+	109, // 105: claudectl.v1.ActivityResponse.tokens:type_name -> claudectl.v1.ActivitySeries
+	109, // 106: claudectl.v1.ActivityResponse.sessions_by_status:type_name -> claudectl.v1.ActivitySeries
+	9,   // 107: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	11,  // 108: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	13,  // 109: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	15,  // 110: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	17,  // 111: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	19,  // 112: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	21,  // 113: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	23,  // 114: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	25,  // 115: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	27,  // 116: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	29,  // 117: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	31,  // 118: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	48,  // 119: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	103, // 120: claudectl.v1.SessionService.Search:input_type -> claudectl.v1.SearchRequest
+	107, // 121: claudectl.v1.SessionService.Activity:input_type -> claudectl.v1.ActivityRequest
+	90,  // 122: claudectl.v1.SessionService.GetChanges:input_type -> claudectl.v1.GetChangesRequest
+	93,  // 123: claudectl.v1.SessionService.MergeChanges:input_type -> claudectl.v1.MergeChangesRequest
+	95,  // 124: claudectl.v1.SessionService.DiscardWorktree:input_type -> claudectl.v1.DiscardWorktreeRequest
+	99,  // 125: claudectl.v1.BudgetService.GetBudget:input_type -> claudectl.v1.GetBudgetRequest
+	101, // 126: claudectl.v1.BudgetService.RaiseBudget:input_type -> claudectl.v1.RaiseBudgetRequest
+	53,  // 127: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	50,  // 128: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	55,  // 129: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	58,  // 130: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	60,  // 131: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	62,  // 132: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	64,  // 133: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	73,  // 134: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
+	78,  // 135: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
+	80,  // 136: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
+	83,  // 137: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
+	85,  // 138: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
+	87,  // 139: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
+	66,  // 140: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	72,  // 141: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	12,  // 142: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	14,  // 143: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	16,  // 144: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	18,  // 145: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	20,  // 146: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	22,  // 147: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	24,  // 148: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	26,  // 149: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	28,  // 150: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	30,  // 151: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	32,  // 152: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	49,  // 153: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	104, // 154: claudectl.v1.SessionService.Search:output_type -> claudectl.v1.SearchResponse
+	108, // 155: claudectl.v1.SessionService.Activity:output_type -> claudectl.v1.ActivityResponse
+	91,  // 156: claudectl.v1.SessionService.GetChanges:output_type -> claudectl.v1.GetChangesResponse
+	94,  // 157: claudectl.v1.SessionService.MergeChanges:output_type -> claudectl.v1.MergeChangesResponse
+	96,  // 158: claudectl.v1.SessionService.DiscardWorktree:output_type -> claudectl.v1.DiscardWorktreeResponse
+	100, // 159: claudectl.v1.BudgetService.GetBudget:output_type -> claudectl.v1.GetBudgetResponse
+	102, // 160: claudectl.v1.BudgetService.RaiseBudget:output_type -> claudectl.v1.RaiseBudgetResponse
+	54,  // 161: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	51,  // 162: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	56,  // 163: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	59,  // 164: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	61,  // 165: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	63,  // 166: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	65,  // 167: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	74,  // 168: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
+	79,  // 169: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
+	81,  // 170: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
+	84,  // 171: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
+	86,  // 172: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
+	88,  // 173: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
+	67,  // 174: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	76,  // 175: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	142, // [142:176] is the sub-list for method output_type
+	108, // [108:142] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -7722,7 +8245,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   103,
+			NumMessages:   110,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

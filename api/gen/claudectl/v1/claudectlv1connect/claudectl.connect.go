@@ -82,6 +82,10 @@ const (
 	// SessionServiceWatchSessionsProcedure is the fully-qualified name of the SessionService's
 	// WatchSessions RPC.
 	SessionServiceWatchSessionsProcedure = "/claudectl.v1.SessionService/WatchSessions"
+	// SessionServiceSearchProcedure is the fully-qualified name of the SessionService's Search RPC.
+	SessionServiceSearchProcedure = "/claudectl.v1.SessionService/Search"
+	// SessionServiceActivityProcedure is the fully-qualified name of the SessionService's Activity RPC.
+	SessionServiceActivityProcedure = "/claudectl.v1.SessionService/Activity"
 	// SessionServiceGetChangesProcedure is the fully-qualified name of the SessionService's GetChanges
 	// RPC.
 	SessionServiceGetChangesProcedure = "/claudectl.v1.SessionService/GetChanges"
@@ -163,6 +167,14 @@ type SessionServiceClient interface {
 	// most a few times a second; a new snapshot when the watcher fell too far
 	// behind to say what changed.
 	WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest]) (*connect.ServerStreamForClient[v1.WatchSessionsResponse], error)
+	// Search finds the events of every session whose text (prompts,
+	// Claude's replies, tool inputs and outputs) holds every word of the
+	// query, newest first. Events are indexed in the background: one is
+	// found a moment after it is stored.
+	Search(context.Context, *connect.Request[v1.SearchRequest]) (*connect.Response[v1.SearchResponse], error)
+	// Activity sums the usage ledger per day: spend by directory and by
+	// model, turns and tokens, and the sessions started by their status.
+	Activity(context.Context, *connect.Request[v1.ActivityRequest]) (*connect.Response[v1.ActivityResponse], error)
 	// GetChanges shows what a session run in a worktree of its own
 	// (SessionOptions.worktree) changed against the commit it started from:
 	// committed and not, new files included.
@@ -260,6 +272,18 @@ func NewSessionServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sessionServiceMethods.ByName("WatchSessions")),
 			connect.WithClientOptions(opts...),
 		),
+		search: connect.NewClient[v1.SearchRequest, v1.SearchResponse](
+			httpClient,
+			baseURL+SessionServiceSearchProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("Search")),
+			connect.WithClientOptions(opts...),
+		),
+		activity: connect.NewClient[v1.ActivityRequest, v1.ActivityResponse](
+			httpClient,
+			baseURL+SessionServiceActivityProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("Activity")),
+			connect.WithClientOptions(opts...),
+		),
 		getChanges: connect.NewClient[v1.GetChangesRequest, v1.GetChangesResponse](
 			httpClient,
 			baseURL+SessionServiceGetChangesProcedure,
@@ -295,6 +319,8 @@ type sessionServiceClient struct {
 	forkSession       *connect.Client[v1.ForkSessionRequest, v1.ForkSessionResponse]
 	subscribe         *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
 	watchSessions     *connect.Client[v1.WatchSessionsRequest, v1.WatchSessionsResponse]
+	search            *connect.Client[v1.SearchRequest, v1.SearchResponse]
+	activity          *connect.Client[v1.ActivityRequest, v1.ActivityResponse]
 	getChanges        *connect.Client[v1.GetChangesRequest, v1.GetChangesResponse]
 	mergeChanges      *connect.Client[v1.MergeChangesRequest, v1.MergeChangesResponse]
 	discardWorktree   *connect.Client[v1.DiscardWorktreeRequest, v1.DiscardWorktreeResponse]
@@ -360,6 +386,16 @@ func (c *sessionServiceClient) WatchSessions(ctx context.Context, req *connect.R
 	return c.watchSessions.CallServerStream(ctx, req)
 }
 
+// Search calls claudectl.v1.SessionService.Search.
+func (c *sessionServiceClient) Search(ctx context.Context, req *connect.Request[v1.SearchRequest]) (*connect.Response[v1.SearchResponse], error) {
+	return c.search.CallUnary(ctx, req)
+}
+
+// Activity calls claudectl.v1.SessionService.Activity.
+func (c *sessionServiceClient) Activity(ctx context.Context, req *connect.Request[v1.ActivityRequest]) (*connect.Response[v1.ActivityResponse], error) {
+	return c.activity.CallUnary(ctx, req)
+}
+
 // GetChanges calls claudectl.v1.SessionService.GetChanges.
 func (c *sessionServiceClient) GetChanges(ctx context.Context, req *connect.Request[v1.GetChangesRequest]) (*connect.Response[v1.GetChangesResponse], error) {
 	return c.getChanges.CallUnary(ctx, req)
@@ -401,6 +437,14 @@ type SessionServiceHandler interface {
 	// most a few times a second; a new snapshot when the watcher fell too far
 	// behind to say what changed.
 	WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest], *connect.ServerStream[v1.WatchSessionsResponse]) error
+	// Search finds the events of every session whose text (prompts,
+	// Claude's replies, tool inputs and outputs) holds every word of the
+	// query, newest first. Events are indexed in the background: one is
+	// found a moment after it is stored.
+	Search(context.Context, *connect.Request[v1.SearchRequest]) (*connect.Response[v1.SearchResponse], error)
+	// Activity sums the usage ledger per day: spend by directory and by
+	// model, turns and tokens, and the sessions started by their status.
+	Activity(context.Context, *connect.Request[v1.ActivityRequest]) (*connect.Response[v1.ActivityResponse], error)
 	// GetChanges shows what a session run in a worktree of its own
 	// (SessionOptions.worktree) changed against the commit it started from:
 	// committed and not, new files included.
@@ -494,6 +538,18 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sessionServiceMethods.ByName("WatchSessions")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sessionServiceSearchHandler := connect.NewUnaryHandler(
+		SessionServiceSearchProcedure,
+		svc.Search,
+		connect.WithSchema(sessionServiceMethods.ByName("Search")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceActivityHandler := connect.NewUnaryHandler(
+		SessionServiceActivityProcedure,
+		svc.Activity,
+		connect.WithSchema(sessionServiceMethods.ByName("Activity")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sessionServiceGetChangesHandler := connect.NewUnaryHandler(
 		SessionServiceGetChangesProcedure,
 		svc.GetChanges,
@@ -538,6 +594,10 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 			sessionServiceSubscribeHandler.ServeHTTP(w, r)
 		case SessionServiceWatchSessionsProcedure:
 			sessionServiceWatchSessionsHandler.ServeHTTP(w, r)
+		case SessionServiceSearchProcedure:
+			sessionServiceSearchHandler.ServeHTTP(w, r)
+		case SessionServiceActivityProcedure:
+			sessionServiceActivityHandler.ServeHTTP(w, r)
 		case SessionServiceGetChangesProcedure:
 			sessionServiceGetChangesHandler.ServeHTTP(w, r)
 		case SessionServiceMergeChangesProcedure:
@@ -599,6 +659,14 @@ func (UnimplementedSessionServiceHandler) Subscribe(context.Context, *connect.Re
 
 func (UnimplementedSessionServiceHandler) WatchSessions(context.Context, *connect.Request[v1.WatchSessionsRequest], *connect.ServerStream[v1.WatchSessionsResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.WatchSessions is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) Search(context.Context, *connect.Request[v1.SearchRequest]) (*connect.Response[v1.SearchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.Search is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) Activity(context.Context, *connect.Request[v1.ActivityRequest]) (*connect.Response[v1.ActivityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.Activity is not implemented"))
 }
 
 func (UnimplementedSessionServiceHandler) GetChanges(context.Context, *connect.Request[v1.GetChangesRequest]) (*connect.Response[v1.GetChangesResponse], error) {
