@@ -19,7 +19,9 @@ type SearchCommand struct{ Env *Env }
 func (*SearchCommand) Name() string { return "search" }
 
 // Summary implements Command.
-func (*SearchCommand) Summary() string { return "find the sessions' prompts, replies and tool output holding some words" }
+func (*SearchCommand) Summary() string {
+	return "find the sessions' prompts, replies and tool output holding some words"
+}
 
 const searchUsage = `Usage: claudectl search [flags] WORDS...
 
