@@ -172,7 +172,9 @@ func (s *Service) ListDecisions(ctx context.Context, req *connect.Request[v1.Lis
 		if sees != nil && !sees(d.SessionID) {
 			continue
 		}
-		out.Decisions = append(out.Decisions, decisionToProto(d))
+		pd := decisionToProto(d)
+		pd.Target = decisionTarget(d.Input)
+		out.Decisions = append(out.Decisions, pd)
 	}
 	return connect.NewResponse(out), nil
 }

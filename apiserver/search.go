@@ -3,6 +3,7 @@ package apiserver
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -104,4 +105,26 @@ func (s *Service) Activity(ctx context.Context, req *connect.Request[v1.Activity
 	return connect.NewResponse(&v1.ActivityResponse{Days: sum.Days, CostByCwd: series(sum.CostByCwd), CostByModel: series(sum.CostByModel),
 		Turns: series([]activity.Series{sum.Turns})[0], Tokens: series(sum.Tokens), SessionsByStatus: series(sum.SessionsByStatus),
 		Truncated: sum.Truncated}), nil
+}
+
+// maxTarget bounds Decision.target, in runes.
+const maxTarget = 200
+
+// decisionTarget says on one line what a request's input was for: its
+// command, file, pattern or address; "" when it names none.
+func decisionTarget(input []byte) string {
+	var in map[string]any
+	if json.Unmarshal(input, &in) != nil {
+		return ""
+	}
+	for _, k := range []string{"command", "file_path", "notebook_path", "path", "pattern", "url", "query", "description"} {
+		if v, ok := in[k].(string); ok && strings.TrimSpace(v) != "" {
+			v = strings.Join(strings.Fields(v), " ")
+			if r := []rune(v); len(r) > maxTarget {
+				v = string(r[:maxTarget-1]) + "…"
+			}
+			return v
+		}
+	}
+	return ""
 }

@@ -49,6 +49,9 @@ var demoScenes = []struct {
 	{"think", []string{"think"}, []func(*demoCtx) Turn{
 		(*demoCtx).think,
 	}},
+	{"markdown", []string{"markdown", "format"}, []func(*demoCtx) Turn{
+		(*demoCtx).markdown,
+	}},
 }
 
 // DemoKeywords lists the prompts the demo model understands, one line
@@ -59,6 +62,7 @@ const DemoKeywords = `  'tour'                 everything below in one turn (abo
   'write a file'         Write claudectl-demo.md, shown as a diff (asks permission)
   'touch'                Bash touch, which Claude Code offers to always allow (a rule)
   'think about it'       a thinking block (shown by clients that show thinking)
+  'markdown'             a reply in Markdown: a heading, lists, a table, code (and HTML shown as text)
   anything else          a streamed reply listing these`
 
 // DemoCommand is the demo's Bash command: harmless, and not one the CLI
@@ -209,6 +213,25 @@ func (c *demoCtx) think() Turn {
 	return Reply(
 		Thinking("The user wants to see thinking. Claude thinks before it answers when extended thinking is on; clients show these blocks dimmed, or not at all. This block is scripted, like everything else in the demo."),
 		Text("I thought about it (see the thinking block above, if your client shows it). "+demoTry))
+}
+
+// DemoMarkdown is the reply of the demo's markdown scene: what a client
+// that renders Markdown should show as a heading, a list, a task list, a
+// table, a Go block and a diff, with links, and the HTML in it as text.
+const DemoMarkdown = "## What the migration changed\n\n" +
+	"The fix touched **three** places:\n\n" +
+	"- the `sessions` table gains a *title*\n" +
+	"- the indexer reads the queue\n" +
+	"- search finds words, see [the docs](https://example.com/docs) or [this](javascript:alert(1))\n\n" +
+	"What is left:\n\n" +
+	"- [x] write the migration\n- [ ] run it on the staging copy\n\n" +
+	"| step | engine | time |\n|---|---|---:|\n| migrate | SQLite | 12 ms |\n| index | PostgreSQL | 40 ms |\n\n" +
+	"```go\nfunc Title(s *Session) string {\n\tif s.Title != \"\" {\n\t\treturn s.Title\n\t}\n\treturn s.FirstPrompt // until Claude Code names it\n}\n```\n\n" +
+	"```diff\n-\treturn s.ID\n+\treturn s.Title\n```\n\n" +
+	"Raw HTML stays text: <img src=x onerror=\"document.title='pwned'\"> and <script>alert(1)</script>.\n"
+
+func (c *demoCtx) markdown() Turn {
+	return Reply(Text(DemoMarkdown))
 }
 
 func (c *demoCtx) thinkThenList() Turn {

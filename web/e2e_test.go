@@ -77,6 +77,9 @@ func TestPageInChromium(t *testing.T) {
 			fmt.Fprintln(stdin, "RESTARTED")
 		case line == "PASS":
 			passed = true
+		case strings.HasPrefix(line, "SEARCH "):
+			// SEARCH ID SEQ WORDS...: claudectl search finds the event too.
+			fmt.Fprintln(stdin, cliSearch(t, bin, pageURL, strings.TrimSpace(string(token)), strings.Fields(line)[1:]))
 		case strings.HasPrefix(line, "METRIC "):
 			t.Log(line)
 		default:
@@ -310,4 +313,24 @@ func (d *daemonProc) stop() {
 		<-done
 	}
 	cmd.Wait()
+}
+
+// cliSearch runs claudectl search --json WORDS against the daemon and
+// says "SEARCHED" when its one match is event SEQ of session ID, else
+// what it printed.
+func cliSearch(t *testing.T, bin, server, token string, args []string) string {
+	if len(args) < 3 {
+		return "bad SEARCH line"
+	}
+	id, seq, words := args[0], args[1], args[2:]
+	cmd := exec.Command(bin, append([]string{"search", "--json", "--server", strings.TrimSuffix(server, "/")}, words...)...)
+	cmd.Env = append(os.Environ(), "CLAUDECTL_TOKEN="+token)
+	out, err := cmd.CombinedOutput()
+	t.Logf("claudectl search --json %s: %v\n%s", strings.Join(words, " "), err, out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	want := fmt.Sprintf(`{"session_id":%q,"seq":%s,`, id, seq)
+	if err != nil || len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
+		return fmt.Sprintf("claudectl search printed %q (%v), want one line starting %s", out, err, want)
+	}
+	return "SEARCHED"
 }

@@ -29,10 +29,15 @@ async function api(service, method, body = {}) {
 }
 // startFromForm starts a session in CWD from the sessions page's form.
 async function startFromForm(page, prompt) {
-  await page.goto(base + "/#/sessions");
+  await openForm(page);
   await page.fill("input[name=cwd]", CWD);
   await page.fill("textarea[name=prompt]", prompt);
   await page.getByRole("button", { name: "Start" }).click();
+}
+// openForm shows the sessions page's form, folded once sessions exist.
+async function openForm(page) {
+  await page.goto(base + "/#/sessions");
+  if (!(await page.locator("details.new").evaluate((d) => d.open))) await page.getByText("Start a session").click();
 }
 // caughtUp waits until page's session view has applied every event the
 // daemon holds of session id, and returns that seq. The daemon's last seq
@@ -50,6 +55,35 @@ async function caughtUp(page, id) {
   throw new Error(`the page's session view stopped at seq ${at}; the daemon has the session ${s.status} at seq ${s.lastSeq}`);
 }
 async function shot(page, name) { if (SHOTS) await page.screenshot({ path: path.join(SHOTS, name) }); }
+// idle waits until session id is idle (its turn over) and returns it.
+async function idle(id) {
+  let s;
+  for (let i = 0; i < 300; i++) {
+    s = (await api("SessionService", "GetSession", { sessionId: id })).session;
+    if (s.status === "SESSION_STATUS_IDLE") return s;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`session ${id} never went idle: ${s.status}`);
+}
+// overflow lists what sticks out of the window sideways (the page would
+// scroll), leaving out what a box that scrolls by itself holds (a code
+// block, a wide table).
+const overflow = (p) => p.evaluate(() => {
+  const w = document.documentElement.clientWidth;
+  const out = [];
+  if (document.documentElement.scrollWidth > w) out.push(`the page is ${document.documentElement.scrollWidth} wide`);
+  const scrolls = (el) => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (["auto", "scroll", "hidden"].includes(getComputedStyle(a).overflowX)) return true;
+    }
+    return false;
+  };
+  for (const el of document.querySelectorAll("body *")) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && (r.right > w + 1 || r.left < -1) && !scrolls(el)) out.push(`${el.tagName.toLowerCase()}.${el.className} (${Math.round(r.left)}..${Math.round(r.right)} of ${w})`);
+  }
+  return out.slice(0, 5);
+});
 
 const browser = await chromium.launch({
   executablePath: CHROMIUM,
@@ -96,7 +130,7 @@ try {
   await page.getByText("I answer by keyword", { exact: false }).first().waitFor({ timeout: 30000 });
 
   step("the form shows the daemon's own validation, by field");
-  await page.goto(base + "/#/sessions");
+  await openForm(page);
   await page.fill("input[name=cwd]", "relative/dir");
   await page.getByRole("button", { name: "Start" }).click();
   await page.getByTestId("error-cwd").waitFor({ timeout: 10000 });
@@ -146,6 +180,33 @@ try {
   await page.getByTestId("permission-item").filter({ hasText: "AskUserQuestion: answered by client:web — Thinking" }).first().waitFor({ timeout: 10000 });
   await page.goto(base + "/#/rules");
   await page.getByTestId("decision").filter({ hasText: "AskUserQuestion" }).filter({ hasText: "answered" }).filter({ hasText: "Thinking" }).first().waitFor({ timeout: 10000 });
+
+  step("a reply in Markdown renders as such: heading, lists, table, highlighted Go; its HTML stays text");
+  let mdSession;
+  {
+    await startFromForm(page, "markdown");
+    const reply = page.getByTestId("assistant-text").filter({ hasText: "Raw HTML stays text" });
+    await reply.waitFor({ timeout: 30000 });
+    mdSession = decodeURIComponent(page.url().split("#/s/")[1]);
+    await idle(mdSession);
+    assert((await reply.locator("h2").textContent()) === "What the migration changed", "no heading");
+    assert(await reply.locator("ul > li").count() >= 5, "no list");
+    assert(await reply.locator('input[type="checkbox"][checked]').count() === 1, "no task list");
+    assert((await reply.locator("table td").allTextContents()).includes("SQLite"), "no table");
+    assert(await reply.locator('pre.code[data-lang="go"] .hljs-keyword').count() > 0, "the Go block is not highlighted");
+    assert(await reply.locator('pre.code[data-lang="diff"] .hljs-addition').count() > 0, "the diff block is not highlighted");
+    assert(await reply.locator("strong").filter({ hasText: "three" }).count() === 1, "no bold");
+    const text = await reply.innerText();
+    assert(text.includes(`<img src=x onerror="document.title='pwned'">`) && text.includes("<script>alert(1)</script>"), "the HTML is not shown as text: " + text);
+    assert(await reply.locator("img, script, iframe").count() === 0, "the reply's HTML became elements");
+    assert(await page.title() !== "pwned", "the reply's HTML ran");
+    assert(await reply.locator('a[href="https://example.com/docs"][rel~="noopener"][target="_blank"]').count() === 1, "the http link");
+    assert(await reply.locator('a[href^="javascript"]').count() === 0, "a javascript: link");
+    // Its title is its first prompt until Claude Code gives one.
+    await page.goto(base + "/#/sessions");
+    await page.locator(`[data-testid="session-row"][data-session="${mdSession}"]`).filter({ hasText: "“markdown”" }).waitFor({ timeout: 10000 });
+    await shot(page, "web-markdown.png");
+  }
 
   step("a reload mid-stream resumes with nothing missing or doubled");
   await startFromForm(page, "tour");
@@ -246,6 +307,93 @@ try {
     await p.getByTestId("inbox-empty").waitFor({ timeout: 10000 });
     for (let i = 0; i < 100 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 200));
     assert(fs.existsSync(file), "the file was not written from the phone");
+    await phone.close();
+  }
+
+  step("a phrase of a closed session's tool output: found by the page's search and by claudectl search, opening the session there");
+  let toolSession;
+  {
+    // ls -l lists these: a phrase to find, and enough lines to fold.
+    for (let i = 0; i < 30; i++) fs.writeFileSync(path.join(CWD, `filler-${String(i).padStart(2, "0")}.txt`), "");
+    fs.writeFileSync(path.join(CWD, "wombat-quokka-e2e.txt"), "");
+    toolSession = (await api("SessionService", "CreateSession", { options: { cwd: CWD, includePartialMessages: true }, prompt: "show me a tool" })).session.id;
+    let req;
+    for (let i = 0; i < 300 && !req; i++) {
+      req = ((await api("PermissionService", "ListPending", { sessionId: toolSession })).requests ?? [])[0];
+      if (!req) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert(req, "no permission request for ls");
+    await api("PermissionService", "Decide", { requestId: req.requestId, behavior: "BEHAVIOR_ALLOW", client: "e2e" });
+    await idle(toolSession);
+    await api("SessionService", "CloseSession", { sessionId: toolSession, client: "e2e" });
+    await page.goto(base + "/#/search");
+    await page.getByTestId("search-input").fill("Wombat quokka E2E");
+    const hit = page.locator(`[data-testid="search-hit"][data-session="${toolSession}"]`);
+    await hit.waitFor({ timeout: 30000 });
+    assert(await page.getByTestId("search-hit").count() === 1, "more than one hit");
+    assert((await hit.locator("mark").allTextContents()).map((m) => m.toLowerCase()).includes("wombat"), "the match is not marked");
+    const seq = await hit.getAttribute("data-seq");
+    await shot(page, "web-search.png");
+    console.log(`SEARCH ${toolSession} ${seq} wombat quokka e2e`);
+    const said = await lines.next();
+    assert(said.value === "SEARCHED", "claudectl search: " + said.value);
+    await hit.locator("a").click();
+    await page.waitForURL((u) => u.hash === `#/s/${encodeURIComponent(toolSession)}?seq=${seq}`);
+    const target = page.locator(".conversation .target");
+    await target.waitFor({ timeout: 10000 });
+    assert(await target.evaluate((el) => el.tagName === "DETAILS" && el.open), "the tool call holding the hit is not opened");
+    assert((await target.innerText()).includes("wombat-quokka-e2e.txt"), "the hit's event is not the one marked");
+    // Opened at no event, its long output is folded, the rest a click away.
+    await page.goto(base + "/#/s/" + encodeURIComponent(toolSession));
+    await page.reload(); // a fresh view: the hit unfolded this one
+    const call = page.getByTestId("tool").first();
+    await call.waitFor({ timeout: 10000 });
+    await call.locator("summary").click();
+    const fold = call.getByTestId("folded");
+    await fold.waitFor({ timeout: 10000 });
+    assert(!(await call.locator("pre.result").innerText()).includes("wombat-quokka-e2e.txt"), "ls -l's output of 30 lines is not folded");
+    await fold.getByRole("button").click();
+    assert((await call.locator("pre.result").innerText()).includes("wombat-quokka-e2e.txt"), "the unfolded output lacks its last lines");
+  }
+
+  step("the activity plots show the spend of the sessions run in the test; CSV of the same");
+  {
+    const all = (await api("SessionService", "ListSessions")).sessions ?? [];
+    const spent = all.reduce((a, s) => a + (s.totals?.costUsd ?? 0), 0);
+    assert(spent > 0, "the sessions spent nothing");
+    await page.goto(base + "/#/activity");
+    const total = page.getByTestId("activity-total");
+    await total.waitFor({ timeout: 20000 });
+    const shown = Number((await total.textContent()).replace("$", ""));
+    assert(Math.abs(shown - spent) < 0.00015, `the activity shows $${shown}, the sessions spent $${spent}`);
+    assert((await page.getByTestId("activity-cwds").innerText()).includes(CWD), "the directory's spend is not listed");
+    for (const c of ["chart-cwd", "chart-model", "chart-turns", "chart-tokens", "chart-status"]) {
+      await page.locator(`[data-testid="${c}"] canvas`).waitFor({ timeout: 10000 });
+    }
+    const csv = decodeURIComponent((await page.getByTestId("activity-csv").getAttribute("href")).split(",").slice(1).join(","));
+    assert(csv.startsWith("day,metric,name,value\n") && csv.includes("cost_usd_by_directory," + CWD), "the CSV: " + csv.slice(0, 200));
+    await shot(page, "web-activity.png");
+  }
+
+  step("at 390×844 nothing overflows, every view");
+  {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    const p = await newPage(phone);
+    await p.goto(loginURL);
+    await p.getByTestId("conn").waitFor();
+    const views = [["#/inbox", "inbox-empty"], ["#/sessions", "session-row"], ["#/s/" + mdSession, "assistant-text"],
+      ["#/s/" + toolSession + "?seq=1", "tool"], ["#/search?q=wombat", "search-hit"], ["#/activity", "activity-total"], ["#/rules", "decision"]];
+    for (const [hash, ready] of views) {
+      await p.goto(base + "/" + hash);
+      await p.getByTestId(ready).first().waitFor({ timeout: 20000 });
+      await new Promise((r) => setTimeout(r, 300));
+      const wide = await overflow(p);
+      assert(wide.length === 0, `at 390×844, ${hash} overflows: ${wide.join(", ")}`);
+    }
+    // The composer leaves the conversation most of the screen.
+    await p.goto(base + "/#/s/" + mdSession);
+    const box = await p.getByTestId("controls").boundingBox();
+    assert(box.height < 844 / 6, `the composer takes ${box.height}px of 844`);
     await phone.close();
   }
 

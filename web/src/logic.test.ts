@@ -4,8 +4,8 @@ import {
   BudgetHoldSchema, EventSchema, PermissionRequestSchema, SessionSchema, SessionStatus, SettledRequestSchema,
 } from "./gen/claudectl/v1/claudectl_pb";
 import {
-  Log, buildConversation, can, diffLines, fieldOf, filterSessions, heldSessions, mergeInbox, mergeSessions, parseDollars, patchLines,
-  statusName, tokenFromHash, toolDiff,
+  Log, activityCSV, buildConversation, can, diffLines, fieldOf, filterSessions, foldLines, heldSessions, itemAt, mergeInbox, mergeSessions,
+  parseDollars, parseRoute, patchLines, questionOptions, requestTarget, sessionTitle, shortID, statusName, tokenFromHash, toolDiff,
 } from "./logic";
 
 const enc = new TextEncoder();
@@ -141,6 +141,10 @@ describe("diffs and field errors", () => {
       { op: " ", text: "a" }, { op: "-", text: "b" }, { op: "+", text: "B" }, { op: " ", text: "c" },
     ]);
     expect(toolDiff("Write", { content: "x\ny" })).toEqual([{ op: "+", text: "x" }, { op: "+", text: "y" }]);
+    // A file's final newline adds no empty "+" line.
+    expect(toolDiff("Write", { content: "x\ny\n" })).toEqual([{ op: "+", text: "x" }, { op: "+", text: "y" }]);
+    expect(toolDiff("Write", { content: "x\n\n" })).toEqual([{ op: "+", text: "x" }, { op: "+", text: "" }]);
+    expect(toolDiff("Edit", { old_string: "a\n", new_string: "b\n" })).toEqual([{ op: "-", text: "a" }, { op: "+", text: "b" }]);
     expect(toolDiff("Bash", { command: "ls" })).toBeNull();
   });
   test("the field a daemon error names", () => {
@@ -182,5 +186,66 @@ describe("worktrees and budgets", () => {
     expect(parseDollars("10")).toBe(10);
     expect(parseDollars(" $2.50 ")).toBe(2.5);
     for (const bad of ["", "0", "-1", "ten", "1e3", "$"]) expect(parseDollars(bad)).toBeNull();
+  });
+});
+
+describe("titles, routes, folding, questions, activity", () => {
+  test("a session's title, else its first prompt, and a short id", () => {
+    expect(sessionTitle({ title: "Fix it", firstPrompt: "please" })).toEqual({ text: "Fix it", prompt: false });
+    expect(sessionTitle({ title: "", firstPrompt: "please" })).toEqual({ text: "please", prompt: true });
+    expect(sessionTitle(undefined)).toEqual({ text: "", prompt: false });
+    expect(shortID("ABCDEFGHIJKLMNOP")).toBe("ABCDEFGH");
+  });
+
+  test("routes", () => {
+    expect(parseRoute("#/s/AB%2FC?seq=42")).toEqual({ view: "session", id: "AB/C", seq: 42n });
+    expect(parseRoute("#/s/ABC")).toEqual({ view: "session", id: "ABC", seq: null });
+    expect(parseRoute("#/s/ABC?seq=x")).toEqual({ view: "session", id: "ABC", seq: null });
+    expect(parseRoute("#/search?q=a%20b%26c")).toEqual({ view: "search", q: "a b&c" });
+    expect(parseRoute("#/activity")).toEqual({ view: "activity" });
+    expect(parseRoute("")).toEqual({ view: "inbox" });
+    expect(parseRoute("#/nonsense")).toEqual({ view: "inbox" });
+  });
+
+  test("the item holding an event: a tool call holds its result", () => {
+    const items = buildConversation([
+      msg(1, { type: "user", message: { content: "go" } }, true),
+      msg(2, { type: "assistant", message: { content: [{ type: "text", text: "ok" }] } }),
+      create(EventSchema, { seq: 3n, kind: { case: "toolUse", value: { toolUseId: "t1", name: "Bash", input: enc.encode('{"command":"ls"}') } } }),
+      msg(4, { type: "assistant", message: { content: [{ type: "text", text: "while it runs" }] } }),
+      msg(5, { type: "user", message: { content: [{ type: "tool_result", tool_use_id: "t1", content: "a\nb" }] } }),
+    ]);
+    expect(itemAt(items, 5n)).toBe(2);
+    expect(itemAt(items, 4n)).toBe(3);
+    expect(itemAt(items, 1n)).toBe(0);
+    expect(itemAt(items, 0n)).toBe(-1);
+  });
+
+  test("long output folds", () => {
+    const long = Array.from({ length: 60 }, (_, i) => "line " + i).join("\n") + "\n";
+    expect(foldLines(long)).toEqual({ head: Array.from({ length: 20 }, (_, i) => "line " + i).join("\n"), hidden: 40 });
+    expect(foldLines("a\nb").hidden).toBe(0);
+    expect(foldLines(Array(24).fill("x").join("\n")).hidden).toBe(0);
+  });
+
+  test("question options keep their descriptions", () => {
+    const input = { questions: [{ question: "Which?", options: [{ label: "red", description: "warm" }, { label: "blue" }] }] };
+    expect(questionOptions(input, "Which?", ["red", "blue", "green"])).toEqual([
+      { label: "red", description: "warm" }, { label: "blue", description: "" }, { label: "green", description: "" }]);
+    expect(questionOptions(null, "Which?", ["red"])).toEqual([{ label: "red", description: "" }]);
+  });
+
+  test("what a settled request was", () => {
+    const r = create(PermissionRequestSchema, { requestId: "1", toolName: "Bash", input: enc.encode('{"command":"ls -l\\nmore"}') });
+    let box = mergeInbox({ pending: [], settled: new Map() }, { snapshot: true, requests: [r] });
+    box = mergeInbox(box, { snapshot: false, requests: [], settled: create(SettledRequestSchema, { requestId: "1", by: "client:bob", outcome: "allowed" }) });
+    expect(box.settled.get("1")?.request?.toolName).toBe("Bash");
+    expect(box.settled.get("1")?.by).toBe("client:bob");
+    expect(requestTarget(r)).toBe("ls -l");
+  });
+
+  test("activity as CSV", () => {
+    expect(activityCSV(["2026-11-27", "2026-11-28"], [{ metric: "cost", series: [{ name: '/src/a,"b"', values: [1, 0.5] }] }])).toBe(
+      'day,metric,name,value\n2026-11-27,cost,"/src/a,""b""",1\n2026-11-28,cost,"/src/a,""b""",0.5\n');
   });
 });

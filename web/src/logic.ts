@@ -87,8 +87,12 @@ export function filterSessions(list: Session[], status: string, cwd: string): Se
 // so where it was.
 export interface Inbox {
   pending: PermissionRequest[];
-  settled: Map<string, SettledRequest>;
+  settled: Map<string, Settled>;
 }
+
+// A Settled request is how it was settled and, when the page saw it
+// waiting, what it was.
+export type Settled = SettledRequest & { request?: PermissionRequest };
 
 export function mergeInbox(
   inbox: Inbox,
@@ -100,7 +104,8 @@ export function mergeInbox(
     if (!pending.some((p) => p.requestId === r.requestId)) pending.unshift(r);
   }
   if (change.settled) {
-    settled.set(change.settled.requestId, change.settled);
+    const request = pending.find((p) => p.requestId === change.settled!.requestId) ?? inbox.settled.get(change.settled.requestId)?.request;
+    settled.set(change.settled.requestId, { ...change.settled, request });
     pending = pending.filter((p) => p.requestId !== change.settled!.requestId);
   }
   return { pending, settled };
@@ -112,7 +117,7 @@ export type Item =
   | { kind: "user"; seq: bigint; text: string }
   | { kind: "text"; seq: bigint; text: string; parent: string }
   | { kind: "thinking"; seq: bigint; text: string; parent: string }
-  | { kind: "tool"; seq: bigint; id: string; name: string; input: any; result?: string; isError?: boolean; parent: string; children: Item[] }
+  | { kind: "tool"; seq: bigint; id: string; name: string; input: any; result?: string; resultSeq?: bigint; isError?: boolean; parent: string; children: Item[] }
   | { kind: "permission"; seq: bigint; request: PermissionRequest; resolution?: { behavior: string; by: string; message: string } }
   | { kind: "usage"; seq: bigint; costUsd: number; inputTokens: bigint; outputTokens: bigint; totalUsd: number }
   | { kind: "notice"; seq: bigint; text: string; level: "info" | "error"; hint?: string };
@@ -166,7 +171,7 @@ export function buildConversation(events: Event[]): Item[] {
         const m = parse(k.value.raw);
         const shown = m && (m.type === "assistant" || (k.value.toCli && m.type === "user"));
         if (!shown) { // stream events, results, control lines, tool results: no item of their own
-          if (m && !k.value.toCli && m.type === "user") attachResults(m, tools);
+          if (m && !k.value.toCli && m.type === "user") attachResults(m, tools, ev.seq);
           continue;
         }
         if (k.value.toCli && m.type === "user") {
@@ -245,7 +250,7 @@ export function modeChangeText(mode: string, requested: string): string {
 
 // attachResults gives the tool calls of a CLI user message's tool_result
 // blocks their output.
-function attachResults(m: any, tools: Map<string, Extract<Item, { kind: "tool" }>>) {
+function attachResults(m: any, tools: Map<string, Extract<Item, { kind: "tool" }>>, seq: bigint) {
   for (const b of Array.isArray(m.message?.content) ? m.message.content : []) {
     if (b.type !== "tool_result") continue;
     const t = tools.get(b.tool_use_id);
@@ -253,6 +258,7 @@ function attachResults(m: any, tools: Map<string, Extract<Item, { kind: "tool" }
     t.result = typeof b.content === "string" ? b.content
       : Array.isArray(b.content) ? b.content.map((c: any) => c.text ?? "").join("\n") : "";
     t.isError = !!b.is_error;
+    t.resultSeq = seq;
   }
 }
 
@@ -263,7 +269,7 @@ export interface DiffLine { op: " " | "-" | "+"; text: string }
 // diffLines is a line diff (longest common subsequence), enough for the
 // edits a tool makes; very long inputs fall back to all-removed, all-added.
 export function diffLines(a: string, b: string): DiffLine[] {
-  const x = a.split("\n"), y = b.split("\n");
+  const x = linesOf(a), y = linesOf(b);
   if (x.length * y.length > 250_000) return [...x.map((t) => ({ op: "-" as const, text: t })), ...y.map((t) => ({ op: "+" as const, text: t }))];
   const n = x.length, m = y.length;
   const L: number[][] = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
@@ -280,11 +286,20 @@ export function diffLines(a: string, b: string): DiffLine[] {
   return out;
 }
 
+// linesOf splits text into lines; a final newline ends the last line
+// rather than starting an empty one.
+export function linesOf(text: string): string[] {
+  const l = text.split("\n");
+  if (l.length > 1 && l[l.length - 1] === "") l.pop();
+  return l;
+}
+
 // toolDiff returns the diff an Edit, MultiEdit or Write input makes, or null.
 export function toolDiff(name: string, input: any): DiffLine[] | null {
   if (!input) return null;
   if (name === "Edit") return diffLines(input.old_string ?? "", input.new_string ?? "");
-  if (name === "Write") return String(input.content ?? "").split("\n").map((text) => ({ op: "+" as const, text }));
+  // A file's last newline ends its last line: it starts no line of its own.
+  if (name === "Write") return linesOf(String(input.content ?? "")).map((text) => ({ op: "+" as const, text }));
   if (name === "MultiEdit" && Array.isArray(input.edits)) return input.edits.flatMap((e: any) => diffLines(e.old_string ?? "", e.new_string ?? ""));
   return null;
 }
@@ -352,4 +367,103 @@ export function parseDollars(v: string): number | null {
   if (!/^\d+(\.\d+)?$/.test(t)) return null;
   const n = Number(t);
   return n > 0 ? n : null;
+}
+
+// --- titles, routes, folding, questions, activity ---
+
+// sessionTitle is what names a session on the page: the title Claude
+// Code gave it, else its first prompt (quoted: prompt is true), else "".
+export function sessionTitle(s: { title: string; firstPrompt: string } | undefined): { text: string; prompt: boolean } {
+  if (!s) return { text: "", prompt: false };
+  if (s.title) return { text: s.title, prompt: false };
+  return { text: s.firstPrompt, prompt: !!s.firstPrompt };
+}
+
+// shortID is the first 8 characters of a session's id: enough to tell
+// sessions apart (claudectl takes a unique prefix for an id).
+export function shortID(id: string): string {
+  return id.slice(0, 8);
+}
+
+// A Route is where the address's fragment points.
+export type Route =
+  | { view: "inbox" | "sessions" | "rules" | "activity" }
+  | { view: "search"; q: string }
+  | { view: "session"; id: string; seq: bigint | null };
+
+// parseRoute reads "#/s/ID?seq=N", "#/search?q=…" and the plain views.
+export function parseRoute(hash: string): Route {
+  const [path, query = ""] = (hash || "#/inbox").split("?", 2);
+  const params = new URLSearchParams(query);
+  if (path.startsWith("#/s/")) {
+    const seq = params.get("seq");
+    return { view: "session", id: decodeURIComponent(path.slice(4)), seq: seq && /^\d+$/.test(seq) ? BigInt(seq) : null };
+  }
+  if (path === "#/search") return { view: "search", q: params.get("q") ?? "" };
+  const v = path.slice(2);
+  return v === "sessions" || v === "rules" || v === "activity" ? { view: v } : { view: "inbox" };
+}
+
+// sessionHref is the address of session id's view, at event seq if given.
+export function sessionHref(id: string, seq?: bigint): string {
+  return "#/s/" + encodeURIComponent(id) + (seq ? "?seq=" + seq : "");
+}
+
+// itemAt returns the index of the item holding event seq (a tool call
+// holds its result's too), or of the last item before it; -1 for none.
+export function itemAt(items: Item[], seq: bigint): number {
+  const tool = items.findIndex((it) => it.kind === "tool" && it.resultSeq === seq);
+  if (tool >= 0) return tool;
+  let best = -1;
+  items.forEach((it, i) => {
+    if (it.seq <= seq) best = i;
+  });
+  return best;
+}
+
+// foldLines cuts a long text to its first max lines: head, and how many
+// lines are left out (0: nothing folded).
+export function foldLines(text: string, max = 20): { head: string; hidden: number } {
+  const lines = linesOf(text);
+  if (lines.length <= max + 5) return { head: text, hidden: 0 }; // folding a few lines saves nothing
+  return { head: lines.slice(0, max).join("\n"), hidden: lines.length - max };
+}
+
+// questionOptions returns a question's options with their descriptions,
+// from the request's input (AskUserQuestion's questions[].options[]).
+export function questionOptions(input: any, question: string, labels: string[]): { label: string; description: string }[] {
+  const q = Array.isArray(input?.questions) ? input.questions.find((x: any) => x?.question === question) : null;
+  return labels.map((label) => {
+    const o = Array.isArray(q?.options) ? q.options.find((x: any) => (typeof x === "string" ? x : x?.label) === label) : null;
+    return { label, description: typeof o?.description === "string" ? o.description : "" };
+  });
+}
+
+// requestTarget says on one line what a request is for: a Bash command, a
+// file's path, a pattern, an address, a question.
+export function requestTarget(r: PermissionRequest): string {
+  if (r.questions.length) return r.questions[0].question;
+  let input: any = null;
+  try {
+    input = JSON.parse(decoder.decode(r.input));
+  } catch {
+    // no input to show
+  }
+  const v = input?.command ?? input?.file_path ?? input?.notebook_path ?? input?.path ?? input?.pattern ?? input?.url ?? "";
+  return typeof v === "string" ? v.split("\n")[0] : "";
+}
+
+// A Series is one value a day, named.
+export interface Series { name: string; values: number[] }
+
+// activityCSV is the activity data as CSV: one row a day and series.
+export function activityCSV(days: string[], groups: { metric: string; series: Series[] }[]): string {
+  const cell = (s: string) => (/[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s);
+  const rows = ["day,metric,name,value"];
+  for (const g of groups) {
+    for (const s of g.series) {
+      days.forEach((d, i) => rows.push([d, g.metric, cell(s.name), String(s.values[i] ?? 0)].join(",")));
+    }
+  }
+  return rows.join("\n") + "\n";
 }

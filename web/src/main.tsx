@@ -8,9 +8,13 @@ import {
 } from "./gen/claudectl/v1/claudectl_pb";
 import { auth, budgets, clientName, csrfCookie, getToken, permissions, sessions, setToken, signInConfigured, signOut } from "./api";
 import {
-  Log, buildConversation, can, decisionWords, fieldOf, filterSessions, heldSessions, mergeInbox, mergeSessions, parseDollars, patchLines,
-  statusName, statusNames, tokenFromHash, toolDiff, ts, type Inbox, type Item,
+  Log, buildConversation, can, decisionWords, fieldOf, filterSessions, foldLines, heldSessions, itemAt, mergeInbox, mergeSessions, parseDollars,
+  parseRoute, patchLines, questionOptions, requestTarget, sessionHref, sessionTitle, shortID, statusName, statusNames,
+  tokenFromHash, toolDiff, ts, type Inbox, type Item, type Settled,
 } from "./logic";
+import { highlight, languageOf, renderMarkdown } from "./markdown";
+import { SearchView } from "./search";
+import { Title } from "./ui";
 import "./style.css";
 
 // --- connection state shared by the views ---
@@ -137,16 +141,20 @@ function App() {
 
   if (!token || conn === "auth") return <Login wrong={conn === "auth" && token !== cookieToken} onToken={(t) => { setToken(t); setTok(t); setConn("connecting"); }} />;
 
-  const sessionID = route.startsWith("#/s/") ? decodeURIComponent(route.slice(4)) : null;
+  const r = parseRoute(route);
+  const on = (v: string) => (r.view === v ? "on" : "");
+  const connText = conn === "ok" ? "live" : conn === "gone" ? "daemon unreachable, retrying…" : "connecting…";
   return (
     <MeContext.Provider value={me}>
     <div class="app">
       <header>
-        <strong>claudectl</strong>
+        <strong class="brand">claudectl</strong>
         <nav>
-          <a href="#/inbox" class={route === "#/inbox" ? "on" : ""}>Inbox <span class="count" data-testid="inbox-count">{inbox.pending.length + held.length}</span></a>
-          <a href="#/sessions" class={route === "#/sessions" ? "on" : ""}>Sessions</a>
-          <a href="#/rules" class={route === "#/rules" ? "on" : ""}>Rules</a>
+          <a href="#/inbox" class={on("inbox")}>Inbox <span class="count" data-testid="inbox-count">{inbox.pending.length + held.length}</span></a>
+          <a href="#/sessions" class={on("sessions")}>Sessions</a>
+          <a href="#/search" class={on("search")}>Search</a>
+          <a href="#/activity" class={on("activity")}>Activity</a>
+          <a href="#/rules" class={on("rules")}>Rules</a>
         </nav>
         {me && <span class="muted small" data-testid="me" title={"token " + me.token + ": " + me.permissions.join(", ")}>{me.user} ({me.role})</span>}
         <button class="small" data-testid="logout" onClick={async () => {
@@ -154,18 +162,32 @@ function App() {
           setToken(null);
           setTok(null);
         }}>{token === cookieToken ? "Sign out" : "Log out"}</button>
-        <span class={"conn " + conn} data-testid="conn">{conn === "ok" ? "live" : conn === "gone" ? "daemon unreachable, retrying…" : "connecting…"}</span>
+        <span class={"conn " + conn} data-testid="conn" title={connText}><span class="conn-text">{connText}</span></span>
       </header>
       {conn === "gone" && <div class="banner error" data-testid="gone">The daemon does not answer. The page reconnects by itself and catches up.</div>}
       <main>
-        {sessionID ? <SessionView id={sessionID} session={list.find((s) => s.id === sessionID)} inbox={inbox} hold={holds.find((h) => h.sessionId === sessionID)} />
-          : route === "#/sessions" ? <SessionsView list={list} />
-          : route === "#/rules" ? <RulesView />
+        {r.view === "session" ? <SessionView id={r.id} seq={r.seq} session={list.find((s) => s.id === r.id)} inbox={inbox} hold={holds.find((h) => h.sessionId === r.id)} />
+          : r.view === "sessions" ? <SessionsView list={list} />
+          : r.view === "rules" ? <RulesView list={list} />
+          : r.view === "search" ? <SearchView q={r.q} />
+          : r.view === "activity" ? <Lazy load={() => import("./activity").then((m) => m.ActivityView)} />
           : <InboxView inbox={inbox} list={list} held={held} />}
       </main>
     </div>
     </MeContext.Provider>
   );
+}
+
+// Lazy renders a component loaded on first use (its own chunk: the
+// activity plots and their chart library are no part of the first load).
+function Lazy(props: { load: () => Promise<() => preact.JSX.Element> }) {
+  const [C, setC] = useState<(() => preact.JSX.Element) | null>(null);
+  const [err, setErr] = useState("");
+  useEffect(() => {
+    props.load().then((c) => setC(() => c), (e) => setErr(String(e)));
+  }, []);
+  if (err) return <p class="error">The page could not load this view: {err}</p>;
+  return C ? <C /> : <p class="muted">Loading…</p>;
 }
 
 function notify(r: PermissionRequest) {
@@ -203,23 +225,25 @@ function InboxView(props: { inbox: Inbox; list: Session[]; held: { session: Sess
       {cards.map((r, i) => (
         <Card key={r.requestId} request={r} focused={i === focus} session={props.list.find((s) => s.id === r.sessionId)} />
       ))}
-      <Recent settled={props.inbox.settled} />
+      <Recent settled={props.inbox.settled} list={props.list} />
     </section>
   );
 }
 
 // Recent lists the requests settled while the page watched, newest first:
 // a card that vanished says here who answered it.
-function Recent(props: { settled: Inbox["settled"] }) {
+function Recent(props: { settled: Inbox["settled"]; list: Session[] }) {
   const recent = [...props.settled.values()].reverse().slice(0, 10);
   if (recent.length === 0) return null;
   return (
     <div class="recent" data-testid="recent">
       <h3>Just settled</h3>
       <ul>
-        {recent.map((st) => (
+        {recent.map((st: Settled) => (
           <li key={st.requestId} data-testid="settled" data-request={st.requestId}>
-            {st.outcome} by {st.by} <span class="muted">{new Date(ts(st.at)).toLocaleTimeString()}</span>
+            {st.request && <><strong>{st.request.toolName}</strong> <code class="target">{requestTarget(st.request)}</code>{" — "}</>}
+            {st.outcome} by {st.by}
+            <div class="muted small"><Title id={st.sessionId} session={props.list.find((s) => s.id === st.sessionId)} link /> · {new Date(ts(st.at)).toLocaleTimeString()}</div>
           </li>
         ))}
       </ul>
@@ -308,19 +332,20 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
     <div class={"card" + (props.focused ? " focused" : "")} data-testid="card" data-request={r.requestId}>
       <div class="card-head">
         <strong>{r.toolName}</strong>
-        {props.session && <a href={"#/s/" + encodeURIComponent(r.sessionId)} class="muted">{props.session.cwd}</a>}
+        {props.session && <span class="muted"><Title id={r.sessionId} session={props.session} link /> · {props.session.cwd}</span>}
       </div>
       {r.description && <p>{r.description}</p>}
       {r.toolName === "Bash" && <pre class="cmd">{input?.command}</pre>}
-      {diff && <Diff lines={diff} />}
+      {diff && <Diff lines={diff} lang={languageOf(input?.file_path ?? "")} />}
       {r.toolName !== "Bash" && !diff && r.questions.length === 0 && <pre class="input">{JSON.stringify(input, null, 2)}</pre>}
       {r.questions.map((q) => (
         <fieldset class="question" key={q.question}>
           <legend>{q.header ? q.header + ": " : ""}{q.question}</legend>
-          {q.options.map((o) => (
+          {questionOptions(input, q.question, q.options).map(({ label: o, description }) => (
             <label key={o}>
               <input type={q.multiSelect ? "checkbox" : "radio"} name={r.requestId + q.question}
-                checked={(answers[q.question] ?? []).includes(o)} onChange={() => pick(q.question, o, q.multiSelect)} /> {o}
+                checked={(answers[q.question] ?? []).includes(o)} onChange={() => pick(q.question, o, q.multiSelect)} />
+              <span>{o}{description && <span class="muted option-desc" data-testid="option-description"> — {description}</span>}</span>
             </label>
           ))}
           <input type="text" placeholder="Other (free text)" value={other[q.question] ?? ""}
@@ -351,10 +376,16 @@ function scopeName(s: RuleScope): string {
   return s === RuleScope.SESSION ? "this session" : s === RuleScope.PROJECT ? "this project" : "everywhere";
 }
 
-function Diff(props: { lines: { op: string; text: string }[] }) {
+// Diff shows a tool's change, each line highlighted as the file's
+// language (lang, "" for none).
+function Diff(props: { lines: { op: string; text: string }[]; lang: string }) {
   return (
-    <pre class="diff">
-      {props.lines.map((l, i) => <div key={i} class={l.op === "+" ? "add" : l.op === "-" ? "del" : ""}>{l.op} {l.text}</div>)}
+    <pre class="diff" data-testid="diff">
+      {props.lines.map((l, i) => (
+        <div key={i} class={l.op === "+" ? "add" : l.op === "-" ? "del" : ""}>
+          <span class="op">{l.op}</span> <span dangerouslySetInnerHTML={{ __html: highlight(l.text, props.lang) }} />
+        </div>
+      ))}
     </pre>
   );
 }
@@ -399,6 +430,26 @@ function BudgetCard(props: { session: Session; hold?: BudgetHold }) {
         <button disabled={busy} onClick={() => act({ oneTurn: true })}>Allow one more turn</button>
       </div>
       {err && <p class="error" data-testid="budget-error">{err}</p>}
+    </div>
+  );
+}
+
+// Markdown is Claude's text rendered (markdown.ts: no HTML of the text
+// runs or loads anything), parsed again only when the text changed.
+function Markdown(props: { text: string }) {
+  const html = useMemo(() => renderMarkdown(props.text), [props.text]);
+  return <div class="md" dangerouslySetInnerHTML={{ __html: html }} />;
+}
+
+// Folded shows a long output's first lines and a button for the rest.
+function Folded(props: { text: string; class: string }) {
+  const [open, setOpen] = useState(false);
+  const f = foldLines(props.text);
+  if (open || f.hidden === 0) return <pre class={props.class}>{props.text}</pre>;
+  return (
+    <div class="folded" data-testid="folded">
+      <pre class={props.class}>{f.head}</pre>
+      <button class="small" onClick={() => setOpen(true)}>Show {f.hidden} more lines</button>
     </div>
   );
 }
@@ -489,7 +540,7 @@ function SessionsView(props: { list: Session[] }) {
   return (
     <section>
       <h2>Sessions</h2>
-      {allowed("sessions.operate") && <NewSession />}
+      {allowed("sessions.operate") && <NewSession open={props.list.length === 0} />}
       <div class="filters">
         <select aria-label="status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
           <option value="">every status</option>
@@ -500,13 +551,14 @@ function SessionsView(props: { list: Session[] }) {
       <ul class="sessions" data-testid="sessions">
         {shown.map((s) => (
           <li key={s.id} data-testid="session-row" data-session={s.id}>
-            <a href={"#/s/" + encodeURIComponent(s.id)}>
+            <a href={sessionHref(s.id)}>
+              <span class="row-title"><Title id={s.id} session={s} /></span>
               <span class={"status " + statusName(s.status).split(" ")[0]}>{statusName(s.status)}</span>
               <span class="cwd">{s.cwd}</span>
               <span class="muted">{s.model || "default model"}</span>
               <span>${(s.totals?.costUsd ?? 0).toFixed(4)}</span>
               <span class="muted">{new Date(ts(s.updatedAt)).toLocaleTimeString()}</span>
-              {s.parentId && <span class="muted">fork of {s.parentId.slice(0, 8)}</span>}
+              {s.parentId && <span class="muted">fork of {shortID(s.parentId)}</span>}
               {s.worktree && <span class="muted">branch {s.worktree.branch}</span>}
             </a>
           </li>
@@ -517,7 +569,9 @@ function SessionsView(props: { list: Session[] }) {
   );
 }
 
-function NewSession() {
+// NewSession is the form to start a session: folded once sessions exist,
+// so that on a phone the list is what the page shows first.
+function NewSession(props: { open: boolean }) {
   const [f, setF] = useState({ cwd: "", model: "", permission_mode: "default", prompt: "", worktree: false, branch: "" });
   const [errs, setErrs] = useState<Record<string, string>>({});
   const [busy, setBusy] = useState(false);
@@ -542,7 +596,7 @@ function NewSession() {
   };
   const err = (k: string) => errs[k] && <span class="error field-error" data-testid={"error-" + k}>{errs[k]}</span>;
   return (
-    <details class="new" open>
+    <details class="new" open={props.open}>
       <summary>Start a session</summary>
       <form onSubmit={submit} data-testid="new-session">
         <label>Directory <input name="cwd" value={f.cwd} onInput={set("cwd")} placeholder="/absolute/path" required />{err("cwd")}</label>
@@ -569,7 +623,7 @@ function NewSession() {
 // SessionView follows one session: its log from the store, then live,
 // resubscribing from the last seq after any drop (nothing missed or
 // doubled: Log.apply).
-function SessionView(props: { id: string; session?: Session; inbox: Inbox; hold?: BudgetHold }) {
+function SessionView(props: { id: string; seq: bigint | null; session?: Session; inbox: Inbox; hold?: BudgetHold }) {
   const [version, setVersion] = useState(0);
   const log = useMemo(() => new Log(), [props.id]);
   const [err, setErr] = useState("");
@@ -591,18 +645,41 @@ function SessionView(props: { id: string; session?: Session; inbox: Inbox; hold?
     }, ac.signal, (c) => c === "gone" && setErr("reconnecting…"));
     return () => ac.abort();
   }, [props.id]);
-  const items = useMemo(() => buildConversation(log.events), [version, log]);
+  // The items and the last seq they were built from (the log may have
+  // grown since: it is filled outside rendering).
+  const [items, builtTo] = useMemo(() => [buildConversation(log.events), log.last] as const, [version, log]);
   const s = props.session;
   const cards = props.inbox.pending.filter((r) => r.sessionId === props.id);
   const focus = useCardKeys(cards);
   const bottom = useRef<HTMLDivElement>(null);
-  useEffect(() => bottom.current?.scrollIntoView({ block: "end" }), [items.length]);
+  const conv = useRef<HTMLDivElement>(null);
+  // Opened at an event (a search hit): scrolled to it once the log holds
+  // it, and marked; else kept at the bottom as the conversation grows.
+  const [shown, setShown] = useState<string | null>(null);
+  useEffect(() => {
+    if (props.seq === null) {
+      bottom.current?.scrollIntoView({ block: "end" });
+      return;
+    }
+    const key = props.id + "@" + props.seq;
+    if (shown === key || builtTo < props.seq) return;
+    const i = itemAt(items, props.seq);
+    const el = i >= 0 ? conv.current?.querySelector(`[data-item="${i}"]`) : null;
+    if (!el) return;
+    el.classList.add("target");
+    el.scrollIntoView({ block: "center" });
+    if (el instanceof HTMLDetailsElement) el.open = true;
+    // The match may be past the fold of a long output: unfolded.
+    (el.querySelector('[data-testid="folded"] button') as HTMLButtonElement | null)?.click();
+    setShown(key);
+  }, [items.length, props.seq, version]);
   return (
     <section class="session" data-testid="session-view" data-last-seq={String(log.last)}
       data-last-event-ms={String(ts(log.events[log.events.length - 1]?.time))}>
-      <h2>{s ? s.cwd : props.id}</h2>
+      <h2 class="session-head">{sessionTitle(s).text ? <Title id={props.id} session={s} /> : s ? s.cwd : props.id}</h2>
       {s && (
         <p class="muted">
+          {sessionTitle(s).text && <>{s.cwd} · <code class="sid">{shortID(props.id)}</code> · </>}
           <span class={"status " + statusName(s.status).split(" ")[0]} data-testid="session-status">{statusName(s.status)}</span>
           {" · "}{s.model || "default model"} · {s.permissionMode || "default"} · ${(s.totals?.costUsd ?? 0).toFixed(4)} ·{" "}
           {String(s.totals?.inputTokens ?? 0n)} in / {String(s.totals?.outputTokens ?? 0n)} out tokens
@@ -611,8 +688,8 @@ function SessionView(props: { id: string; session?: Session; inbox: Inbox; hold?
       )}
       {s?.worktree && <Changes id={props.id} session={s} />}
       {err && <p class="muted">{err}</p>}
-      <div class="conversation" data-testid="conversation">
-        {items.map((it) => <ItemView key={String(it.seq) + it.kind} item={it} inbox={props.inbox} />)}
+      <div class="conversation" data-testid="conversation" ref={conv}>
+        {items.map((it, i) => <ItemView key={String(it.seq) + it.kind} item={it} inbox={props.inbox} index={i} />)}
       </div>
       {cards.map((r, i) => <Card key={r.requestId} request={r} focused={i === focus} />)}
       {s?.status === SessionStatus.BUDGET && <BudgetCard session={s} hold={props.hold} />}
@@ -622,22 +699,23 @@ function SessionView(props: { id: string; session?: Session; inbox: Inbox; hold?
   );
 }
 
-function ItemView(props: { item: Item; inbox: Inbox }) {
+function ItemView(props: { item: Item; inbox: Inbox; index?: number }) {
   const it = props.item;
+  const at = props.index === undefined ? {} : { "data-item": String(props.index), "data-seq": String(it.seq) };
   switch (it.kind) {
     case "user":
-      return <div class="msg user"><pre>{it.text}</pre></div>;
+      return <div class="msg user" {...at}><pre>{it.text}</pre></div>;
     case "text":
-      return <div class="msg assistant" data-testid="assistant-text"><pre>{it.text}</pre></div>;
+      return <div class="msg assistant" data-testid="assistant-text" {...at}><Markdown text={it.text} /></div>;
     case "thinking":
-      return <details class="thinking"><summary>thinking</summary><pre>{it.text}</pre></details>;
+      return <details class="thinking" {...at}><summary>thinking</summary><pre>{it.text}</pre></details>;
     case "tool": {
       const diff = toolDiff(it.name, it.input);
       return (
-        <details class={"tool" + (it.isError ? " failed" : "")} data-testid="tool" open={it.name === "Task"}>
+        <details class={"tool" + (it.isError ? " failed" : "")} data-testid="tool" open={it.name === "Task"} {...at}>
           <summary>{it.name} {it.name === "Bash" ? <code>{it.input?.command}</code> : <span class="muted">{it.input?.file_path ?? it.input?.description ?? ""}</span>}</summary>
-          {diff ? <Diff lines={diff} /> : <pre class="input">{JSON.stringify(it.input, null, 2)}</pre>}
-          {it.result !== undefined && <pre class="result">{it.result}</pre>}
+          {diff ? <Diff lines={diff} lang={languageOf(it.input?.file_path ?? "")} /> : <pre class="input">{JSON.stringify(it.input, null, 2)}</pre>}
+          {it.result !== undefined && <Folded class="result" text={it.result} />}
           {it.children.map((c) => <ItemView key={String(c.seq) + c.kind} item={c} inbox={props.inbox} />)}
         </details>
       );
@@ -646,12 +724,12 @@ function ItemView(props: { item: Item; inbox: Inbox }) {
       const settled = props.inbox.settled.get(it.request.requestId);
       const res = it.resolution;
       if (!res && !settled) return null; // a pending one is shown as a card below
-      return <div class="msg notice" data-testid="permission-item">{it.request.toolName}: {res?.behavior ?? settled?.outcome} by {res?.by ?? settled?.by}{res?.message ? " — " + res.message : ""}</div>;
+      return <div class="msg notice" data-testid="permission-item" {...at}>{it.request.toolName}: {res?.behavior ?? settled?.outcome} by {res?.by ?? settled?.by}{res?.message ? " — " + res.message : ""}</div>;
     }
     case "usage":
-      return <div class="usage muted">turn: ${it.costUsd.toFixed(4)}, {String(it.inputTokens)} in / {String(it.outputTokens)} out · session ${it.totalUsd.toFixed(4)}</div>;
+      return <div class="usage muted" {...at}>turn: ${it.costUsd.toFixed(4)}, {String(it.inputTokens)} in / {String(it.outputTokens)} out · session ${it.totalUsd.toFixed(4)}</div>;
     case "notice":
-      return <div class={"msg notice " + it.level}>{it.text}{it.hint && <div class="hint" data-testid="hint">hint: {it.hint}</div>}</div>;
+      return <div class={"msg notice " + it.level} {...at}>{it.text}{it.hint && <div class="hint" data-testid="hint">hint: {it.hint}</div>}</div>;
   }
 }
 
@@ -675,16 +753,20 @@ function Controls(props: { id: string; session?: Session }) {
     setText("");
     run(() => sessions.send({ sessionId: props.id, text: t }));
   };
+  // The composer is one line and Send; the rarer controls are folded
+  // under More, so that on a phone the conversation keeps the screen.
   if (!allowed("sessions.operate")) return null; // a viewer or approver watches, it does not drive
   return (
     <div class="controls" data-testid="controls">
       <form onSubmit={send} class="send">
-        <textarea aria-label="message" rows={2} value={text} placeholder="Send the next message…" onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+        <textarea aria-label="message" rows={1} value={text} placeholder="Send the next message…" onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
           onKeyDown={(e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send(e); }} />
         <button type="submit">Send</button>
+        <button type="button" onClick={() => run(() => sessions.interrupt({ sessionId: props.id, client: clientName }))}>Interrupt</button>
       </form>
+      <details class="more">
+      <summary>More</summary>
       <div class="buttons">
-        <button onClick={() => run(() => sessions.interrupt({ sessionId: props.id, client: clientName }))}>Interrupt</button>
         <select aria-label="permission mode" value={s?.permissionMode || "default"}
           onChange={(e) => run(() => sessions.setPermissionMode({ sessionId: props.id, mode: (e.target as HTMLSelectElement).value }))}>
           {modes.map((m) => <option key={m}>{m}</option>)}
@@ -697,6 +779,7 @@ function Controls(props: { id: string; session?: Session }) {
         <button onClick={() => run(async () => { const r = await sessions.forkSession({ sessionId: props.id }); location.hash = "#/s/" + r.session!.id; })}>Fork</button>
         <button class="deny" onClick={() => run(() => sessions.closeSession({ sessionId: props.id, client: clientName }))}>Close</button>
       </div>
+      </details>
       {err && <p class="error" data-testid="control-error">{err}</p>}
     </div>
   );
@@ -704,7 +787,7 @@ function Controls(props: { id: string; session?: Session }) {
 
 // --- rules and audit ---
 
-function RulesView() {
+function RulesView(props: { list: Session[] }) {
   const allowed = useCan();
   const [rules, setRules] = useState<Rule[]>([]);
   const [decisions, setDecisions] = useState<Decision[]>([]);
@@ -749,25 +832,32 @@ function RulesView() {
       <ul class="rules" data-testid="rules">
         {rules.map((r) => (
           <li key={r.id}>
-            <code>{r.pattern}</code> {Behavior[r.behavior].toLowerCase()} · {scopeName(r.scope)} {r.scopeValue}
+            <span class="rule-text">
+              <code>{r.pattern}</code> {Behavior[r.behavior].toLowerCase()} · {scopeName(r.scope)}{" "}
+              {r.scope === RuleScope.SESSION ? <Title id={r.scopeValue} session={props.list.find((s) => s.id === r.scopeValue)} link /> : r.scopeValue}
+            </span>
             {allowed("rules.write") && <button class="small deny" onClick={async () => { await permissions.removeRule({ ruleId: r.id }); load(); }}>remove</button>}
           </li>
         ))}
       </ul>
       <h2>Decisions</h2>
-      <table class="decisions">
-        <tbody>
-          {decisions.map((d) => {
-            const w = decisionWords(d); // a question's answers, not "allow"
-            return (
-              <tr key={d.requestId} data-testid="decision" data-request={d.requestId}>
-                <td>{new Date(ts(d.decidedAt)).toLocaleString()}</td><td>{d.toolName}</td>
-                <td>{w.behavior === "answered" ? w.behavior : Behavior[d.behavior].toLowerCase()}</td><td>{d.decidedBy}</td><td class="muted">{w.message}</td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
+      <ul class="decisions">
+        {decisions.map((d) => {
+          const w = decisionWords(d); // a question's answers, not "allow"
+          return (
+            <li key={d.requestId} data-testid="decision" data-request={d.requestId}>
+              <div><strong>{d.toolName}</strong> {d.target && <code class="target">{d.target}</code>}</div>
+              <div>
+                <span class={"outcome " + Behavior[d.behavior].toLowerCase()}>{w.behavior === "answered" ? w.behavior : Behavior[d.behavior].toLowerCase()}</span> by {d.decidedBy}
+                {w.message && <span class="muted"> — {w.message}</span>}
+              </div>
+              <div class="muted small">
+                <Title id={d.sessionId} session={props.list.find((s) => s.id === d.sessionId)} link /> · {new Date(ts(d.decidedAt)).toLocaleString()}
+              </div>
+            </li>
+          );
+        })}
+      </ul>
     </section>
   );
 }

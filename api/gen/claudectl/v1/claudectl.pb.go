@@ -2954,7 +2954,11 @@ type Decision struct {
 	SessionId string                 `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// answers is set for an AskUserQuestion answered (behavior allow):
 	// question text to the answer given, as DecideRequest.answers.
-	Answers       map[string]string `protobuf:"bytes,8,rep,name=answers,proto3" json:"answers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Answers map[string]string `protobuf:"bytes,8,rep,name=answers,proto3" json:"answers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// target says what the request was for, on one line (clipped): a Bash
+	// command, a file's path, a search pattern, an address; "" when the
+	// input names none. Set by ListDecisions.
+	Target        string `protobuf:"bytes,9,opt,name=target,proto3" json:"target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3043,6 +3047,13 @@ func (x *Decision) GetAnswers() map[string]string {
 		return x.Answers
 	}
 	return nil
+}
+
+func (x *Decision) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
 }
 
 type UsageReport struct {
@@ -7467,7 +7478,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x12PermissionResolved\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
-	"\bdecision\x18\x02 \x01(\v2\x16.claudectl.v1.DecisionR\bdecision\"\x88\x03\n" +
+	"\bdecision\x18\x02 \x01(\v2\x16.claudectl.v1.DecisionR\bdecision\"\xa0\x03\n" +
 	"\bDecision\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
@@ -7480,7 +7491,8 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\ttool_name\x18\x06 \x01(\tR\btoolName\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\a \x01(\tR\tsessionId\x12=\n" +
-	"\aanswers\x18\b \x03(\v2#.claudectl.v1.Decision.AnswersEntryR\aanswers\x1a:\n" +
+	"\aanswers\x18\b \x03(\v2#.claudectl.v1.Decision.AnswersEntryR\aanswers\x12\x16\n" +
+	"\x06target\x18\t \x01(\tR\x06target\x1a:\n" +
 	"\fAnswersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
