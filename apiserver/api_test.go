@@ -323,8 +323,12 @@ func TestPermissionDecidedByClient(t *testing.T) {
 	if len(ds.Msg.Decisions) != 1 || ds.Msg.Decisions[0].DecidedBy != "client:alice" {
 		t.Fatalf("audit = %v", ds.Msg.Decisions)
 	}
-	// Decide answered with the decision as stored, its time included.
-	if diff := cmp.Diff(ds.Msg.Decisions[0], answered, protocmp.Transform()); diff != "" {
+	// Decide answered with the decision as stored, its time included
+	// (target, what the request was for, only ListDecisions says).
+	if ds.Msg.Decisions[0].Target != "touch x" {
+		t.Errorf("ListDecisions: target %q, want the command", ds.Msg.Decisions[0].Target)
+	}
+	if diff := cmp.Diff(ds.Msg.Decisions[0], answered, protocmp.Transform(), protocmp.IgnoreFields(&v1.Decision{}, "target")); diff != "" {
 		t.Errorf("Decide's answer is not the stored decision (-stored +answered):\n%s", diff)
 	}
 	_, err = c.perms.Decide(c.ctx, connect.NewRequest(&v1.DecideRequest{RequestId: "req_unknown", Behavior: v1.Behavior_BEHAVIOR_ALLOW}))
