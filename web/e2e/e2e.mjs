@@ -202,10 +202,10 @@ try {
     assert(await page.title() !== "pwned", "the reply's HTML ran");
     assert(await reply.locator('a[href="https://example.com/docs"][rel~="noopener"][target="_blank"]').count() === 1, "the http link");
     assert(await reply.locator('a[href^="javascript"]').count() === 0, "a javascript: link");
+    await shot(page, "web-markdown.png");
     // Its title is its first prompt until Claude Code gives one.
     await page.goto(base + "/#/sessions");
     await page.locator(`[data-testid="session-row"][data-session="${mdSession}"]`).filter({ hasText: "“markdown”" }).waitFor({ timeout: 10000 });
-    await shot(page, "web-markdown.png");
   }
 
   step("a reload mid-stream resumes with nothing missing or doubled");
