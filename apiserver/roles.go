@@ -101,6 +101,8 @@ var methodPermissions = map[string]Permission{
 	claudectlv1connect.SessionServiceGetChangesProcedure:        PermRead,
 	claudectlv1connect.SessionServiceMergeChangesProcedure:      PermOperate,
 	claudectlv1connect.SessionServiceDiscardWorktreeProcedure:   PermOperate,
+	claudectlv1connect.SessionServiceSearchProcedure:            PermRead,
+	claudectlv1connect.SessionServiceActivityProcedure:          PermRead,
 
 	claudectlv1connect.PermissionServiceListPendingProcedure:   PermRead,
 	claudectlv1connect.PermissionServiceWatchPendingProcedure:  PermRead,

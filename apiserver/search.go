@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,9 +29,18 @@ func (s *Service) Search(ctx context.Context, req *connect.Request[v1.SearchRequ
 	if err := s.knownSession(ctx, req.Msg.SessionId); err != nil {
 		return nil, err
 	}
-	hits, err := s.D.Search(ctx, store.SearchQuery{Text: req.Msg.Query, Limit: int(req.Msg.Limit), SessionID: req.Msg.SessionId})
+	q := store.SearchQuery{Text: req.Msg.Query, Limit: int(req.Msg.Limit), SessionID: req.Msg.SessionId}
+	if id := IdentityOf(ctx); id.SessionID != "" {
+		q.SessionID = id.SessionID // a token for one session searches that one
+	}
+	hits, err := s.D.Search(ctx, q)
 	if err != nil {
 		return nil, toConnect(err)
+	}
+	if see := s.visible(ctx); see != nil {
+		// A scoped token finds only what it may read; the limit is the
+		// store's, so it may get fewer hits than asked for.
+		hits = slices.DeleteFunc(hits, func(h *store.SearchHit) bool { return !see(h.SessionID) })
 	}
 	titles := map[string]string{}
 	if len(hits) > 0 {
@@ -93,6 +103,11 @@ func (s *Service) Activity(ctx context.Context, req *connect.Request[v1.Activity
 	ss, err := s.D.Sessions(ctx, store.SessionFilter{})
 	if err != nil {
 		return nil, toConnect(err)
+	}
+	if see := s.visible(ctx); see != nil {
+		// A scoped token's plots sum only the sessions it may read.
+		recs = slices.DeleteFunc(recs, func(r *store.UsageRecord) bool { return !see(r.SessionID) })
+		ss = slices.DeleteFunc(ss, func(x *store.Session) bool { return !see(x.ID) })
 	}
 	sum := activity.Summarize(recs, ss, o, len(recs) >= activity.MaxRecords)
 	series := func(in []activity.Series) []*v1.ActivitySeries {

@@ -82,4 +82,22 @@ func TestSearchAndActivity(t *testing.T) {
 			t.Errorf("Activity(%v): %v, want invalid_argument", r, err)
 		}
 	}
+
+	// A token scoped to another directory finds nothing of this session
+	// and its plots hold none of its spend.
+	other := c.as(t, c.mint(t, &v1.CreateTokenRequest{Name: "elsewhere", Role: "viewer", Dirs: []string{t.TempDir()}}))
+	r, err := other.sessions.Search(c.ctx, connect.NewRequest(&v1.SearchRequest{Query: "capybara"}))
+	if err != nil || len(r.Msg.Hits) != 0 {
+		t.Errorf("a scoped Search: %v, %v; want no hits", r, err)
+	}
+	_, err = other.sessions.Search(c.ctx, connect.NewRequest(&v1.SearchRequest{Query: "capybara", SessionId: id}))
+	wantCode(t, "a scoped Search in a session outside", err, connect.CodePermissionDenied, "outside the scope")
+	oa, err := other.sessions.Activity(c.ctx, connect.NewRequest(&v1.ActivityRequest{Days: 3}))
+	if err != nil || len(oa.Msg.CostByCwd) != 0 || oa.Msg.Turns.Values[2] != 0 || len(oa.Msg.SessionsByStatus) != 0 {
+		t.Errorf("a scoped Activity: %v, %v; want nothing of the session", oa, err)
+	}
+	vr, err := c.as(t, c.mint(t, &v1.CreateTokenRequest{Name: "viewer", Role: "viewer"})).sessions.Search(c.ctx, connect.NewRequest(&v1.SearchRequest{Query: "capybara"}))
+	if err != nil || len(vr.Msg.Hits) != 1 {
+		t.Errorf("a viewer's Search: %v, %v; want the hit", vr, err)
+	}
 }
