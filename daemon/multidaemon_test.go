@@ -65,7 +65,7 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 					json.Unmarshal(ev.Raw, &pr)
 					// B lists the request A holds (A publishes it).
 					listed := false
-					for deadline := time.Now().Add(5 * time.Second); !listed && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+					for deadline := time.Now().Add(30 * time.Second); !listed && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 						for _, p := range b.D.Pending("") {
 							listed = listed || (p.Request.RequestID == pr.RequestID && p.SessionID == s.ID && p.Request.ToolName == "Bash")
 						}
@@ -323,7 +323,7 @@ func TestRulesReachEveryDaemon(t *testing.T) {
 	if err := b.D.AddRule(ctx, rule); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // A's listener hears of it
+	waitRule(t, a.D, rule.ID, true) // A's listener hears of it
 	s, err := a.D.Create(ctx, &daemon.SessionOptions{Cwd: dir}, "make one")
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +341,7 @@ func TestRulesReachEveryDaemon(t *testing.T) {
 	if err := b.D.RemoveRule(ctx, rule.ID); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitRule(t, a.D, rule.ID, false)
 	last := evs[len(evs)-1].Seq
 	if err := a.D.Send(ctx, s.ID, "make two"); err != nil {
 		t.Fatal(err)
@@ -368,5 +368,17 @@ func TestRulesReachEveryDaemon(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "two")); err == nil {
 		t.Error("the denied command ran")
+	}
+}
+
+// waitRule waits until daemon d's permission engine holds stored rule id
+// (or no longer does): another daemon's change reaches it through the
+// store's rule watch, some time after the call that made it returned.
+func waitRule(t *testing.T, d *daemon.Daemon, id int64, held bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); daemon.HasRuleForTest(d, id) != held; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rule %d held by the daemon: %v after 30s, want %v", id, !held, held)
+		}
 	}
 }
