@@ -307,8 +307,19 @@ func (s *Server) start(data string) error {
 // crash recovery on start) and starts it again on the same port, after
 // down has passed.
 func (s *Server) Restart(down time.Duration) error {
-	s.kill(syscall.SIGQUIT)
+	s.Down()
 	time.Sleep(down)
+	return s.Up()
+}
+
+// Down stops the server abruptly, as Restart does, and returns once it
+// has ended: a test that must act while the server is down calls Down,
+// then Up, rather than guess when Restart's server has gone.
+func (s *Server) Down() { s.kill(syscall.SIGQUIT) }
+
+// Up starts the server Down stopped again, on the same port, and returns
+// once it accepts connections.
+func (s *Server) Up() error {
 	s.done = make(chan struct{})
 	return s.start(filepath.Join(s.Dir, "data"))
 }
