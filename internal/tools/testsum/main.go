@@ -131,10 +131,27 @@ func (s *summary) event(e *event) {
 	}
 }
 
-// packageDone prints the line of a finished package.
+// packageDone prints the line of a finished package. A failed package's
+// tests that never ended are printed first, with their output: a panic or
+// a timeout (go test -timeout) ends the test binary inside them, and
+// go test -json reports no end for them, only the package's failure.
 func (s *summary) packageDone(e *event, status string) {
 	s.done++
 	delete(s.started, e.Package)
+	var unended []string
+	for key := range s.output {
+		if test, ok := strings.CutPrefix(key, e.Package+"\x00"); ok {
+			unended = append(unended, test)
+		}
+	}
+	sort.Strings(unended)
+	for _, test := range unended {
+		key := e.Package + "\x00" + test
+		if status == "FAIL" {
+			fmt.Fprintf(s.w, "--- FAIL: %s (%s) did not end\n%s", test, e.Package, strings.Join(s.output[key], ""))
+		}
+		delete(s.output, key)
+	}
 	out := strings.Join(s.output[e.Package], "")
 	delete(s.output, e.Package)
 	detail := fmt.Sprintf("%6.1fs", e.Elapsed)

@@ -94,3 +94,40 @@ func TestSummaryBuildFailure(t *testing.T) {
 		t.Errorf("build failure output:\n%s", out)
 	}
 }
+
+// TestSummaryTimeout: a test binary that panics or times out inside a
+// test ends without the test's end: the package's failure must show that
+// test's output (the panic, the goroutines), not only "FAIL pkg".
+func TestSummaryTimeout(t *testing.T) {
+	var b strings.Builder
+	s := newSummary(&b)
+	s.read(strings.NewReader(`{"Action":"start","Package":"example.com/a"}
+{"Action":"run","Package":"example.com/a","Test":"TestDone"}
+{"Action":"output","Package":"example.com/a","Test":"TestDone","Output":"=== RUN   TestDone\n"}
+{"Action":"pass","Package":"example.com/a","Test":"TestDone","Elapsed":0}
+{"Action":"run","Package":"example.com/a","Test":"TestSlow"}
+{"Action":"output","Package":"example.com/a","Test":"TestSlow","Output":"=== RUN   TestSlow\n"}
+{"Action":"output","Package":"example.com/a","Test":"TestSlow","Output":"panic: test timed out after 10m0s\n"}
+{"Action":"output","Package":"example.com/a","Test":"TestSlow","Output":"\trunning tests:\n\t\tTestSlow (9m58s)\n"}
+{"Action":"output","Package":"example.com/a","Output":"FAIL\texample.com/a\t600.0s\n"}
+{"Action":"fail","Package":"example.com/a","Elapsed":600}
+`))
+	if !s.finish(time.Second, errors.New("exit status 1")) {
+		t.Error("a timed out package passed")
+	}
+	out := b.String()
+	for _, want := range []string{
+		"--- FAIL: TestSlow (example.com/a) did not end\n=== RUN   TestSlow\npanic: test timed out after 10m0s\n\trunning tests:\n\t\tTestSlow (9m58s)\n",
+		"[  1] FAIL example.com/a",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "TestDone") {
+		t.Errorf("the test that passed is printed:\n%s", out)
+	}
+	if i, j := strings.Index(out, "did not end"), strings.Index(out, "] FAIL"); i > j {
+		t.Errorf("the test that did not end is printed after its package's line:\n%s", out)
+	}
+}
