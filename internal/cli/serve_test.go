@@ -219,6 +219,8 @@ func TestServeConfigFlag(t *testing.T) {
 	if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("token file: %v, %v", fi.Mode(), err)
 	}
+	// The banner follows the "serving" line startServe waited for.
+	waitFor(t, "the banner", func() bool { return strings.Contains(s.stderr.String(), "Web page: ") })
 	if !strings.Contains(s.stderr.String(), "the token is in "+filepath.Clean(tokenFile)) {
 		t.Errorf("serve does not say where the token is:\n%s", s.stderr.String())
 	}
