@@ -4,21 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
+	"github.com/claudectl/claudectl/internal/testcpu"
 	"github.com/claudectl/claudectl/permission"
 )
 
 // decideWithin evaluates req and fails the test if that takes a second of
-// CPU or more: the evaluating goroutine is locked to its thread, and the
-// thread's CPU time is what counts (threadCPU), so that a busy machine,
-// which stretches the wall time, does not fail it. A decision that never
-// comes fails it after a minute. (The evaluating goroutine is then left
-// behind, and goleak reports it too.)
+// CPU or more (testcpu: a busy machine stretches the wall time, not the
+// CPU time), or if no decision comes in a minute. (If it never returns,
+// the evaluating goroutine is left behind, and goleak reports it too.)
 func decideWithin(t *testing.T, e *permission.Engine, req *claude.PermissionRequest) permission.Decision {
 	t.Helper()
 	type decided struct {
@@ -28,11 +26,9 @@ func decideWithin(t *testing.T, e *permission.Engine, req *claude.PermissionRequ
 	done := make(chan decided, 1)
 	start := time.Now()
 	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		before := threadCPU(start)
-		d := e.Evaluate(req, here)
-		done <- decided{d, threadCPU(start) - before}
+		var r decided
+		r.cpu = testcpu.Of(func() { r.d = e.Evaluate(req, here) })
+		done <- r
 	}()
 	select {
 	case r := <-done:
