@@ -21,7 +21,7 @@ export CLAUDECTL_TEST_GRPCURL := $(TOOLS)/bin/grpcurl
 export CLAUDECTL_TEST_HYDRA := $(TOOLS)/bin/hydra
 export CLAUDECTL_TEST_AGENT_SDK_DTS := $(AGENT_SDK_DTS)
 
-.PHONY: all build install run demo grpcurl hydra test vet fmt cli bench generate clean fixtures parity-diff tmux sandbox web web-deps web-test chromium postgresql systemd release
+.PHONY: all build install run demo grpcurl hydra test test-busy stress-ng vet fmt cli bench generate clean fixtures parity-diff tmux sandbox web web-deps web-test chromium postgresql systemd release
 
 all: build
 
@@ -122,17 +122,29 @@ systemd:
 		{ apt-get install -y -qq systemd || { apt-get update -qq && apt-get install -y -qq systemd; }; }; } || \
 		echo "systemd-analyze is missing: the service units' test will be skipped (install systemd)"
 
-# Every test with -race, one line per package as it ends (internal/tools/testsum), then the
-# 10,000-session release test, too slow under the race detector; the total time at the end.
-# Then the daemon's tests once more with every test daemon's store on PostgreSQL (a throwaway
-# server on loopback, store/postgres/pgtest).
-test: cli $(TOOLS)/bin/grpcurl $(TOOLS)/bin/hydra $(AGENT_SDK_DTS) tmux sandbox chromium postgresql systemd web-test fmt vet
-	@start=$$(date +%s); \
-	GO=$(GO) $(GO) run ./internal/tools/testsum -race -count=1 ./... && \
-	GO=$(GO) $(GO) run ./internal/tools/testsum -count=1 -run '^TestEndedSessionsAreReleased$$' ./daemon/ && \
-	echo "the daemon's tests on PostgreSQL:" && \
-	CLAUDECTL_TEST_STORE=postgres GO=$(GO) $(GO) run ./internal/tools/testsum -race -count=1 ./daemon/; \
-	code=$$?; echo "make test: $$(( $$(date +%s) - start ))s in all"; exit $$code
+# What make test needs: the pinned CLIs, grpcurl, Ory Hydra, the TS SDK's types, tmux, the sandbox's
+# tools, Chromium, PostgreSQL and systemd-analyze (installed when missing), the page's tests, gofmt and vet.
+TEST_DEPS := cli $(TOOLS)/bin/grpcurl $(TOOLS)/bin/hydra $(AGENT_SDK_DTS) tmux sandbox chromium postgresql systemd web-test fmt vet
+
+# The Go suites (scripts/test-suites.sh): every test with -race, one line per package as it ends
+# (internal/tools/testsum); the 10,000-session release test, too slow under the race detector;
+# the daemon's tests once more with every test daemon's store on PostgreSQL (a throwaway server
+# on loopback, store/postgres/pgtest). Every suite runs even when one before it failed; a line
+# per suite (passed or FAILED, its time) and the total time at the end, then make fails if any did.
+test: $(TEST_DEPS)
+	@GO="$(GO)" ./scripts/test-suites.sh
+
+# The same suites on a busy machine, for hunting tests that wait a guessed time instead of for a
+# condition: $(STRESS) runs alongside them and is stopped at the end. Debian's stress-ng is
+# installed when missing (apt-get, as root); plain make test does not need it.
+STRESS ?= stress-ng --cpu 2
+test-busy: $(TEST_DEPS) $(if $(filter stress-ng,$(firstword $(STRESS))),stress-ng)
+	@GO="$(GO)" STRESS="$(STRESS)" ./scripts/test-suites.sh
+
+stress-ng:
+	@command -v stress-ng >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		{ apt-get install -y -qq stress-ng || { apt-get update -qq && apt-get install -y -qq stress-ng; }; }; } || \
+		{ echo "stress-ng is missing: install it (apt-get install stress-ng) or give make test-busy another STRESS command"; exit 1; }
 
 # The web page (web/README.md). web-deps installs its locked packages into web/node_modules;
 # web rebuilds web/dist, which is committed and embedded in claudectl (go build alone gives the
