@@ -324,7 +324,7 @@ func TestE2EControlTimeout(t *testing.T) {
 	if !errors.As(err, &te) || !errors.Is(err, claude.ErrControlTimeout) || te.Subtype != "get_context_usage" || te.Timeout != 1500*time.Millisecond {
 		t.Fatalf("ContextUsage = %v (%T), want a *ControlTimeoutError", err, err)
 	}
-	if d := time.Since(start); d < 1400*time.Millisecond || d > 5*time.Second {
+	if d := time.Since(start); d < 1400*time.Millisecond || d > 20*time.Second { // not until ctx ends
 		t.Errorf("failed after %v, want about 1.5 s", d)
 	}
 	// The session still works.

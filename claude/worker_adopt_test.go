@@ -358,7 +358,7 @@ func TestWorkerTakeoverKeepsOpenRequests(t *testing.T) {
 	select {
 	case r := <-first:
 		ln, err = r.ln, r.err
-	case <-time.After(5 * time.Second):
+	case <-ctx.Done():
 		connB.Close()
 		t.Fatal("the second controller got nothing: the worker no longer held the open request")
 	}
