@@ -25,8 +25,14 @@ func runFakeCLI(mode string) int {
 		out.Write(append(b, '\n'))
 		out.Flush()
 	}
-	if mode == "slowecho" { // echo, after a second of not reading its input
-		time.Sleep(time.Second)
+	if mode == "gatedecho" { // echo once a long line is being written (said on stderr) and SIGUSR1 has come
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		for stdinWaiting() < 32<<10 { // more than the initialize request: a long line's first bytes
+			time.Sleep(5 * time.Millisecond)
+		}
+		fmt.Fprintln(os.Stderr, "gatedecho: input waiting")
+		<-usr1
 		mode = "echo"
 	}
 	switch mode {
