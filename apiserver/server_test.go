@@ -94,9 +94,9 @@ func TestHTTPMessagesGoToTheLogger(t *testing.T) {
 	}
 	defer c.Close()
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") // plaintext to a TLS port
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	io.Copy(io.Discard, c) // until the server hangs up, having logged
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(logs.String(), "TLS handshake error") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -170,7 +170,7 @@ func TestRefusalsClippedAndClosed(t *testing.T) {
 			req += "Origin: " + tc.origin + "\r\n"
 		}
 		io.WriteString(c, req+"\r\n")
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
 		br := bufio.NewReader(c)
 		res, err := http.ReadResponse(br, nil)
 		if err != nil {

@@ -38,7 +38,7 @@ func TestCloseFromCallback(t *testing.T) {
 		if err != nil {
 			t.Errorf("Close from the callback = %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Close called from CanUseTool did not return")
 	}
 }
@@ -55,7 +55,7 @@ func TestCloseDoesNotWaitForeverForCallbacks(t *testing.T) {
 	}})
 	askPermission(c, "p1")
 	<-entered
-	returnsWithin(t, 5*time.Second, "Close with a callback that ignores its ctx", func() { s.Close() })
+	returnsWithin(t, 30*time.Second, "Close with a callback that ignores its ctx", func() { s.Close() })
 }
 
 // The Stderr callback may close its session, and a panic in it is logged,
@@ -99,7 +99,7 @@ func TestStderrCallbackClosesOrPanics(t *testing.T) {
 				if !errors.As(err, &ee) || ee.Code != 3 {
 					t.Errorf("Close from Stderr = %v, want the exit with code 3", err)
 				}
-			case <-time.After(8 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("Close called from the Stderr callback did not return")
 			}
 		})

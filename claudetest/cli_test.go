@@ -329,7 +329,7 @@ func TestCLIInterrupt(t *testing.T) {
 	if res.str("subtype") != "error_during_execution" {
 		t.Errorf("result after interrupt: %s", truncate(res.raw, 500))
 	}
-	waitFor(t, 5*time.Second, "the fake to notice the aborted request", func() bool { return s.InFlight() == 0 })
+	waitFor(t, 30*time.Second, "the fake to notice the aborted request", func() bool { return s.InFlight() == 0 })
 
 	p.sendUser("next")
 	res = p.waitFor(ctx, "result", isResult)
@@ -360,12 +360,12 @@ func TestCLIKilledMidStreamNoLeak(t *testing.T) {
 	if code := p.closeAndWait(ctx); code != -1 {
 		t.Errorf("exit code %d, want killed", code)
 	}
-	waitFor(t, 5*time.Second, "the fake to notice the CLI is gone", func() bool { return s.InFlight() == 0 })
+	waitFor(t, 30*time.Second, "the fake to notice the CLI is gone", func() bool { return s.InFlight() == 0 })
 	done := make(chan struct{})
 	go func() { s.Close(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Close hangs")
 	}
 	goleak.VerifyNone(t)
