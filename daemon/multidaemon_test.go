@@ -148,7 +148,7 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 	var changes []daemon.PendingChange
 	select {
 	case changes = <-inbox:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		stopWatch()
 		changes = <-inbox
 	}

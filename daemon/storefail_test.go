@@ -444,7 +444,7 @@ func TestFullStoreShowsStoppedSessionSuspended(t *testing.T) {
 			t.Errorf("Sessions while the store is full: %s is %s, want suspended", ls.ID, ls.Status)
 		}
 	}
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for seen := false; !seen; {
 		select {
 		case ws := <-watched:
