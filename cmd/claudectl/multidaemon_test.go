@@ -183,7 +183,7 @@ func TestFailoverAfterKill(t *testing.T) {
 	// Through B, prompts are refused (naming A) until A's lease expires.
 	refused := 0
 	for {
-		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 		_, err := b.sessions.Send(sctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "again"}))
 		scancel()
 		if err == nil {

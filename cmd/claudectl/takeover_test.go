@@ -236,7 +236,7 @@ func startTeeWorker(t *testing.T, name, binary string, env []string, tokenFile s
 // waitCLI returns the pid of the worker's one CLI, once it runs.
 func (w *teeWorker) waitCLI(t *testing.T) []int {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		clis := childrenOf(w.cmd.Process.Pid)
 		if len(clis) == 1 {
 			return clis
@@ -333,7 +333,7 @@ func waitIdle(t *testing.T, ctx context.Context, sessions claudectlv1connect.Ses
 // for byte, once each, in order, and no gap record. It follows the log
 // live until it holds as many of the CLI's lines as were printed (a line
 // the CLI prints after its result may still be on its way), for at most
-// 10 seconds, and returns how many lines it compared.
+// 30 seconds, and returns how many lines it compared.
 func checkStoredAsPrinted(t *testing.T, ctx context.Context, sessions claudectlv1connect.SessionServiceClient, id string, printed string) int {
 	t.Helper()
 	// What the CLI printed, once the file stops growing.
@@ -341,7 +341,7 @@ func checkStoredAsPrinted(t *testing.T, ctx context.Context, sessions claudectlv
 	for prev := -1; len(want) != prev; time.Sleep(300 * time.Millisecond) {
 		prev, want = len(want), printedLines(t, printed)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	replay, err := sessions.Subscribe(rctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
 	if err != nil {

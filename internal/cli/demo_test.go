@@ -145,7 +145,7 @@ func TestServeDemo(t *testing.T) {
 // countDeltas counts the text deltas session id logged.
 func countDeltas(t *testing.T, ctx context.Context, sessions claudectlv1connect.SessionServiceClient, token, id string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req := connect.NewRequest(&v1.SubscribeRequest{SessionId: id})
 	req.Header().Set("Authorization", "Bearer "+token)

@@ -367,7 +367,7 @@ func containsAll(s string, subs ...string) bool {
 // waitGone waits for a process to be gone (or a zombie).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for running(pid) {
 		if time.Now().After(deadline) {
 			t.Errorf("process %d still runs", pid)
