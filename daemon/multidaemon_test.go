@@ -205,10 +205,15 @@ func TestTwoDaemonsOneStore(t *testing.T) {
 
 // TestDeadDaemonsSessionResumesElsewhere: a session stored as running
 // under a daemon that died (its lease expired) is resumed by a prompt
-// through another daemon, its log saying it was interrupted.
+// through another daemon that reaches its transcript (one machine, one
+// home), its log saying it was interrupted, and the conversation goes on.
 func TestDeadDaemonsSessionResumesElsewhere(t *testing.T) {
 	url := pgtest.New(t)
-	a := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-a"}, claudetest.Reply(claudetest.Text("first")))
+	// One home for both daemons' CLIs: with a home each, B's claude --resume
+	// found no conversation and the turn failed, which the test missed while
+	// B's failing CLI was still running when it looked (not on a busy machine).
+	home := map[string]string{"HOME": t.TempDir()}
+	a := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-a", CLIEnv: home}, claudetest.Reply(claudetest.Text("first")))
 	ctx := a.Ctx
 	s, err := a.D.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "hello")
 	if err != nil {
@@ -219,7 +224,7 @@ func TestDeadDaemonsSessionResumesElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	// B is up before A dies: its start leaves A's sessions alone.
-	b := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-b"}, claudetest.Reply(claudetest.Text("second")))
+	b := daemontest.Start(t, &daemontest.Options{StoreURL: url, DaemonName: "daemon-b", CLIEnv: home}, claudetest.Reply(claudetest.Text("second")))
 	// As a kill -9 of daemon A mid-turn leaves it, once its lease ran out.
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -233,8 +238,19 @@ func TestDeadDaemonsSessionResumesElsewhere(t *testing.T) {
 	if err := b.D.Send(ctx, s.ID, "again"); err != nil {
 		t.Fatalf("a prompt through B to the dead daemon's session: %v", err)
 	}
-	if evs := untilIdle(t, b.D, ctx, s.ID, cur.LastSeq); len(evs) == 0 {
+	evs := untilIdle(t, b.D, ctx, s.ID, cur.LastSeq)
+	if len(evs) == 0 {
 		t.Fatal("no events of the turn through B")
+	}
+	for _, ev := range evs {
+		if ev.Type == "error" || ev.Type == "result" && strings.Contains(string(ev.Raw), `"is_error":true`) {
+			t.Fatalf("the turn through B failed: %s", ev.Raw)
+		}
+	}
+	// B's CLI went on with A's conversation: the model saw A's reply.
+	reqs := b.Model.Requests()
+	if len(reqs) != 1 || !hasText(reqs[0], "first") {
+		t.Fatalf("B's model got %d requests, want one holding A's reply", len(reqs))
 	}
 	// B marked it interrupted at the prompt.
 	interrupted := false
@@ -381,4 +397,17 @@ func waitRule(t *testing.T, d *daemon.Daemon, id int64, held bool) {
 			t.Fatalf("rule %d held by the daemon: %v after 30s, want %v", id, !held, held)
 		}
 	}
+}
+
+// hasText reports whether a message of the request has a text block
+// holding text.
+func hasText(r *claudetest.Request, text string) bool {
+	for _, m := range r.Messages {
+		for _, b := range m.Content {
+			if b.Type == "text" && strings.Contains(b.Text, text) {
+				return true
+			}
+		}
+	}
+	return false
 }
