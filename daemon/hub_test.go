@@ -9,6 +9,15 @@ import (
 	"github.com/claudectl/claudectl/store"
 )
 
+// startPump runs h's pump until the test ends, and waits for it to end
+// then: a pump left running reads crowdRest, which a later test sets (the
+// race detector caught one that outlived its test).
+func startPump(t *testing.T, h *hub) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { h.pump(quit); close(done) }()
+	t.Cleanup(func() { close(quit); <-done })
+}
+
 func hubEvent(seq int64, size int) Event {
 	return Event{Event: store.Event{Seq: seq, Type: "stream_event", Raw: bytes.Repeat([]byte("x"), size)}}
 }
@@ -72,13 +81,12 @@ func TestHubWakesWaitersForLaterEvents(t *testing.T) {
 			return false
 		}
 	}
-	woken := func(w *waiter) bool { return token(w, 2*time.Second) }
+	woken := func(w *waiter) bool { return token(w, 30*time.Second) }
 	idle := func(w *waiter) bool { return !token(w, 20*time.Millisecond) }
 	for _, subs := range []int{1, directWake + 1} { // woken by publish, by the pump
 		h := newHub("s", 100)
 		h.ring = []Event{}
-		quit := make(chan struct{})
-		go h.pump(quit)
+		startPump(t, h)
 		ws := make([]*waiter, subs+1)
 		for i := range ws {
 			ws[i] = h.join()
@@ -124,7 +132,6 @@ func TestHubWakesWaitersForLaterEvents(t *testing.T) {
 		if !ended || len(evs) != 2 || evs[1].Seq != 3 {
 			t.Errorf("%d subscribers: after the end since 1 gave %d events, ended %v; want 2..3, ended", subs, len(evs), ended)
 		}
-		close(quit)
 	}
 }
 
@@ -163,9 +170,7 @@ func TestHubWaitersComeAndGo(t *testing.T) {
 	const events, subs = 3000, 24
 	h := newHub("s", 1<<14)
 	h.ring = []Event{}
-	quit := make(chan struct{})
-	defer close(quit)
-	go h.pump(quit)
+	startPump(t, h)
 	errs := make(chan error, subs)
 	for i := range subs {
 		go func() {
@@ -224,12 +229,11 @@ func TestHubWaitersComeAndGo(t *testing.T) {
 func TestHubPacesACrowd(t *testing.T) {
 	const ring, subs = 64, 2 * directWake // a crowd: woken by the pump
 	old := crowdRest
+	t.Cleanup(func() { crowdRest = old }) // once the pump has ended (cleanups run last first)
 	crowdRest.perWake, crowdRest.max = time.Hour, time.Hour
 	h := newHub("s", ring)
 	h.ring = []Event{}
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() { h.pump(quit); close(done) }()
-	t.Cleanup(func() { close(quit); <-done; crowdRest = old })
+	startPump(t, h)
 	ws := make([]*waiter, subs)
 	for i := range ws {
 		ws[i] = h.join()
