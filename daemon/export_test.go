@@ -33,6 +33,7 @@ func SuspendForTest(d *Daemon, id, reason string) {
 // WaitSparesForTest waits for the spare worktrees being made (none may
 // start meanwhile).
 func WaitSparesForTest(d *Daemon) { d.spares.wg.Wait() }
+
 // HasRuleForTest reports whether the daemon's permission engine holds the
 // stored rule id: one another daemon added reaches it through the store's
 // rule watch, some time after AddRule returned there.

@@ -205,7 +205,7 @@ type migration struct {
 
 // migrationSteps are the Go parts of migrations, by version.
 var migrationSteps = map[int]func(ctx context.Context, tx *sql.Tx) error{
-	4: convertEvents,
+	4:  convertEvents,
 	12: indexExisting,
 }
 
