@@ -61,7 +61,9 @@ var restartKeys = []string{"listen", "metrics_listen", "data_dir", "cli", "token
 	"sessions.allowed_extra_args", "sessions.allow_bypass_permissions", "sessions.allowed_roots", "sessions.cli_scheduling",
 	"store.url", "store.daemon_name", "store.lease_ttl", "workers.token_file", "workers.enabled", "workers.wait_timeout",
 	"workers.max_connections", "auth.oidc.issuer", "auth.oidc.client_id", "auth.oidc.client_secret_file", "auth.oidc.redirect_url",
-	"auth.oidc.scopes", "auth.oidc.groups_claim", "auth.oidc.roles", "auth.oidc.session_ttl"}
+	"auth.oidc.scopes", "auth.oidc.groups_claim", "auth.oidc.roles", "auth.oidc.session_ttl",
+	"budgets.session_usd", "budgets.directory_usd_per_day", "budgets.daemon_usd_per_day", "sessions.worktree_root",
+	"sessions.limits.memory_max", "sessions.limits.cpu_max", "sessions.limits.pids_max", "sessions.sandbox"}
 
 // settingOf returns what key holds in s, for comparing two settings.
 func settingOf(s *Settings, key string) any {
@@ -154,6 +156,22 @@ func settingOf(s *Settings, key string) any {
 		return s.WorkerWait
 	case "workers.max_connections":
 		return s.WorkerMaxConnections
+	case "budgets.session_usd":
+		return s.Budgets.SessionUSD
+	case "budgets.directory_usd_per_day":
+		return s.Budgets.DirectoryUSDPerDay
+	case "budgets.daemon_usd_per_day":
+		return s.Budgets.DaemonUSDPerDay
+	case "sessions.worktree_root":
+		return s.WorktreeRoot
+	case "sessions.limits.memory_max":
+		return s.Limits.MemoryMax
+	case "sessions.limits.cpu_max":
+		return s.Limits.CPUMax
+	case "sessions.limits.pids_max":
+		return s.Limits.PIDsMax
+	case "sessions.sandbox":
+		return s.Sandbox
 	}
 	panic("serve: settingOf: unknown key " + key)
 }
