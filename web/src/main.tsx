@@ -156,7 +156,7 @@ function App() {
           <a href="#/activity" class={on("activity")}>Activity</a>
           <a href="#/rules" class={on("rules")}>Rules</a>
         </nav>
-        {me && <span class="muted small" data-testid="me" title={"token " + me.token + ": " + me.permissions.join(", ")}>{me.user} ({me.role})</span>}
+        {me && <span class="muted small me" data-testid="me" title={"token " + me.token + ": " + me.permissions.join(", ")}>{me.user} ({me.role})</span>}
         <button class="small" data-testid="logout" onClick={async () => {
           if (token === cookieToken) await signOut();
           setToken(null);
