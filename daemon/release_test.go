@@ -83,9 +83,17 @@ func TestEndedSessionsAreReleased(t *testing.T) {
 		}
 	}
 	// 10,000 sessions kept alive would hold megabytes (an actor and its
-	// hub alone are over 1 KB each); allow 512 KB of noise.
+	// hub alone are over 1 KB each); allow 512 KB of noise. On PostgreSQL
+	// the driver's pool keeps buffers per connection (pgx's preallocated
+	// rows and statement cache, which a heap profile diff shows as all of
+	// the growth: 0.5-1 MB whether 1,000 or 10,000 sessions were closed),
+	// and it replaces connections as it likes: allow 1.5 MB there.
+	allow := uint64(512 << 10)
+	if daemontest.OnPostgres() {
+		allow = 1536 << 10
+	}
 	t.Logf("heap: %d KB before, %d KB after %d sessions (%d CLIs started)", base>>10, after>>10, n, cli.Started())
-	if after > base+512<<10 {
+	if after > base+allow {
 		t.Errorf("heap grew from %d KB to %d KB over %d closed sessions", base>>10, after>>10, n)
 	}
 }

@@ -42,7 +42,7 @@ func TestCommitMakesAChunkPerSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", path+busyWait)
 	if err != nil {
 		t.Fatal(err)
 	}

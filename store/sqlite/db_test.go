@@ -13,7 +13,7 @@ import (
 
 func migrationVersions(t *testing.T, path string) []int {
 	t.Helper()
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", path+busyWait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestMigrations(t *testing.T) {
 	}
 
 	// A newer schema than this binary knows is refused, and left alone.
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", path+busyWait)
 	if err != nil {
 		t.Fatal(err)
 	}

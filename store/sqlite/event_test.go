@@ -258,7 +258,7 @@ func TestEventsRefusesPartial(t *testing.T) {
 	s := mustSession(t, db)
 	appendN(t, db, s.ID, 3) // a commit each: a chunk each
 	appendN(t, db, s.ID, 7)
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", path+busyWait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,3 +511,10 @@ func TestWriterYieldsAfterCommit(t *testing.T) {
 		t.Errorf("the goroutine woken by the first commit ran after %d of %d commits, want it to run before the writer's next batch", got, n)
 	}
 }
+
+// busyWait is what the tests' own connections to a store's file add to
+// its path: a store's writer and its search indexer write in the
+// background, and a connection with no busy timeout fails at once with
+// SQLITE_BUSY when one of them holds the lock (as TestEventsRefusesPartial
+// did on a busy machine).
+const busyWait = "?_pragma=busy_timeout(30000)"

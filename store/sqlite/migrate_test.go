@@ -58,7 +58,7 @@ func TestMigrationRebuildsSessions(t *testing.T) {
 	if err != nil || len(rules) != 0 {
 		t.Errorf("the session's rule outlived it: %+v, %v", rules, err)
 	}
-	raw, err = sql.Open("sqlite", path)
+	raw, err = sql.Open("sqlite", path+busyWait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func atVersion(t *testing.T, version int) (path string, raw *sql.DB) {
 	if err := sqlite.CreateAtVersion(context.Background(), path, version); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", path+busyWait)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestMigrationIndexesLogs(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	check, err := sql.Open("sqlite", path)
+	check, err := sql.Open("sqlite", path+busyWait)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func checkIntegrity(t *testing.T, path string, s *store.Session, events int64) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", path+busyWait)
 	if err != nil {
 		t.Fatal(err)
 	}
