@@ -89,6 +89,12 @@ type Decision struct {
 	// (zero means now).
 	RequestedAt time.Time
 	DecidedAt   time.Time
+	// Route names the routing rule that said who was asked (notify.routes),
+	// empty when none applied.
+	Route string
+	// ApprovedBy lists who allowed it when a route needed more than one
+	// person (the two-person rule), in the order they did.
+	ApprovedBy []string
 }
 
 // DecisionFilter selects audit entries, newest first.

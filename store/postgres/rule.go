@@ -152,11 +152,11 @@ func (db *DB) AddDecision(ctx context.Context, d *store.Decision) (err error) {
 	// The audit trail keeps what it is given: text made storable rather
 	// than a decision lost.
 	return db.pool.QueryRow(ctx, `INSERT INTO decisions (session_id, request_id, tool_name, input, behavior,
-		decided_by, rule_id, rule_spec, message, updated_input, requested_at, decided_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id`,
+		decided_by, rule_id, rule_spec, message, updated_input, requested_at, decided_at, route, approved_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id`,
 		cleanText(d.SessionID), cleanText(d.RequestID), cleanText(d.ToolName), db.limit(d.Input), d.Behavior,
 		cleanText(d.By), d.RuleID, cleanText(d.RuleSpec), cleanText(d.Message), db.limit(d.UpdatedInput),
-		d.RequestedAt.UnixNano(), d.DecidedAt.UnixNano()).Scan(&d.ID)
+		d.RequestedAt.UnixNano(), d.DecidedAt.UnixNano(), cleanText(d.Route), cleanList(d.ApprovedBy)).Scan(&d.ID)
 }
 
 // limit returns b truncated to the payload limit, or nil for NULL.
@@ -179,7 +179,7 @@ func (db *DB) Decisions(ctx context.Context, f store.DecisionFilter) (_ []*store
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
 	rows, err := db.pool.Query(ctx, `SELECT id, session_id, request_id, tool_name, input, behavior, decided_by,
-		rule_id, rule_spec, message, updated_input, requested_at, decided_at
+		rule_id, rule_spec, message, updated_input, requested_at, decided_at, route, approved_by
 		FROM decisions WHERE ($1 = '' OR session_id = $1) AND id < $2 ORDER BY id DESC LIMIT $3`,
 		cleanText(f.SessionID), before, f.Limit)
 	if err != nil {
@@ -192,8 +192,11 @@ func (db *DB) Decisions(ctx context.Context, f store.DecisionFilter) (_ []*store
 		var in, upd []byte
 		var req, dec int64
 		if err := rows.Scan(&d.ID, &d.SessionID, &d.RequestID, &d.ToolName, &in, &d.Behavior, &d.By, &d.RuleID,
-			&d.RuleSpec, &d.Message, &upd, &req, &dec); err != nil {
+			&d.RuleSpec, &d.Message, &upd, &req, &dec, &d.Route, &d.ApprovedBy); err != nil {
 			return nil, err
+		}
+		if len(d.ApprovedBy) == 0 {
+			d.ApprovedBy = nil
 		}
 		if in != nil {
 			d.Input = in

@@ -133,10 +133,11 @@ func (db *DB) AddDecision(ctx context.Context, d *store.Decision) (err error) {
 		return err
 	}
 	return db.w.QueryRowContext(ctx, `INSERT INTO decisions (session_id, request_id, tool_name, input, behavior,
-		decided_by, rule_id, rule_spec, message, updated_input, requested_at, decided_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		decided_by, rule_id, rule_spec, message, updated_input, requested_at, decided_at, route, approved_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		d.SessionID, d.RequestID, d.ToolName, db.limit(d.Input), d.Behavior, d.By, d.RuleID, d.RuleSpec,
-		d.Message, db.limit(d.UpdatedInput), d.RequestedAt.UnixNano(), d.DecidedAt.UnixNano()).Scan(&d.ID)
+		d.Message, db.limit(d.UpdatedInput), d.RequestedAt.UnixNano(), d.DecidedAt.UnixNano(), d.Route,
+		jsonList(d.ApprovedBy)).Scan(&d.ID)
 }
 
 // limit returns b truncated to the payload limit, or nil for NULL.
@@ -157,7 +158,7 @@ func (db *DB) Decisions(ctx context.Context, f store.DecisionFilter) (_ []*store
 		before = 1<<63 - 1
 	}
 	rows, err := db.r.QueryContext(ctx, `SELECT id, session_id, request_id, tool_name, input, behavior, decided_by,
-		rule_id, rule_spec, message, updated_input, requested_at, decided_at
+		rule_id, rule_spec, message, updated_input, requested_at, decided_at, route, approved_by
 		FROM decisions WHERE (?1 = '' OR session_id = ?1) AND id < ?2 ORDER BY id DESC LIMIT ?3`,
 		f.SessionID, before, f.Limit)
 	if err != nil {
@@ -169,9 +170,16 @@ func (db *DB) Decisions(ctx context.Context, f store.DecisionFilter) (_ []*store
 		var d store.Decision
 		var in, upd []byte
 		var req, dec int64
+		var approved string
 		if err := rows.Scan(&d.ID, &d.SessionID, &d.RequestID, &d.ToolName, &in, &d.Behavior, &d.By, &d.RuleID,
-			&d.RuleSpec, &d.Message, &upd, &req, &dec); err != nil {
+			&d.RuleSpec, &d.Message, &upd, &req, &dec, &d.Route, &approved); err != nil {
 			return nil, err
+		}
+		if err := json.Unmarshal([]byte(approved), &d.ApprovedBy); err != nil {
+			return nil, fmt.Errorf("decision %d's approvals: %w", d.ID, err)
+		}
+		if len(d.ApprovedBy) == 0 {
+			d.ApprovedBy = nil
 		}
 		if in != nil {
 			d.Input = in

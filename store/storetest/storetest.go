@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) store.Store) {
 		{"Search", search, Options{}},
 		{"SearchAfterDelete", searchAfterDelete, Options{}},
 		{"UsageSince", usageSince, Options{}},
+		{"Notifications", notifications, Options{}},
 		{"Close", closeStore, Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
