@@ -78,6 +78,18 @@ type Pending struct {
 	// It is shared with every subscriber: nobody may modify it.
 	Request *claude.PermissionRequest
 	Created time.Time
+	// Routing is the route the request follows (who is asked, how many
+	// must allow), nil when none applies.
+	Routing *Routing
+	// Approvals are the allows so far of a request that needs more than
+	// one person's; Escalated is set once its route asked EscalateTo too.
+	// Each change publishes the request again (a Notice without a
+	// Resolution), in a new Pending.
+	Approvals []Approval
+	Escalated bool
+	// ExpiresAt is when a routed request with ExpireAfter expires; zero
+	// for the others, whose expiry moves with who watches.
+	ExpiresAt time.Time
 }
 
 // A Resolution ends a pending request.
@@ -91,6 +103,9 @@ type Resolution struct {
 	// Withdrawn "cli", "context" or "broker".
 	By string
 	At time.Time
+	// ApprovedBy names, for a request that needed more than one allow,
+	// everyone who allowed it, By last.
+	ApprovedBy []string
 }
 
 // A Notice tells a subscriber that a request is pending (Resolution nil)
@@ -155,12 +170,13 @@ type tombstone struct {
 
 // entry is a pending request with its bookkeeping; guarded by Broker.mu.
 type entry struct {
-	p       Pending
-	ch      chan Resolution // buffered 1
-	timer   *time.Timer
-	gen     int  // bumps on every timer reset, to ignore stale firings
-	watched bool // the tier the timer runs for
-	stopCtx func() bool
+	p        Pending
+	ch       chan Resolution // buffered 1
+	timer    *time.Timer
+	gen      int  // bumps on every timer reset, to ignore stale firings
+	watched  bool // the tier the timer runs for
+	stopCtx  func() bool
+	escalate *time.Timer // the route's escalation, nil for none
 }
 
 // NewBroker returns an empty broker.
@@ -203,6 +219,15 @@ func cmpOr[T int | time.Duration](v, def T) T {
 // withdrawn. Errors: ErrDuplicate if the id is pending already,
 // ErrInvalidDecision for an empty id, ErrBrokerClosed.
 func (b *Broker) Submit(ctx context.Context, sessionID string, req *claude.PermissionRequest) (<-chan Resolution, error) {
+	return b.SubmitRouted(ctx, sessionID, req, nil)
+}
+
+// SubmitRouted is Submit for a request that follows routing r (nil for
+// none): it needs r.Approvals allows from different people, r.EscalateTo
+// are asked too after r.EscalateAfter (the request is published again,
+// Escalated), and it expires after r.ExpireAfter, whoever watches, with
+// r's message.
+func (b *Broker) SubmitRouted(ctx context.Context, sessionID string, req *claude.PermissionRequest, r *Routing) (<-chan Resolution, error) {
 	if req.RequestID == "" {
 		return nil, fmt.Errorf("%w: request without id", ErrInvalidDecision)
 	}
@@ -216,9 +241,12 @@ func (b *Broker) Submit(ctx context.Context, sessionID string, req *claude.Permi
 		return nil, fmt.Errorf("%w: %s", ErrDuplicate, id)
 	}
 	delete(b.resolved, id) // an id may come back (a replayed request); the old tombstone no longer applies
-	e := &entry{p: Pending{SessionID: sessionID, Request: req, Created: time.Now()}, ch: make(chan Resolution, 1)}
+	e := &entry{p: Pending{SessionID: sessionID, Request: req, Created: time.Now(), Routing: r}, ch: make(chan Resolution, 1)}
 	b.pending[id] = e
 	b.arm(e, b.isWatched(sessionID))
+	if r != nil && r.EscalateAfter > 0 {
+		e.escalate = time.AfterFunc(r.EscalateAfter, func() { b.escalate(e) })
+	}
 	e.stopCtx = context.AfterFunc(ctx, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -239,11 +267,41 @@ func (b *Broker) Submit(ctx context.Context, sessionID string, req *claude.Permi
 // id; ErrInvalidDecision, leaving the request pending, when by is empty,
 // res.UpdatedInput is not a JSON object, or an AskUserQuestion is allowed
 // without answers in UpdatedInput (build those with [Answer]).
+//
+// An allow of a request whose routing needs more than one person's is
+// counted: until the last one needed, the request stays pending, is
+// published again with its Approvals, and Resolve returns an
+// *ApprovalsNeededError; the same person allowing twice is refused
+// (ErrInvalidDecision). A denial settles it at once.
 func (b *Broker) Resolve(id string, res claude.PermissionResult, by string) error {
 	if by == "" {
 		return fmt.Errorf("%w: no decider named", ErrInvalidDecision)
 	}
 	return b.end(id, Decided, res, by)
+}
+
+// An ApprovalsNeededError is what an allow of a request that needs more
+// allows returns: the request stays pending.
+type ApprovalsNeededError struct {
+	RequestID string
+	Approvals []Approval
+	Need      int
+}
+
+func (e *ApprovalsNeededError) Error() string {
+	return fmt.Sprintf("permission: request %s has %d of the %d allows it needs", e.RequestID, len(e.Approvals), e.Need)
+}
+
+// escalate asks a routed request's EscalateTo too, if it still waits.
+func (b *Broker) escalate(e *entry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending[e.p.Request.RequestID] != e || e.p.Escalated {
+		return
+	}
+	e.p.Approvals = slices.Clone(e.p.Approvals) // a new Pending: subscribers hold the old one
+	e.p.Escalated = true
+	b.publish(Notice{Pending: e.p})
 }
 
 // SettledAt returns when request id was settled, while the broker
@@ -278,13 +336,36 @@ func (b *Broker) end(id string, o Outcome, res claude.PermissionResult, by strin
 		}
 		return fmt.Errorf("%w: %s", ErrNotPending, id)
 	}
+	r := Resolution{Outcome: o, Result: res, By: by, At: time.Now()}
 	if o == Decided {
 		if err := validDecision(e.p.Request, res); err != nil {
 			return err
 		}
+		if need := e.need(); res.Allow && need > 1 {
+			if slices.ContainsFunc(e.p.Approvals, func(a Approval) bool { return a.By == by }) {
+				return fmt.Errorf("%w: %s allowed it already; %d different people must allow it", ErrInvalidDecision, by, need)
+			}
+			approvals := append(slices.Clone(e.p.Approvals), Approval{By: by, At: r.At})
+			if len(approvals) < need {
+				e.p.Approvals = approvals // a new slice: subscribers hold the old Pending
+				b.publish(Notice{Pending: e.p})
+				return &ApprovalsNeededError{RequestID: id, Approvals: slices.Clone(approvals), Need: need}
+			}
+			for _, a := range approvals {
+				r.ApprovedBy = append(r.ApprovedBy, a.By)
+			}
+		}
 	}
-	b.finish(e, Resolution{Outcome: o, Result: res, By: by, At: time.Now()})
+	b.finish(e, r)
 	return nil
+}
+
+// need is how many allows e needs.
+func (e *entry) need() int {
+	if e.p.Routing == nil {
+		return 1
+	}
+	return max(e.p.Routing.Approvals, 1)
 }
 
 // finish resolves e; b.mu is held.
@@ -292,6 +373,9 @@ func (b *Broker) finish(e *entry, r Resolution) {
 	id := e.p.Request.RequestID
 	delete(b.pending, id)
 	e.timer.Stop()
+	if e.escalate != nil {
+		e.escalate.Stop()
+	}
 	e.stopCtx()
 	e.ch <- r
 	close(e.ch)
@@ -321,6 +405,14 @@ func (b *Broker) arm(e *entry, watched bool) {
 	if watched {
 		d = b.watched
 	}
+	if r := e.p.Routing; r != nil && r.ExpireAfter > 0 {
+		// The route's, whoever watches: from when it was asked.
+		d = r.ExpireAfter - time.Since(e.p.Created)
+		e.p.ExpiresAt = e.p.Created.Add(r.ExpireAfter)
+		after := r.ExpireAfter
+		e.timer = time.AfterFunc(d, func() { b.expire(e, gen, after) })
+		return
+	}
 	e.timer = time.AfterFunc(d, func() { b.expire(e, gen, d) })
 }
 
@@ -336,6 +428,9 @@ func (b *Broker) expire(e *entry, gen int, after time.Duration) {
 	}
 	msg := fmt.Sprintf("Permission request expired: no decision within %s (%s), so %s was denied.",
 		after, who, e.p.Request.ToolName)
+	if r := e.p.Routing; r != nil && r.ExpireAfter > 0 {
+		msg = r.expiryMessage(e.p.Request.ToolName, after, e.p.Escalated)
+	}
 	b.finish(e, Resolution{Outcome: Expired, Result: claude.Deny(msg), By: "timeout", At: time.Now()})
 }
 
@@ -399,6 +494,9 @@ func (b *Broker) isWatched(sessionID string) bool {
 // timeout; b.mu is held.
 func (b *Broker) rearm() {
 	for _, e := range b.pending {
+		if r := e.p.Routing; r != nil && r.ExpireAfter > 0 {
+			continue // its route's expiry, whoever watches
+		}
 		if w := b.isWatched(e.p.SessionID); w != e.watched {
 			b.arm(e, w)
 		}
