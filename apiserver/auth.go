@@ -56,6 +56,9 @@ type AuthOptions struct {
 	// TouchInterval is how often the tokens' last use is written to the
 	// store; zero means a minute.
 	TouchInterval time.Duration
+	// Groups are the groups of users the settings name
+	// (permissions.groups), besides those an identity provider gives.
+	Groups map[string][]string
 }
 
 // The default limit on failed authentications per remote address.
@@ -80,6 +83,8 @@ type Auth struct {
 	mu     sync.Mutex
 	tokens map[[32]byte]*store.Token // by hash; guarded by mu
 	used   map[int64]time.Time       // not yet written; guarded by mu
+	users  map[string][]string       // each user's groups from the store; guarded by mu
+	groups map[string][]string       // the settings' groups: group → users
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -98,7 +103,7 @@ func NewAuth(ctx context.Context, o *AuthOptions) (*Auth, error) {
 	}
 	a := &Auth{bootstrap: opts.Token, worker: opts.WorkerToken, db: opts.Store, log: opts.Logger,
 		limiter:    newFailureLimiter(opts.FailureBurst, opts.FailureInterval, opts.Logger),
-		touchEvery: opts.TouchInterval, used: map[int64]time.Time{}, stop: make(chan struct{})}
+		touchEvery: opts.TouchInterval, used: map[int64]time.Time{}, stop: make(chan struct{}), groups: opts.Groups}
 	if a.touchEvery <= 0 {
 		a.touchEvery = time.Minute
 	}
@@ -180,8 +185,20 @@ func (a *Auth) Reload(ctx context.Context) error {
 			m[[32]byte(t.Hash)] = t
 		}
 	}
+	// Each user's groups, as sign-in stored them, for routes that ask
+	// groups (reach.go). A user signs in by making a token, so the tokens'
+	// reload is when they change.
+	us, err := a.db.Users(ctx)
+	if err != nil {
+		return fmt.Errorf("loading the users: %w", err)
+	}
+	users := make(map[string][]string, len(us))
+	for _, u := range us {
+		users[u.Name] = u.Groups
+	}
 	a.mu.Lock()
 	a.tokens = m
+	a.users = users
 	a.mu.Unlock()
 	return nil
 }

@@ -135,7 +135,7 @@ func decisionToProto(d *store.Decision) *v1.Decision {
 	}
 	return &v1.Decision{RequestId: d.RequestID, Behavior: behaviorToProto(d.Behavior), DecidedBy: by,
 		Message: d.Message, DecidedAt: timestamppb.New(d.DecidedAt), ToolName: d.ToolName, SessionId: d.SessionID,
-		Answers: permission.Answers(d.UpdatedInput)}
+		Answers: permission.Answers(d.UpdatedInput), Route: d.Route, ApprovedBy: d.ApprovedBy}
 }
 
 func pendingToProto(p permission.Pending, always daemon.Always) *v1.PermissionRequest {
@@ -146,6 +146,20 @@ func pendingToProto(p permission.Pending, always daemon.Always) *v1.PermissionRe
 		Suggestions: sugs, Questions: questionsOf(r.ToolName, r.Input), AlwaysSession: always.SessionText}
 	for _, rule := range always.Rules {
 		out.AlwaysRules = append(out.AlwaysRules, ruleToProto(rule))
+	}
+	if !p.ExpiresAt.IsZero() {
+		out.ExpiresAt = timestamppb.New(p.ExpiresAt)
+	}
+	if rt := p.Routing; rt != nil {
+		pr := &v1.Routing{Route: rt.Route, Asked: rt.Asked(p.Escalated), ApprovalsNeeded: int32(rt.Approvals),
+			EscalateTo: rt.EscalateTo, Escalated: p.Escalated, OnExpiry: rt.OnExpiry}
+		for _, a := range p.Approvals {
+			pr.ApprovedBy = append(pr.ApprovedBy, a.By)
+		}
+		if rt.EscalateAfter > 0 {
+			pr.EscalatesAt = timestamppb.New(p.Created.Add(rt.EscalateAfter))
+		}
+		out.Routing = pr
 	}
 	return out
 }

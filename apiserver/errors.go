@@ -34,6 +34,10 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.As(err, &le):
 		return connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, daemon.ErrNotAsked): // a route asks others
+		return connect.NewError(connect.CodePermissionDenied, err)
+	case errors.Is(err, store.ErrUsed), errors.Is(err, daemon.ErrTerminalSession):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, permission.ErrNotPending):
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, permission.ErrInvalidDecision), errors.Is(err, permission.ErrSyntax):

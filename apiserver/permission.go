@@ -67,6 +67,11 @@ func (s *Service) Decide(ctx context.Context, req *connect.Request[v1.DecideRequ
 	if errors.Is(err, permission.ErrNotPending) { // the broker's error quotes the id whole
 		return nil, notFound("no such pending request %q (claudectl pending lists them)", clip(m.RequestId))
 	}
+	if more := (*permission.ApprovalsNeededError)(nil); errors.As(err, &more) && d != nil {
+		// Counted: the request waits for another person's allow.
+		return connect.NewResponse(&v1.DecideResponse{Decision: decisionToProto(d), AwaitingApprovals: true,
+			ApprovalsNeeded: int32(more.Need)}), nil
+	}
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -128,6 +128,22 @@ var methodPermissions = map[string]Permission{
 	claudectlv1connect.AuthServiceRevokeTokenProcedure: PermTokens,
 	claudectlv1connect.AuthServiceListAuditProcedure:   PermAudit,
 
+	// A person's devices are their own (the handlers keep each to their
+	// own, an admin excepted); anyone who may read may be told.
+	claudectlv1connect.NotifyServiceGetPushConfigProcedure:          PermAPI,
+	claudectlv1connect.NotifyServiceAddPushSubscriptionProcedure:    PermRead,
+	claudectlv1connect.NotifyServiceListPushSubscriptionsProcedure:  PermRead,
+	claudectlv1connect.NotifyServiceUpdatePushSubscriptionProcedure: PermRead,
+	claudectlv1connect.NotifyServiceRemovePushSubscriptionProcedure: PermRead,
+	claudectlv1connect.NotifyServiceListDeliveriesProcedure:         PermAudit,
+	claudectlv1connect.NotifyServiceTestWebhooksProcedure:           PermAudit,
+
+	// A terminal's hook makes and drives a session of its own, as an
+	// operator does; reading its transcript is reading a session.
+	claudectlv1connect.TerminalServiceAskTerminalProcedure:           PermOperate,
+	claudectlv1connect.TerminalServiceReportTerminalProcedure:        PermOperate,
+	claudectlv1connect.TerminalServiceGetTerminalTranscriptProcedure: PermRead,
+
 	reflectV1:      PermAPI,
 	reflectV1Alpha: PermAPI,
 }
@@ -136,22 +152,26 @@ var methodPermissions = map[string]Permission{
 // into the audit trail: what changes a session, a decision, a rule or a
 // token.
 var audited = map[string]bool{
-	claudectlv1connect.SessionServiceCreateSessionProcedure:     true,
-	claudectlv1connect.SessionServiceSendProcedure:              true,
-	claudectlv1connect.SessionServiceInterruptProcedure:         true,
-	claudectlv1connect.SessionServiceSetModelProcedure:          true,
-	claudectlv1connect.SessionServiceSetPermissionModeProcedure: true,
-	claudectlv1connect.SessionServiceCloseSessionProcedure:      true,
-	claudectlv1connect.SessionServiceResumeSessionProcedure:     true,
-	claudectlv1connect.SessionServiceForkSessionProcedure:       true,
-	claudectlv1connect.PermissionServiceDecideProcedure:         true,
-	claudectlv1connect.SessionServiceMergeChangesProcedure:      true,
-	claudectlv1connect.SessionServiceDiscardWorktreeProcedure:   true,
-	claudectlv1connect.BudgetServiceRaiseBudgetProcedure:        true,
-	claudectlv1connect.PermissionServiceAddRuleProcedure:        true,
-	claudectlv1connect.PermissionServiceRemoveRuleProcedure:     true,
-	claudectlv1connect.AuthServiceCreateTokenProcedure:          true,
-	claudectlv1connect.AuthServiceRevokeTokenProcedure:          true,
+	claudectlv1connect.SessionServiceCreateSessionProcedure:         true,
+	claudectlv1connect.SessionServiceSendProcedure:                  true,
+	claudectlv1connect.SessionServiceInterruptProcedure:             true,
+	claudectlv1connect.SessionServiceSetModelProcedure:              true,
+	claudectlv1connect.SessionServiceSetPermissionModeProcedure:     true,
+	claudectlv1connect.SessionServiceCloseSessionProcedure:          true,
+	claudectlv1connect.SessionServiceResumeSessionProcedure:         true,
+	claudectlv1connect.SessionServiceForkSessionProcedure:           true,
+	claudectlv1connect.PermissionServiceDecideProcedure:             true,
+	claudectlv1connect.SessionServiceMergeChangesProcedure:          true,
+	claudectlv1connect.SessionServiceDiscardWorktreeProcedure:       true,
+	claudectlv1connect.BudgetServiceRaiseBudgetProcedure:            true,
+	claudectlv1connect.PermissionServiceAddRuleProcedure:            true,
+	claudectlv1connect.PermissionServiceRemoveRuleProcedure:         true,
+	claudectlv1connect.AuthServiceCreateTokenProcedure:              true,
+	claudectlv1connect.AuthServiceRevokeTokenProcedure:              true,
+	claudectlv1connect.NotifyServiceAddPushSubscriptionProcedure:    true,
+	claudectlv1connect.NotifyServiceUpdatePushSubscriptionProcedure: true,
+	claudectlv1connect.NotifyServiceRemovePushSubscriptionProcedure: true,
+	claudectlv1connect.NotifyServiceTestWebhooksProcedure:           true,
 }
 
 // BootstrapName is the user and token name of the daemon's own token (the

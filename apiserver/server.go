@@ -188,6 +188,10 @@ func requireToken(h http.Handler, auth *Auth) http.Handler {
 			h.ServeHTTP(w, r) // the sign-in (oidc.go): it is how a page gets a token
 			return
 		}
+		if r.URL.Path == PushActPath {
+			h.ServeHTTP(w, r) // a notification's action: its capability is the credential (notify.go)
+			return
+		}
 		cookie := false
 		if got == "" {
 			// A signed-in page's requests carry its token in a cookie, and

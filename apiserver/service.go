@@ -19,6 +19,7 @@ import (
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/notify"
 	"github.com/claudectl/claudectl/store"
 )
 
@@ -67,6 +68,10 @@ type Service struct {
 
 	limit  *streamLimit // set by NewHandler; SetStreamLimits changes them
 	stalls *stallLimits
+	// Notify, if set, keeps people's devices and answers their
+	// notifications' actions (PushActPath); nil: NotifyService answers
+	// FailedPrecondition.
+	Notify *notify.Notifier
 }
 
 var (
@@ -76,6 +81,7 @@ var (
 	_ claudectlv1connect.WorkerServiceHandler     = (*Service)(nil)
 	_ claudectlv1connect.AuthServiceHandler       = (*Service)(nil)
 	_ claudectlv1connect.BudgetServiceHandler     = (*Service)(nil)
+	_ claudectlv1connect.NotifyServiceHandler     = (*Service)(nil)
 )
 
 // MaxRequestBytes bounds one request message (a prompt, a decision), as
@@ -128,6 +134,8 @@ func NewHandler(s *Service) http.Handler {
 	mux.Handle(claudectlv1connect.NewWorkerServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewAuthServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewBudgetServiceHandler(s, opts))
+	mux.Handle(claudectlv1connect.NewNotifyServiceHandler(s, opts))
+	mux.HandleFunc(PushActPath, s.pushAct)
 	r := grpcreflect.NewStaticReflector(
 		claudectlv1connect.SessionServiceName,
 		claudectlv1connect.PermissionServiceName,
@@ -135,6 +143,7 @@ func NewHandler(s *Service) http.Handler {
 		claudectlv1connect.WorkerServiceName,
 		claudectlv1connect.AuthServiceName,
 		claudectlv1connect.BudgetServiceName,
+		claudectlv1connect.NotifyServiceName,
 	)
 	// Reflection is behind the same authorizer: a worker's token may not
 	// read the API's schema.

@@ -386,6 +386,7 @@ func (a *actor) end(st *actorState, err error) {
 			detail += "\n" + t
 		}
 		final = store.StatusFailed
+		a.tellFailed(detail)
 	}
 	a.clearRelay(ctx)
 	a.status(ctx, final, detail)
@@ -545,7 +546,15 @@ func (a *actor) read() error {
 					a.status(ctx, store.StatusIdle, "")
 				}
 			} else if sess := usage.sess; sess.BudgetExceeded() {
-				a.stop(ctx, fmt.Sprintf("budget of $%.4f spent ($%.4f used); the session was stopped", sess.BudgetUSD, sess.Totals.CostUSD))
+				reason := fmt.Sprintf("budget of $%.4f spent ($%.4f used); the session was stopped", sess.BudgetUSD, sess.Totals.CostUSD)
+				a.stop(ctx, reason)
+				a.tellBudget(reason) // rather than the turn's end
+			} else if main {
+				detail := m.Result
+				if m.IsError {
+					detail = resultError(m)
+				}
+				a.tellTurn(m.IsError, m.Subtype, detail)
 			}
 			if main {
 				a.turnEnded()

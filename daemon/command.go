@@ -62,6 +62,9 @@ type commandResult struct {
 	// Mode is the permission mode in effect that a set_permission_mode
 	// left (absent from older daemons).
 	Mode string `json:"mode,omitempty"`
+	// Need is how many allows a request needs, when a decide's allow was
+	// counted but did not settle it (code approvals_needed).
+	Need int `json:"need,omitempty"`
 }
 
 // A RemoteError is the failure of a command another daemon carried out:
@@ -92,6 +95,8 @@ var errorCodes = []struct {
 	{"resolved", permission.ErrAlreadyResolved},
 	{"invalid_decision", permission.ErrInvalidDecision},
 	{"closed", ErrClosed},
+	{"not_asked", ErrNotAsked},
+	{"approvals_needed", permission.ErrApprovalsNeeded},
 }
 
 func codeOf(err error) string {
@@ -295,6 +300,9 @@ func (d *Daemon) carryOut(c store.Commander, cmd *store.Command) {
 			if res.Decision != nil {
 				res.Session, res.Tool = res.Decision.SessionID, res.Decision.ToolName
 			}
+			if more := (*permission.ApprovalsNeededError)(nil); errors.As(err, &more) {
+				res.Need = more.Need
+			}
 		default:
 			err = fmt.Errorf("%w: unknown command %q", store.ErrInvalid, cmd.Kind)
 		}
@@ -314,6 +322,13 @@ func (d *Daemon) remoteDecide(ctx context.Context, dec Decision) (*store.Decisio
 	res, err := d.route(ctx, "", "", cmdDecide, commandArgs{Decision: &dec}, decideTimeout)
 	if errors.Is(err, errUnclaimed) {
 		return nil, fmt.Errorf("%w: no daemon holds request %s", permission.ErrNotPending, dec.RequestID)
+	}
+	if errors.Is(err, permission.ErrApprovalsNeeded) && res != nil && res.Decision != nil {
+		more := &permission.ApprovalsNeededError{RequestID: dec.RequestID, Need: res.Need}
+		for _, by := range res.Decision.ApprovedBy {
+			more.Approvals = append(more.Approvals, permission.Approval{By: by})
+		}
+		return res.Decision, more
 	}
 	if err != nil {
 		return nil, err

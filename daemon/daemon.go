@@ -143,6 +143,16 @@ type Options struct {
 	Git string
 	// Budgets are the spend caps (budget.go); the zero value has none.
 	Budgets Budgets
+	// Notifier is told of what people may want to hear of (reach.go):
+	// requests waiting, questions, escalations, budgets spent, turns that
+	// finished or failed. Nil tells nobody.
+	Notifier Notifier
+	// Router says who is asked for what (permission routes); nil routes
+	// nothing: whoever may decide, decides.
+	Router *permission.Router
+	// Groups returns the groups a user is in, for routes that ask
+	// groups; nil means none.
+	Groups func(user string) []string
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
@@ -173,6 +183,10 @@ type Daemon struct {
 	spares       spares
 	budget       budgeter
 	counts       counters // decisions and cost, for Stats (metrics.go)
+	notifier     Notifier
+	router       *permission.Router
+	groups       func(user string) []string
+	reachDone    chan struct{} // reach ended (nil: not started)
 
 	lease         store.Leaser // nil: the store has no leases (one daemon)
 	leaseTTL      time.Duration
@@ -214,6 +228,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 		actors: map[string]*actor{}, hubs: map[string]*hub{}, slots: &slots{max: max(opts.MaxRunning, 0)},
 		storeProbe: cmp.Or(opts.StoreRetryInterval, time.Second),
 		git:        &worktree.Git{Path: opts.Git}, worktreeRoot: opts.WorktreeRoot,
+		notifier: opts.Notifier, router: opts.Router, groups: opts.Groups,
 	}
 	if d.worktreeRoot != "" {
 		d.spares = spares{root: filepath.Join(d.worktreeRoot, ".spares"), busy: map[string]bool{}}
@@ -269,6 +284,10 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	if b := d.board(); b != nil {
 		d.pendingDone = make(chan struct{})
 		go d.publishPending(b)
+	}
+	if d.notifier != nil {
+		d.reachDone = make(chan struct{})
+		go d.reach()
 	}
 	if t, ok := d.db.(store.Tailer); ok && d.lease != nil {
 		d.tail = newTailer(d, t)
@@ -1040,6 +1059,9 @@ func (d *Daemon) Close() error {
 	}
 	if d.pendingDone != nil {
 		<-d.pendingDone // the broker closes after the daemon: d.ctx ends it
+	}
+	if d.reachDone != nil {
+		<-d.reachDone
 	}
 	if d.tail != nil {
 		<-d.tail.done

@@ -74,6 +74,10 @@ type PermissionRequest struct {
 	Suggestions []claude.PermissionUpdate `json:"suggestions,omitempty"`
 	Description string                    `json:"description,omitempty"`
 	Reason      string                    `json:"decision_reason,omitempty"`
+	// Route is the routing rule that says who is asked (notify routes),
+	// and Asked who it asks; empty when none applies.
+	Route string   `json:"route,omitempty"`
+	Asked []string `json:"asked,omitempty"`
 	// AlwaysRules are the rules "always allow" stores in the daemon, and
 	// AlwaysSession the other changes it makes to this CLI process only,
 	// in words: what the person agrees to.
@@ -110,6 +114,10 @@ type PermissionResolved struct {
 	// Answers are an AskUserQuestion's answers (behavior allow): question
 	// text to the answer given.
 	Answers map[string]string `json:"answers,omitempty"`
+	// Route is the routing rule that applied, and ApprovedBy who allowed
+	// it when the route needed more than one person.
+	Route      string   `json:"route,omitempty"`
+	ApprovedBy []string `json:"approved_by,omitempty"`
 }
 
 // ErrorReport is something that went wrong in the session (type "error"):

@@ -30,7 +30,7 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 		case permission.Allow:
 			a.d.log.Debug("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 				"allow", true, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)
-			if err := a.audit(bg, req, requested, time.Time{}, claude.Allow(), "allow", "rule", dec.Rule); err != nil {
+			if err := a.audit(bg, req, requested, time.Time{}, claude.Allow(), "allow", "rule", dec.Rule, nil); err != nil {
 				return unaudited(err), nil
 			}
 			return claude.Allow(), nil
@@ -38,7 +38,7 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 			a.d.log.Info("permission decided", "session", a.id, "request", req.RequestID, "tool", req.ToolName,
 				"allow", false, "by", "rule", "rule", dec.Rule.String(), "rule_id", dec.Rule.ID)
 			res := claude.Deny("Denied by rule " + dec.Rule.String())
-			_ = a.audit(bg, req, requested, time.Time{}, res, "deny", "rule", dec.Rule) // denied either way
+			_ = a.audit(bg, req, requested, time.Time{}, res, "deny", "rule", dec.Rule, nil) // denied either way
 			return res, nil
 		}
 	}
@@ -50,15 +50,20 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	// Held first, logged second: a client that sees the event can decide
 	// at once. The resolution is logged by this goroutine after <-ch, so
 	// it always follows the request in the log.
-	ch, err := a.d.broker.Submit(ctx, a.id, req)
+	routing := a.d.router.Route(req, at)
+	ch, err := a.d.broker.SubmitRouted(ctx, a.id, req, routing)
 	if err != nil {
 		a.logError(bg, "holding a permission request: "+err.Error(), "")
 		return claude.PermissionResult{}, err
 	}
 	always := a.d.alwaysOf(req, a.opts.Cwd, a.id)
-	a.log(bg, &PermissionRequest{RequestID: req.RequestID, ToolName: req.ToolName, ToolUseID: req.ToolUseID,
+	ev := &PermissionRequest{RequestID: req.RequestID, ToolName: req.ToolName, ToolUseID: req.ToolUseID,
 		Input: req.Input, Suggestions: req.Suggestions, Description: req.Description, Reason: req.DecisionReason,
-		AlwaysRules: ruleSpecs(always.Rules), AlwaysSession: always.SessionText})
+		AlwaysRules: ruleSpecs(always.Rules), AlwaysSession: always.SessionText}
+	if routing != nil {
+		ev.Route, ev.Asked = routing.Route, routing.Asked(false)
+	}
+	a.log(bg, ev)
 	a.do(func(st *actorState) {
 		if st.waiting++; st.waiting == 1 {
 			a.status(bg, store.StatusWaiting, req.ToolName)
@@ -79,14 +84,14 @@ func (a *actor) canUseTool(ctx context.Context, req *claude.PermissionRequest) (
 	}
 	a.d.log.Info("permission decided", append(attrs, "by", r.By)...)
 	if r.Outcome == permission.Withdrawn {
-		_ = a.audit(bg, req, requested, r.At, claude.PermissionResult{}, "withdrawn", r.By, nil)
+		_ = a.audit(bg, req, requested, r.At, claude.PermissionResult{}, "withdrawn", r.By, nil, &r)
 		return claude.PermissionResult{}, fmt.Errorf("daemon: permission request withdrawn by %s", r.By)
 	}
 	behavior := "deny"
 	if r.Result.Allow {
 		behavior = "allow"
 	}
-	err = a.audit(bg, req, requested, r.At, r.Result, behavior, r.By, nil)
+	err = a.audit(bg, req, requested, r.At, r.Result, behavior, r.By, nil, &r)
 	outcome.err = err
 	close(outcome.done) // the Decide that settled it answers its client now
 	if err != nil && r.Result.Allow {
@@ -187,16 +192,12 @@ const auditWait = 30 * time.Second
 // audit writes the decision to the audit trail and logs it as an event.
 // It returns an error when the trail cannot hold it: the decision must not
 // take effect. decided is when the broker settled it (zero: now), the time
-// Decide answered its client with.
+// Decide answered its client with. A person's decision comes with the
+// broker's resolution (nil for a rule's), which says the route that
+// applied and who allowed under it.
 func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, requested, decided time.Time,
-	res claude.PermissionResult, behavior, by string, rule *permission.Rule) error {
-	d := &store.Decision{SessionID: a.id, RequestID: req.RequestID, ToolName: req.ToolName,
-		Input: req.Input, Behavior: behavior, By: by, Message: res.Message,
-		UpdatedInput: res.UpdatedInput, RequestedAt: requested, DecidedAt: decided}
-	if rule != nil {
-		d.RuleID = rule.ID
-		d.RuleSpec = rule.String()
-	}
+	res claude.PermissionResult, behavior, by string, rule *permission.Rule, r *permission.Resolution) error {
+	d := decisionRecord(a.id, req, requested, decided, res, behavior, by, rule, r)
 	if err := a.d.db.AddDecision(ctx, d); err != nil {
 		a.d.log.Error("auditing a decision", "session", a.id, "request", req.RequestID, "err", err)
 		if writeFailed(err) {
@@ -206,8 +207,25 @@ func (a *actor) audit(ctx context.Context, req *claude.PermissionRequest, reques
 	}
 	a.d.counts.decided(behavior, by)
 	a.log(ctx, &PermissionResolved{RequestID: req.RequestID, ToolName: req.ToolName, Behavior: behavior, By: by,
-		RuleID: d.RuleID, Message: res.Message, Answers: permission.Answers(res.UpdatedInput)})
+		RuleID: d.RuleID, Message: res.Message, Answers: permission.Answers(res.UpdatedInput), Route: d.Route,
+		ApprovedBy: d.ApprovedBy})
 	return nil
+}
+
+// decisionRecord is the audit trail's record of a decision on req.
+func decisionRecord(sessionID string, req *claude.PermissionRequest, requested, decided time.Time,
+	res claude.PermissionResult, behavior, by string, rule *permission.Rule, r *permission.Resolution) *store.Decision {
+	d := &store.Decision{SessionID: sessionID, RequestID: req.RequestID, ToolName: req.ToolName,
+		Input: req.Input, Behavior: behavior, By: by, Message: res.Message,
+		UpdatedInput: res.UpdatedInput, RequestedAt: requested, DecidedAt: decided}
+	if rule != nil {
+		d.RuleID = rule.ID
+		d.RuleSpec = rule.String()
+	}
+	if r != nil {
+		d.Route, d.ApprovedBy = r.Route, r.ApprovedBy
+	}
+	return d
 }
 
 // answerText is an AskUserQuestion's answers in one line for the log, in
@@ -255,6 +273,11 @@ type Decision struct {
 
 // Decide settles a pending request. It returns the decision as the audit
 // trail stores it (without the input), and the rules an "always" stored.
+// A request whose route needs more allows than it has is not settled by
+// an allow: Decide returns the decision so far (its ApprovedBy) with a
+// *permission.ApprovalsNeededError, and stores no rule. A decision by
+// someone the request's route does not ask is refused with a
+// *NotAskedError.
 // An "always" that does not take effect (an error, or another decision
 // first) leaves none of the rules it created.
 // Errors: permission.ErrNotPending, a *permission.ResolvedError
@@ -288,6 +311,9 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*
 			got, err := d.remoteDecide(ctx, dec)
 			return got, nil, err
 		}
+		return nil, nil, err
+	}
+	if err := d.checkAsked(p, dec.Client); err != nil {
 		return nil, nil, err
 	}
 	if len(dec.Answers) > 0 && p.Request.ToolName != "AskUserQuestion" {
@@ -381,7 +407,20 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*
 		audited = o.(*auditOutcome)
 	}
 	if err := d.broker.Resolve(dec.RequestID, res, by); err != nil {
-		undo() // decided by someone else, expired or withdrawn meanwhile
+		undo() // decided by someone else, expired or withdrawn meanwhile; or allowed by too few yet
+		var more *permission.ApprovalsNeededError
+		if errors.As(err, &more) {
+			// Counted, not settled: the decision so far, and the error
+			// that says how many more must allow.
+			so := decided(p, res, by, time.Now())
+			so.Route = p.Routing.Route
+			for _, a := range more.Approvals {
+				so.ApprovedBy = append(so.ApprovedBy, a.By)
+			}
+			d.log.Info("permission allowed, more allows needed", "session", p.SessionID, "request", dec.RequestID,
+				"tool", p.Request.ToolName, "by", by, "route", so.Route, "allowed", len(more.Approvals), "needed", more.Need)
+			return so, nil, more
+		}
 		return nil, nil, err
 	}
 	if audited != nil {
@@ -398,7 +437,11 @@ func (d *Daemon) Decide(ctx context.Context, dec Decision) (*store.Decision, []*
 	for _, sr := range stored {
 		d.log.Info("rule stored for always", "request", dec.RequestID, "rule", sr.Spec, "rule_id", sr.ID, "by", by)
 	}
-	return decided(p, res, by, d.broker.SettledAt(dec.RequestID)), stored, nil
+	out := decided(p, res, by, d.broker.SettledAt(dec.RequestID))
+	if st, ok := d.broker.Settled(dec.RequestID); ok {
+		out.Route, out.ApprovedBy = st.Route, st.ApprovedBy
+	}
+	return out, stored, nil
 }
 
 // decided is the decision of p as the session's actor stores it (audit):

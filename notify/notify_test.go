@@ -23,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/claudectl/claudectl/notify"
+	"github.com/claudectl/claudectl/notify/notifytest"
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/sqlite"
@@ -100,13 +101,13 @@ func waitDeliveries(t *testing.T, db store.Notifications, what string, f func([]
 // route does not ask gets nothing; a device the push service answers 410
 // for is forgotten; the log has each delivery.
 func TestPushAgainstStandIn(t *testing.T) {
-	ps := newPushService(t)
+	ps := notifytest.NewPushService(t)
 	db := openStore(t)
 	acc := &access{decide: map[string]bool{"alice": true}, groups: map[string][]string{"alice": {"ops"}}}
 	n := newNotifier(t, &notify.Options{Store: db, AllowPrivateTargets: true, Access: acc, PushSubject: "mailto:ops@example.com"})
 	ctx := context.Background()
 	subscribe := func(user, path string) *store.PushSubscription {
-		ep, key, auth := ps.newDevice(path)
+		ep, key, auth := ps.NewDevice(path)
 		s := &store.PushSubscription{User: user, Token: user + "-phone", Endpoint: ep, P256DH: key, Auth: auth, Kinds: store.PushKinds}
 		if err := n.Subscribe(ctx, s); err != nil {
 			t.Fatal(err)
@@ -117,28 +118,28 @@ func TestPushAgainstStandIn(t *testing.T) {
 	bob := subscribe("bob", "/d/bob")
 
 	n.Notify(bashEvent("r1", "git push origin main"))
-	got := ps.waitPushes("/d/alice", 1)[0]
+	got := ps.WaitPushes("/d/alice", 1)[0]
 	var m notify.PushMessage
-	if err := json.Unmarshal(got.payload, &m); err != nil {
-		t.Fatalf("payload %s: %v", got.payload, err)
+	if err := json.Unmarshal(got.Payload, &m); err != nil {
+		t.Fatalf("payload %s: %v", got.Payload, err)
 	}
 	if m.Kind != "permission" || !strings.Contains(m.Title, "Bash waits for you") || !strings.Contains(m.Body, "git push origin main") ||
 		m.RequestID != "r1" || m.Tag != "r1" || m.URL != "/#/s/s-r1" || len(m.Actions) != 2 || !strings.HasPrefix(m.Capability, "cctlcap_") {
 		t.Fatalf("alice's push: %+v", m)
 	}
-	if got.header.Get("Urgency") != "high" {
-		t.Errorf("a request's push has Urgency %q, want high", got.header.Get("Urgency"))
+	if got.Header.Get("Urgency") != "high" {
+		t.Errorf("a request's push has Urgency %q, want high", got.Header.Get("Urgency"))
 	}
-	if string(got.vapidK) == "" || n.VAPIDPublicKey() == "" {
+	if string(got.VAPIDKey) == "" || n.VAPIDPublicKey() == "" {
 		t.Error("no VAPID key")
 	}
 	var bm notify.PushMessage
-	json.Unmarshal(ps.waitPushes("/d/bob", 1)[0].payload, &bm)
+	json.Unmarshal(ps.WaitPushes("/d/bob", 1)[0].Payload, &bm)
 	if bm.Capability != "" || len(bm.Actions) != 0 || bm.RequestID != "r1" {
 		t.Errorf("bob may not decide, but his push is %+v", bm)
 	}
-	for _, p := range ps.pushes("") {
-		if strings.Contains(string(p.payload), "alice-phone") {
+	for _, p := range ps.Pushes("") {
+		if strings.Contains(string(p.Payload), "alice-phone") {
 			t.Error("a payload names the owner's token")
 		}
 	}
@@ -164,23 +165,21 @@ func TestPushAgainstStandIn(t *testing.T) {
 	routed.Routing = &permission.Routing{Route: "pushes", Ask: []string{"group:ops"}, Approvals: 2}
 	routed.Approvals = []string{"user:dave"}
 	n.Notify(routed)
-	ps.waitPushes("/d/alice", 2)
+	ps.WaitPushes("/d/alice", 2)
 	var m3 notify.PushMessage
-	json.Unmarshal(ps.pushes("/d/alice")[1].payload, &m3)
+	json.Unmarshal(ps.Pushes("/d/alice")[1].Payload, &m3)
 	if m3.RequestID != "r3" || !strings.Contains(m3.Body, "asked: group:ops (1 of 2 allowed) · route pushes") {
 		t.Errorf("alice's second push: %+v", m3)
 	}
 	waitDeliveries(t, db, "r3 delivered", func(ds []*store.Delivery) bool {
 		return slices.ContainsFunc(ds, func(d *store.Delivery) bool { return d.RequestID == "r3" })
 	})
-	if len(ps.pushes("/d/bob")) != 1 {
-		t.Errorf("bob, whom no route asked, got %d pushes", len(ps.pushes("/d/bob")))
+	if len(ps.Pushes("/d/bob")) != 1 {
+		t.Errorf("bob, whom no route asked, got %d pushes", len(ps.Pushes("/d/bob")))
 	}
 
 	// Gone: the push service answers 410; the device is forgotten.
-	ps.mu.Lock()
-	ps.answer["/d/bob"] = http.StatusGone
-	ps.mu.Unlock()
+	ps.SetAnswer("/d/bob", http.StatusGone)
 	n.Notify(notify.Event{Kind: notify.EventSessionFailed, SessionID: "s9", Cwd: "/src/app", Detail: "the CLI exited with code 1"})
 	waitDeliveries(t, db, "bob's device expired", func(ds []*store.Delivery) bool {
 		return slices.ContainsFunc(ds, func(d *store.Delivery) bool {
@@ -200,7 +199,7 @@ func TestPushAgainstStandIn(t *testing.T) {
 		}
 	}
 	var fm notify.PushMessage
-	json.Unmarshal(ps.waitPushes("/d/alice", 3)[2].payload, &fm)
+	json.Unmarshal(ps.WaitPushes("/d/alice", 3)[2].Payload, &fm)
 	if fm.Kind != "session_end" || !strings.Contains(fm.Body, "the CLI exited with code 1") {
 		t.Errorf("the failed session's push: %+v", fm)
 	}
@@ -213,7 +212,7 @@ func TestPushAgainstStandIn(t *testing.T) {
 	n.Notify(notify.Event{Kind: notify.EventQuestion, SessionID: "s5", RequestID: "q1", Tool: "AskUserQuestion",
 		Input: json.RawMessage(`{"questions":[{"question":"Which color?"}]}`)})
 	var qm notify.PushMessage
-	json.Unmarshal(ps.waitPushes("/d/alice", 4)[3].payload, &qm)
+	json.Unmarshal(ps.WaitPushes("/d/alice", 4)[3].Payload, &qm)
 	if qm.Kind != "question" || qm.RequestID != "q1" || !strings.Contains(qm.Body, "Which color?") || qm.Capability != "" {
 		t.Errorf("with only questions switched on, alice's next push: %+v", qm)
 	}
@@ -405,14 +404,14 @@ func TestWebhookRetries(t *testing.T) {
 func TestPrivateTargetsRefused(t *testing.T) {
 	sink := newSink(t)
 	_, port, _ := net.SplitHostPort(sink.srv.Listener.Addr().String())
-	ps := newPushService(t)
+	ps := notifytest.NewPushService(t)
 	db := openStore(t)
 	n := newNotifier(t, &notify.Options{Store: db, Webhooks: []notify.Webhook{
 		{Name: "ip", URL: sink.srv.URL},
 		{Name: "name", URL: "http://localhost:" + port + "/"},
 	}})
 	ctx := context.Background()
-	ep, key, auth := ps.newDevice("/d/1")
+	ep, key, auth := ps.NewDevice("/d/1")
 	if err := n.Subscribe(ctx, &store.PushSubscription{User: "alice", Endpoint: ep, P256DH: key, Auth: auth, Kinds: store.PushKinds}); err == nil ||
 		!strings.Contains(err.Error(), "not https") {
 		t.Errorf("an http endpoint without allow_private_targets: %v", err)
@@ -429,8 +428,8 @@ func TestPrivateTargetsRefused(t *testing.T) {
 			t.Errorf("delivery %+v", d)
 		}
 	}
-	if sink.n() != 0 || len(ps.pushes("")) != 0 {
-		t.Errorf("a private target got %d webhook and %d push requests", sink.n(), len(ps.pushes("")))
+	if sink.n() != 0 || len(ps.Pushes("")) != 0 {
+		t.Errorf("a private target got %d webhook and %d push requests", sink.n(), len(ps.Pushes("")))
 	}
 }
 

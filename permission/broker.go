@@ -40,6 +40,9 @@ type ResolvedError struct {
 	By        string
 	At        time.Time
 	Outcome   Outcome
+	// Route and ApprovedBy are the Resolution's.
+	Route      string
+	ApprovedBy []string
 }
 
 func (e *ResolvedError) Error() string {
@@ -106,6 +109,8 @@ type Resolution struct {
 	// ApprovedBy names, for a request that needed more than one allow,
 	// everyone who allowed it, By last.
 	ApprovedBy []string
+	// Route names the route the request followed, "" for none.
+	Route string
 }
 
 // A Notice tells a subscriber that a request is pending (Resolution nil)
@@ -288,6 +293,12 @@ type ApprovalsNeededError struct {
 	Need      int
 }
 
+// ErrApprovalsNeeded is what an *ApprovalsNeededError is (errors.Is).
+var ErrApprovalsNeeded = errors.New("permission: more allows needed")
+
+// Is makes errors.Is(err, ErrApprovalsNeeded) hold.
+func (e *ApprovalsNeededError) Is(target error) bool { return target == ErrApprovalsNeeded }
+
 func (e *ApprovalsNeededError) Error() string {
 	return fmt.Sprintf("permission: request %s has %d of the %d allows it needs", e.RequestID, len(e.Approvals), e.Need)
 }
@@ -313,6 +324,17 @@ func (b *Broker) SettledAt(id string) time.Time {
 		return t.err.At
 	}
 	return time.Now()
+}
+
+// Settled returns how request id was settled, while the broker remembers
+// it: who, when, the route and who allowed under it.
+func (b *Broker) Settled(id string) (ResolvedError, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t, ok := b.resolved[id]; ok {
+		return *t.err, true
+	}
+	return ResolvedError{}, false
 }
 
 // Withdraw removes the pending request id without an answer, as the CLI's
@@ -371,6 +393,9 @@ func (e *entry) need() int {
 // finish resolves e; b.mu is held.
 func (b *Broker) finish(e *entry, r Resolution) {
 	id := e.p.Request.RequestID
+	if e.p.Routing != nil {
+		r.Route = e.p.Routing.Route
+	}
 	delete(b.pending, id)
 	e.timer.Stop()
 	if e.escalate != nil {
@@ -380,7 +405,7 @@ func (b *Broker) finish(e *entry, r Resolution) {
 	e.ch <- r
 	close(e.ch)
 	b.nextTomb++
-	t := tombstone{&ResolvedError{RequestID: id, By: r.By, At: r.At, Outcome: r.Outcome}, b.nextTomb}
+	t := tombstone{&ResolvedError{RequestID: id, By: r.By, At: r.At, Outcome: r.Outcome, Route: r.Route, ApprovedBy: r.ApprovedBy}, b.nextTomb}
 	b.resolved[id] = t
 	b.order = append(b.order, t)
 	if len(b.order) > b.remember {

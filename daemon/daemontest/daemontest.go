@@ -104,6 +104,11 @@ type Options struct {
 	// scripted model's, a temporary HOME): the settings' env. An empty
 	// value removes the variable (no ANTHROPIC_API_KEY: no credentials).
 	CLIEnv map[string]string
+	// Routes and Groups are the permissions.routes and permissions.groups
+	// settings; Notify the notify.* settings.
+	Routes []permission.Route
+	Groups map[string][]string
+	Notify serve.NotifySettings
 }
 
 // Daemon is a running test daemon. Everything it starts is stopped by the
@@ -158,6 +163,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		d.settings.DataDir = t.TempDir()
 	}
 	maps.Copy(d.settings.Env, o.CLIEnv)
+	d.settings.Routes, d.settings.Groups, d.settings.Notify = o.Routes, o.Groups, o.Notify
 	d.settings.StoreURL, d.settings.DaemonName = o.StoreURL, o.DaemonName
 	if o.Log != nil {
 		d.settings.LogLevel = slog.LevelInfo

@@ -134,6 +134,17 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	for i := range cfg.Notify.Webhooks {
+		w := &cfg.Notify.Webhooks[i]
+		if w.SecretFile == "" {
+			continue
+		}
+		secret, err := readSecret(w.SecretFile, "", fmt.Sprintf("notify.webhooks[%d].secret_file", i), false, cfg.File)
+		if err != nil {
+			return err
+		}
+		w.Secret = []byte(secret)
+	}
 	// The web page's address carries the token only to a terminal: in a
 	// log (a journal, serve > file 2>&1) it would put the token there.
 	// StderrIsTerminal, not isTerminal(env.Stderr): withDefaults wrapped

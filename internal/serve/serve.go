@@ -26,6 +26,7 @@ import (
 	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/notify"
 	"github.com/claudectl/claudectl/permission"
 	"github.com/claudectl/claudectl/store"
 )
@@ -137,6 +138,7 @@ type Server struct {
 	served        chan error
 	lock          *dataDirLock
 	tls           bool // served with TLS
+	notifier      *notify.Notifier
 }
 
 // DefaultDataDir returns $XDG_DATA_HOME/claudectl, else
@@ -237,7 +239,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		srv.sqlitePath = p
 	}
 	srv.auth, err = apiserver.NewAuth(ctx, &apiserver.AuthOptions{Token: srv.Token, WorkerToken: s.WorkerToken, Store: srv.db,
-		Logger: log})
+		Logger: log, Groups: s.Groups})
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +270,13 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	if err != nil {
 		return nil, &SettingsError{file: cmp.Or(s.File, "settings"), msg: "sessions.sandbox: " + err.Error()}
 	}
+	router, err := permission.NewRouter(s.Routes, homeDir(getenv))
+	if err != nil {
+		return nil, &SettingsError{file: cmp.Or(s.File, "settings"), msg: "permissions.routes: " + err.Error()}
+	}
+	if srv.notifier, err = startNotifier(ctx, s, srv.db, srv.auth, log); err != nil {
+		return nil, err
+	}
 	db := srv.db
 	if opts.WrapStore != nil {
 		db = opts.WrapStore(db)
@@ -281,7 +290,8 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		CLIScheduling:      cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
 		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL,
 		LoginHint: loginHint, NoCredentials: noCredentials,
-		WorktreeRoot: cmp.Or(s.WorktreeRoot, filepath.Join(dataDir, "worktrees")), Budgets: s.Budgets})
+		WorktreeRoot: cmp.Or(s.WorktreeRoot, filepath.Join(dataDir, "worktrees")), Budgets: s.Budgets,
+		Notifier: daemonNotifier(srv.notifier), Router: router, Groups: srv.auth.Groups})
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +299,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	srv.service = &apiserver.Service{D: srv.Daemon, Page: web.Handler(), MaxStreams: s.MaxStreams,
 		StreamWriteTimeout: s.StreamWriteTimeout, StreamUnsentBytes: s.StreamUnsentBytes, Logger: log,
 		StoreLocation: srv.StoreLocation, Auth: srv.auth, Store: srv.db, OIDC: signIn,
-		Metrics: apiserver.MetricsHandler(metrics), Admin: srv.adminHandler()}
+		Metrics: apiserver.MetricsHandler(metrics), Admin: srv.adminHandler(), Notify: srv.notifier}
 	hs, err := apiserver.NewServer(listen, apiserver.NewHandler(srv.service), serverOpts)
 	if err != nil {
 		return nil, err
@@ -394,6 +404,10 @@ func (s *Server) Close() error {
 	if s.workers != nil {
 		s.workers.Close()
 		s.workers = nil
+	}
+	if s.notifier != nil {
+		s.notifier.Close() // after the daemon: nothing tells it more
+		s.notifier = nil
 	}
 	if s.broker != nil {
 		s.broker.Close()

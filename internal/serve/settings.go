@@ -21,6 +21,7 @@ import (
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/internal/suggest"
+	"github.com/claudectl/claudectl/permission"
 )
 
 // Settings is the configuration of "claudectl serve": the settings file
@@ -132,6 +133,14 @@ type Settings struct {
 	MetricsListen string
 	// Retention is store.retention: how long what ended is kept.
 	Retention Retention
+
+	// Notify is the notify.* settings: webhooks, Web Push, the page's
+	// address for links (notify_settings.go).
+	Notify NotifySettings
+	// Routes and Groups are permissions.routes and permissions.groups:
+	// who is asked for what (notify_settings.go).
+	Routes []permission.Route
+	Groups map[string][]string
 
 	// File is the settings file that was read; "" when there was none.
 	File string
@@ -1182,6 +1191,22 @@ const Usage = `Settings file:
   workers.max_connections        worker connections open at once (control links,
                                  session links, workers waiting); one more is
                                  refused with 503 and told why (default 1024)
+  permissions.routes             who is asked for what: [{"name": N, "tools":
+                                 ["Bash(git push:*)"], "dirs": [...], "ask":
+                                 ["alice", "group:ops"], "approvals": 2,
+                                 "escalate_after": "10m", "escalate_to": [...],
+                                 "expire_after": "1h", "on_expiry": MSG}]; the
+                                 first that matches applies (default none)
+  permissions.groups             {"ops": ["alice", "bob"]}: groups routes ask
+  notify.webhooks                [{"name": N, "url": U, "events": [...], "format":
+                                 "json" | "slack" | "ntfy", "secret_file": F,
+                                 "timeout": "10s", "attempts": 5}]: signed
+                                 deliveries of requests and sessions' news
+  notify.allow_private_targets   true: webhooks and push endpoints may be on
+                                 loopback or private networks (default false)
+  notify.push_subject            the mailto: or https: contact push services see
+                                 (default mailto:claudectl@HOST)
+  notify.page_url                the page's address, for links in webhooks
 
   A section may be an object ({"daemon": {"full_sync": true}}) or dotted keys
   ({"daemon.full_sync": true}). See docs/config.md.

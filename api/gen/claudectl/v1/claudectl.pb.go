@@ -358,6 +358,11 @@ type Session struct {
 	Limits *ResourceLimits `protobuf:"bytes,18,opt,name=limits,proto3" json:"limits,omitempty"`
 	// queued_prompts counts the prompts waiting for budget (status budget).
 	QueuedPrompts int32 `protobuf:"varint,19,opt,name=queued_prompts,json=queuedPrompts,proto3" json:"queued_prompts,omitempty"`
+	// terminal is set for a session started by hand in a terminal, whose
+	// requests reach the daemon through claudectl's hook (claudectl hook
+	// install): it is driven from its terminal, and its transcript is
+	// Claude Code's own file (TerminalService.GetTerminalTranscript).
+	Terminal      bool `protobuf:"varint,22,opt,name=terminal,proto3" json:"terminal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,6 +542,13 @@ func (x *Session) GetQueuedPrompts() int32 {
 		return x.QueuedPrompts
 	}
 	return 0
+}
+
+func (x *Session) GetTerminal() bool {
+	if x != nil {
+		return x.Terminal
+	}
+	return false
 }
 
 // Worktree is the git worktree a session runs in.
@@ -2705,6 +2717,9 @@ type PermissionRequest struct {
 	// makes to this CLI process only (a permission mode, a directory).
 	AlwaysRules   []*Rule  `protobuf:"bytes,11,rep,name=always_rules,json=alwaysRules,proto3" json:"always_rules,omitempty"`
 	AlwaysSession []string `protobuf:"bytes,12,rep,name=always_session,json=alwaysSession,proto3" json:"always_session,omitempty"`
+	// routing is who is asked (permissions.routes), unset when no route
+	// applies: whoever may decide, decides.
+	Routing       *Routing `protobuf:"bytes,13,opt,name=routing,proto3" json:"routing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2823,6 +2838,119 @@ func (x *PermissionRequest) GetAlwaysSession() []string {
 	return nil
 }
 
+func (x *PermissionRequest) GetRouting() *Routing {
+	if x != nil {
+		return x.Routing
+	}
+	return nil
+}
+
+// Routing is the route a request follows, as its card shows it.
+type Routing struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Route string                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	// asked names the users and groups ("group:ops") who may decide now.
+	Asked []string `protobuf:"bytes,2,rep,name=asked,proto3" json:"asked,omitempty"`
+	// approvals_needed is how many different people must allow (2: the
+	// two-person rule); approved_by who allowed so far.
+	ApprovalsNeeded int32    `protobuf:"varint,3,opt,name=approvals_needed,json=approvalsNeeded,proto3" json:"approvals_needed,omitempty"`
+	ApprovedBy      []string `protobuf:"bytes,4,rep,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	// escalate_to are asked too from escalates_at; escalated once they are.
+	EscalateTo  []string               `protobuf:"bytes,5,rep,name=escalate_to,json=escalateTo,proto3" json:"escalate_to,omitempty"`
+	EscalatesAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=escalates_at,json=escalatesAt,proto3" json:"escalates_at,omitempty"`
+	Escalated   bool                   `protobuf:"varint,7,opt,name=escalated,proto3" json:"escalated,omitempty"`
+	// on_expiry is the denial's message at expires_at (the request's).
+	OnExpiry      string `protobuf:"bytes,8,opt,name=on_expiry,json=onExpiry,proto3" json:"on_expiry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Routing) Reset() {
+	*x = Routing{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Routing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Routing) ProtoMessage() {}
+
+func (x *Routing) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Routing.ProtoReflect.Descriptor instead.
+func (*Routing) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Routing) GetRoute() string {
+	if x != nil {
+		return x.Route
+	}
+	return ""
+}
+
+func (x *Routing) GetAsked() []string {
+	if x != nil {
+		return x.Asked
+	}
+	return nil
+}
+
+func (x *Routing) GetApprovalsNeeded() int32 {
+	if x != nil {
+		return x.ApprovalsNeeded
+	}
+	return 0
+}
+
+func (x *Routing) GetApprovedBy() []string {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return nil
+}
+
+func (x *Routing) GetEscalateTo() []string {
+	if x != nil {
+		return x.EscalateTo
+	}
+	return nil
+}
+
+func (x *Routing) GetEscalatesAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EscalatesAt
+	}
+	return nil
+}
+
+func (x *Routing) GetEscalated() bool {
+	if x != nil {
+		return x.Escalated
+	}
+	return false
+}
+
+func (x *Routing) GetOnExpiry() string {
+	if x != nil {
+		return x.OnExpiry
+	}
+	return ""
+}
+
 type Question struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Question      string                 `protobuf:"bytes,1,opt,name=question,proto3" json:"question,omitempty"`
@@ -2835,7 +2963,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2975,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +2988,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Question) GetQuestion() string {
@@ -2901,7 +3029,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3041,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3054,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -2958,14 +3086,18 @@ type Decision struct {
 	// target says what the request was for, on one line (clipped): a Bash
 	// command, a file's path, a search pattern, an address; "" when the
 	// input names none. Set by ListDecisions.
-	Target        string `protobuf:"bytes,9,opt,name=target,proto3" json:"target,omitempty"`
+	Target string `protobuf:"bytes,9,opt,name=target,proto3" json:"target,omitempty"`
+	// route is the routing rule that said who was asked; approved_by who
+	// allowed when it needed more than one person.
+	Route         string   `protobuf:"bytes,10,opt,name=route,proto3" json:"route,omitempty"`
+	ApprovedBy    []string `protobuf:"bytes,11,rep,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3109,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3122,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Decision) GetRequestId() string {
@@ -3056,6 +3188,20 @@ func (x *Decision) GetTarget() string {
 	return ""
 }
 
+func (x *Decision) GetRoute() string {
+	if x != nil {
+		return x.Route
+	}
+	return ""
+}
+
+func (x *Decision) GetApprovedBy() []string {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return nil
+}
+
 type UsageReport struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Turn          *Usage                 `protobuf:"bytes,1,opt,name=turn,proto3" json:"turn,omitempty"`
@@ -3066,7 +3212,7 @@ type UsageReport struct {
 
 func (x *UsageReport) Reset() {
 	*x = UsageReport{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3224,7 @@ func (x *UsageReport) String() string {
 func (*UsageReport) ProtoMessage() {}
 
 func (x *UsageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3237,7 @@ func (x *UsageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReport.ProtoReflect.Descriptor instead.
 func (*UsageReport) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UsageReport) GetTurn() *Usage {
@@ -3118,7 +3264,7 @@ type StatusChange struct {
 
 func (x *StatusChange) Reset() {
 	*x = StatusChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3276,7 @@ func (x *StatusChange) String() string {
 func (*StatusChange) ProtoMessage() {}
 
 func (x *StatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3289,7 @@ func (x *StatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
 func (*StatusChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StatusChange) GetStatus() SessionStatus {
@@ -3173,7 +3319,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3331,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3344,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Error) GetMessage() string {
@@ -3241,7 +3387,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3399,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3412,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Warning) GetKind() string {
@@ -3312,7 +3458,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3324,7 +3470,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3337,7 +3483,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
 }
 
 type WatchSessionsResponse struct {
@@ -3352,7 +3498,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3510,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3523,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchSessionsResponse) GetSnapshot() bool {
@@ -3403,7 +3549,7 @@ type WatchPendingRequest struct {
 
 func (x *WatchPendingRequest) Reset() {
 	*x = WatchPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3561,7 @@ func (x *WatchPendingRequest) String() string {
 func (*WatchPendingRequest) ProtoMessage() {}
 
 func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3574,7 @@ func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPendingRequest.ProtoReflect.Descriptor instead.
 func (*WatchPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchPendingRequest) GetSessionId() string {
@@ -3451,7 +3597,7 @@ type WatchPendingResponse struct {
 
 func (x *WatchPendingResponse) Reset() {
 	*x = WatchPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3609,7 @@ func (x *WatchPendingResponse) String() string {
 func (*WatchPendingResponse) ProtoMessage() {}
 
 func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3622,7 @@ func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPendingResponse.ProtoReflect.Descriptor instead.
 func (*WatchPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchPendingResponse) GetSnapshot() bool {
@@ -3516,7 +3662,7 @@ type SettledRequest struct {
 
 func (x *SettledRequest) Reset() {
 	*x = SettledRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3674,7 @@ func (x *SettledRequest) String() string {
 func (*SettledRequest) ProtoMessage() {}
 
 func (x *SettledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3687,7 @@ func (x *SettledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledRequest.ProtoReflect.Descriptor instead.
 func (*SettledRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SettledRequest) GetRequestId() string {
@@ -3588,7 +3734,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3746,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3759,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListPendingRequest) GetSessionId() string {
@@ -3635,7 +3781,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3647,7 +3793,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3660,7 +3806,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListPendingResponse) GetRequests() []*PermissionRequest {
@@ -3693,7 +3839,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3705,7 +3851,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3718,7 +3864,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DecideRequest) GetRequestId() string {
@@ -3764,15 +3910,20 @@ func (x *DecideRequest) GetClient() string {
 }
 
 type DecideResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Decision      *Decision              `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Decision *Decision              `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	// awaiting_approvals is set when the allow was counted but the request
+	// needs more (its route's two-person rule): it is still pending;
+	// decision.approved_by says who allowed so far, of approvals_needed.
+	AwaitingApprovals bool  `protobuf:"varint,2,opt,name=awaiting_approvals,json=awaitingApprovals,proto3" json:"awaiting_approvals,omitempty"`
+	ApprovalsNeeded   int32 `protobuf:"varint,3,opt,name=approvals_needed,json=approvalsNeeded,proto3" json:"approvals_needed,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3784,7 +3935,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3797,7 +3948,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DecideResponse) GetDecision() *Decision {
@@ -3805,6 +3956,20 @@ func (x *DecideResponse) GetDecision() *Decision {
 		return x.Decision
 	}
 	return nil
+}
+
+func (x *DecideResponse) GetAwaitingApprovals() bool {
+	if x != nil {
+		return x.AwaitingApprovals
+	}
+	return false
+}
+
+func (x *DecideResponse) GetApprovalsNeeded() int32 {
+	if x != nil {
+		return x.ApprovalsNeeded
+	}
+	return 0
 }
 
 type Rule struct {
@@ -3821,7 +3986,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +3998,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +4011,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Rule) GetId() string {
@@ -3899,7 +4064,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3911,7 +4076,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3924,7 +4089,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
 }
 
 type ListRulesResponse struct {
@@ -3936,7 +4101,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3948,7 +4113,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3961,7 +4126,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -3980,7 +4145,7 @@ type AddRuleRequest struct {
 
 func (x *AddRuleRequest) Reset() {
 	*x = AddRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3992,7 +4157,7 @@ func (x *AddRuleRequest) String() string {
 func (*AddRuleRequest) ProtoMessage() {}
 
 func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4005,7 +4170,7 @@ func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleRequest.ProtoReflect.Descriptor instead.
 func (*AddRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AddRuleRequest) GetRule() *Rule {
@@ -4024,7 +4189,7 @@ type AddRuleResponse struct {
 
 func (x *AddRuleResponse) Reset() {
 	*x = AddRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4036,7 +4201,7 @@ func (x *AddRuleResponse) String() string {
 func (*AddRuleResponse) ProtoMessage() {}
 
 func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4049,7 +4214,7 @@ func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleResponse.ProtoReflect.Descriptor instead.
 func (*AddRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AddRuleResponse) GetRule() *Rule {
@@ -4068,7 +4233,7 @@ type RemoveRuleRequest struct {
 
 func (x *RemoveRuleRequest) Reset() {
 	*x = RemoveRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4245,7 @@ func (x *RemoveRuleRequest) String() string {
 func (*RemoveRuleRequest) ProtoMessage() {}
 
 func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4258,7 @@ func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RemoveRuleRequest) GetRuleId() string {
@@ -4111,7 +4276,7 @@ type RemoveRuleResponse struct {
 
 func (x *RemoveRuleResponse) Reset() {
 	*x = RemoveRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4123,7 +4288,7 @@ func (x *RemoveRuleResponse) String() string {
 func (*RemoveRuleResponse) ProtoMessage() {}
 
 func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4136,7 +4301,7 @@ func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleResponse.ProtoReflect.Descriptor instead.
 func (*RemoveRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
 }
 
 type ListDecisionsRequest struct {
@@ -4149,7 +4314,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4161,7 +4326,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4174,7 +4339,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListDecisionsRequest) GetSessionId() string {
@@ -4200,7 +4365,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4377,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4390,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*Decision {
@@ -4243,7 +4408,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +4420,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +4433,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
 }
 
 type HealthResponse struct {
@@ -4280,7 +4445,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4292,7 +4457,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4305,7 +4470,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *HealthResponse) GetOk() bool {
@@ -4342,7 +4507,7 @@ type ClaudeCodeStatus struct {
 
 func (x *ClaudeCodeStatus) Reset() {
 	*x = ClaudeCodeStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4354,7 +4519,7 @@ func (x *ClaudeCodeStatus) String() string {
 func (*ClaudeCodeStatus) ProtoMessage() {}
 
 func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4367,7 +4532,7 @@ func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeStatus.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ClaudeCodeStatus) GetVersion() string {
@@ -4444,7 +4609,7 @@ type CompatibilityReason struct {
 
 func (x *CompatibilityReason) Reset() {
 	*x = CompatibilityReason{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4456,7 +4621,7 @@ func (x *CompatibilityReason) String() string {
 func (*CompatibilityReason) ProtoMessage() {}
 
 func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4469,7 +4634,7 @@ func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompatibilityReason.ProtoReflect.Descriptor instead.
 func (*CompatibilityReason) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CompatibilityReason) GetKind() string {
@@ -4560,7 +4725,7 @@ type ClaudeCodeVersion struct {
 
 func (x *ClaudeCodeVersion) Reset() {
 	*x = ClaudeCodeVersion{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4572,7 +4737,7 @@ func (x *ClaudeCodeVersion) String() string {
 func (*ClaudeCodeVersion) ProtoMessage() {}
 
 func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4585,7 +4750,7 @@ func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeVersion.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeVersion) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ClaudeCodeVersion) GetVersion() string {
@@ -4656,7 +4821,7 @@ type DegradedSession struct {
 
 func (x *DegradedSession) Reset() {
 	*x = DegradedSession{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4668,7 +4833,7 @@ func (x *DegradedSession) String() string {
 func (*DegradedSession) ProtoMessage() {}
 
 func (x *DegradedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4681,7 +4846,7 @@ func (x *DegradedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DegradedSession.ProtoReflect.Descriptor instead.
 func (*DegradedSession) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DegradedSession) GetSessionId() string {
@@ -4720,7 +4885,7 @@ type HealthDetailsRequest struct {
 
 func (x *HealthDetailsRequest) Reset() {
 	*x = HealthDetailsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4732,7 +4897,7 @@ func (x *HealthDetailsRequest) String() string {
 func (*HealthDetailsRequest) ProtoMessage() {}
 
 func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4745,7 +4910,7 @@ func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsRequest.ProtoReflect.Descriptor instead.
 func (*HealthDetailsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
 }
 
 type ListWorkersRequest struct {
@@ -4756,7 +4921,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4768,7 +4933,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4781,7 +4946,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
 }
 
 type ListWorkersResponse struct {
@@ -4793,7 +4958,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4805,7 +4970,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4818,7 +4983,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*Worker {
@@ -4849,7 +5014,7 @@ type Worker struct {
 
 func (x *Worker) Reset() {
 	*x = Worker{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +5026,7 @@ func (x *Worker) String() string {
 func (*Worker) ProtoMessage() {}
 
 func (x *Worker) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +5039,7 @@ func (x *Worker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worker.ProtoReflect.Descriptor instead.
 func (*Worker) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{70}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Worker) GetName() string {
@@ -4981,7 +5146,7 @@ type HealthDetailsResponse struct {
 
 func (x *HealthDetailsResponse) Reset() {
 	*x = HealthDetailsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4993,7 +5158,7 @@ func (x *HealthDetailsResponse) String() string {
 func (*HealthDetailsResponse) ProtoMessage() {}
 
 func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5006,7 +5171,7 @@ func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsResponse.ProtoReflect.Descriptor instead.
 func (*HealthDetailsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{71}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *HealthDetailsResponse) GetOk() bool {
@@ -5123,7 +5288,7 @@ type StoreStatus struct {
 
 func (x *StoreStatus) Reset() {
 	*x = StoreStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5135,7 +5300,7 @@ func (x *StoreStatus) String() string {
 func (*StoreStatus) ProtoMessage() {}
 
 func (x *StoreStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5148,7 +5313,7 @@ func (x *StoreStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreStatus.ProtoReflect.Descriptor instead.
 func (*StoreStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{72}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *StoreStatus) GetOk() bool {
@@ -5222,7 +5387,7 @@ type WhoamiRequest struct {
 
 func (x *WhoamiRequest) Reset() {
 	*x = WhoamiRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5234,7 +5399,7 @@ func (x *WhoamiRequest) String() string {
 func (*WhoamiRequest) ProtoMessage() {}
 
 func (x *WhoamiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5247,7 +5412,7 @@ func (x *WhoamiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoamiRequest.ProtoReflect.Descriptor instead.
 func (*WhoamiRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{73}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{74}
 }
 
 type WhoamiResponse struct {
@@ -5268,7 +5433,7 @@ type WhoamiResponse struct {
 
 func (x *WhoamiResponse) Reset() {
 	*x = WhoamiResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5280,7 +5445,7 @@ func (x *WhoamiResponse) String() string {
 func (*WhoamiResponse) ProtoMessage() {}
 
 func (x *WhoamiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5293,7 +5458,7 @@ func (x *WhoamiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoamiResponse.ProtoReflect.Descriptor instead.
 func (*WhoamiResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{74}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *WhoamiResponse) GetUser() string {
@@ -5367,7 +5532,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5379,7 +5544,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5392,7 +5557,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{75}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -5448,7 +5613,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5460,7 +5625,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5473,7 +5638,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{76}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CreateTokenResponse) GetSecret() string {
@@ -5509,7 +5674,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5521,7 +5686,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5534,7 +5699,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{77}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *TokenInfo) GetName() string {
@@ -5624,7 +5789,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5636,7 +5801,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5649,7 +5814,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{78}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListTokensRequest) GetIncludeRevoked() bool {
@@ -5668,7 +5833,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5680,7 +5845,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5693,7 +5858,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{79}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -5712,7 +5877,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5724,7 +5889,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5737,7 +5902,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{80}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RevokeTokenRequest) GetName() string {
@@ -5756,7 +5921,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5768,7 +5933,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5781,7 +5946,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{81}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RevokeTokenResponse) GetToken() *TokenInfo {
@@ -5804,7 +5969,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5816,7 +5981,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5829,7 +5994,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{82}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
@@ -5869,7 +6034,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5881,7 +6046,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5894,7 +6059,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{83}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -5928,7 +6093,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5940,7 +6105,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5953,7 +6118,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{84}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
@@ -6042,7 +6207,7 @@ type GetChangesRequest struct {
 
 func (x *GetChangesRequest) Reset() {
 	*x = GetChangesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6054,7 +6219,7 @@ func (x *GetChangesRequest) String() string {
 func (*GetChangesRequest) ProtoMessage() {}
 
 func (x *GetChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6067,7 +6232,7 @@ func (x *GetChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChangesRequest.ProtoReflect.Descriptor instead.
 func (*GetChangesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{85}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *GetChangesRequest) GetSessionId() string {
@@ -6091,7 +6256,7 @@ type GetChangesResponse struct {
 
 func (x *GetChangesResponse) Reset() {
 	*x = GetChangesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6103,7 +6268,7 @@ func (x *GetChangesResponse) String() string {
 func (*GetChangesResponse) ProtoMessage() {}
 
 func (x *GetChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6116,7 +6281,7 @@ func (x *GetChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChangesResponse.ProtoReflect.Descriptor instead.
 func (*GetChangesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{86}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *GetChangesResponse) GetWorktree() *Worktree {
@@ -6164,7 +6329,7 @@ type FileChange struct {
 
 func (x *FileChange) Reset() {
 	*x = FileChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6176,7 +6341,7 @@ func (x *FileChange) String() string {
 func (*FileChange) ProtoMessage() {}
 
 func (x *FileChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6189,7 +6354,7 @@ func (x *FileChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
 func (*FileChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{87}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *FileChange) GetPath() string {
@@ -6244,7 +6409,7 @@ type MergeChangesRequest struct {
 
 func (x *MergeChangesRequest) Reset() {
 	*x = MergeChangesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6256,7 +6421,7 @@ func (x *MergeChangesRequest) String() string {
 func (*MergeChangesRequest) ProtoMessage() {}
 
 func (x *MergeChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6269,7 +6434,7 @@ func (x *MergeChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeChangesRequest.ProtoReflect.Descriptor instead.
 func (*MergeChangesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{88}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *MergeChangesRequest) GetSessionId() string {
@@ -6297,7 +6462,7 @@ type MergeChangesResponse struct {
 
 func (x *MergeChangesResponse) Reset() {
 	*x = MergeChangesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6309,7 +6474,7 @@ func (x *MergeChangesResponse) String() string {
 func (*MergeChangesResponse) ProtoMessage() {}
 
 func (x *MergeChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6322,7 +6487,7 @@ func (x *MergeChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeChangesResponse.ProtoReflect.Descriptor instead.
 func (*MergeChangesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{89}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *MergeChangesResponse) GetBaseBranch() string {
@@ -6356,7 +6521,7 @@ type DiscardWorktreeRequest struct {
 
 func (x *DiscardWorktreeRequest) Reset() {
 	*x = DiscardWorktreeRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6368,7 +6533,7 @@ func (x *DiscardWorktreeRequest) String() string {
 func (*DiscardWorktreeRequest) ProtoMessage() {}
 
 func (x *DiscardWorktreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6381,7 +6546,7 @@ func (x *DiscardWorktreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardWorktreeRequest.ProtoReflect.Descriptor instead.
 func (*DiscardWorktreeRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{90}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *DiscardWorktreeRequest) GetSessionId() string {
@@ -6406,7 +6571,7 @@ type DiscardWorktreeResponse struct {
 
 func (x *DiscardWorktreeResponse) Reset() {
 	*x = DiscardWorktreeResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6418,7 +6583,7 @@ func (x *DiscardWorktreeResponse) String() string {
 func (*DiscardWorktreeResponse) ProtoMessage() {}
 
 func (x *DiscardWorktreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6431,7 +6596,7 @@ func (x *DiscardWorktreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardWorktreeResponse.ProtoReflect.Descriptor instead.
 func (*DiscardWorktreeResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{91}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{92}
 }
 
 // BudgetCap is spend against one cap.
@@ -6451,7 +6616,7 @@ type BudgetCap struct {
 
 func (x *BudgetCap) Reset() {
 	*x = BudgetCap{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6463,7 +6628,7 @@ func (x *BudgetCap) String() string {
 func (*BudgetCap) ProtoMessage() {}
 
 func (x *BudgetCap) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6476,7 +6641,7 @@ func (x *BudgetCap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetCap.ProtoReflect.Descriptor instead.
 func (*BudgetCap) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{92}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *BudgetCap) GetCap() string {
@@ -6529,7 +6694,7 @@ type BudgetHold struct {
 
 func (x *BudgetHold) Reset() {
 	*x = BudgetHold{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6541,7 +6706,7 @@ func (x *BudgetHold) String() string {
 func (*BudgetHold) ProtoMessage() {}
 
 func (x *BudgetHold) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6554,7 +6719,7 @@ func (x *BudgetHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetHold.ProtoReflect.Descriptor instead.
 func (*BudgetHold) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{93}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *BudgetHold) GetSessionId() string {
@@ -6600,7 +6765,7 @@ type GetBudgetRequest struct {
 
 func (x *GetBudgetRequest) Reset() {
 	*x = GetBudgetRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6612,7 +6777,7 @@ func (x *GetBudgetRequest) String() string {
 func (*GetBudgetRequest) ProtoMessage() {}
 
 func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6625,7 +6790,7 @@ func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{94}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{95}
 }
 
 type GetBudgetResponse struct {
@@ -6641,7 +6806,7 @@ type GetBudgetResponse struct {
 
 func (x *GetBudgetResponse) Reset() {
 	*x = GetBudgetResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6653,7 +6818,7 @@ func (x *GetBudgetResponse) String() string {
 func (*GetBudgetResponse) ProtoMessage() {}
 
 func (x *GetBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6666,7 +6831,7 @@ func (x *GetBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetResponse.ProtoReflect.Descriptor instead.
 func (*GetBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{95}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *GetBudgetResponse) GetCaps() []*BudgetCap {
@@ -6706,7 +6871,7 @@ type RaiseBudgetRequest struct {
 
 func (x *RaiseBudgetRequest) Reset() {
 	*x = RaiseBudgetRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6718,7 +6883,7 @@ func (x *RaiseBudgetRequest) String() string {
 func (*RaiseBudgetRequest) ProtoMessage() {}
 
 func (x *RaiseBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6731,7 +6896,7 @@ func (x *RaiseBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaiseBudgetRequest.ProtoReflect.Descriptor instead.
 func (*RaiseBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{96}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *RaiseBudgetRequest) GetSessionId() string {
@@ -6772,7 +6937,7 @@ type RaiseBudgetResponse struct {
 
 func (x *RaiseBudgetResponse) Reset() {
 	*x = RaiseBudgetResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6784,7 +6949,7 @@ func (x *RaiseBudgetResponse) String() string {
 func (*RaiseBudgetResponse) ProtoMessage() {}
 
 func (x *RaiseBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6797,7 +6962,7 @@ func (x *RaiseBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaiseBudgetResponse.ProtoReflect.Descriptor instead.
 func (*RaiseBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{97}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *RaiseBudgetResponse) GetCap() *BudgetCap {
@@ -6827,7 +6992,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6839,7 +7004,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6852,7 +7017,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{98}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SearchRequest) GetQuery() string {
@@ -6885,7 +7050,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6897,7 +7062,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6910,7 +7075,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{99}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *SearchResponse) GetHits() []*SearchHit {
@@ -6940,7 +7105,7 @@ type SearchHit struct {
 
 func (x *SearchHit) Reset() {
 	*x = SearchHit{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6952,7 +7117,7 @@ func (x *SearchHit) String() string {
 func (*SearchHit) ProtoMessage() {}
 
 func (x *SearchHit) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6965,7 +7130,7 @@ func (x *SearchHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
 func (*SearchHit) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{100}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *SearchHit) GetSessionId() string {
@@ -7020,7 +7185,7 @@ type SnippetPart struct {
 
 func (x *SnippetPart) Reset() {
 	*x = SnippetPart{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7032,7 +7197,7 @@ func (x *SnippetPart) String() string {
 func (*SnippetPart) ProtoMessage() {}
 
 func (x *SnippetPart) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7045,7 +7210,7 @@ func (x *SnippetPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnippetPart.ProtoReflect.Descriptor instead.
 func (*SnippetPart) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{101}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SnippetPart) GetText() string {
@@ -7074,7 +7239,7 @@ type ActivityRequest struct {
 
 func (x *ActivityRequest) Reset() {
 	*x = ActivityRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7086,7 +7251,7 @@ func (x *ActivityRequest) String() string {
 func (*ActivityRequest) ProtoMessage() {}
 
 func (x *ActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7099,7 +7264,7 @@ func (x *ActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityRequest.ProtoReflect.Descriptor instead.
 func (*ActivityRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{102}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ActivityRequest) GetDays() int32 {
@@ -7134,7 +7299,7 @@ type ActivityResponse struct {
 
 func (x *ActivityResponse) Reset() {
 	*x = ActivityResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7146,7 +7311,7 @@ func (x *ActivityResponse) String() string {
 func (*ActivityResponse) ProtoMessage() {}
 
 func (x *ActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7159,7 +7324,7 @@ func (x *ActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityResponse.ProtoReflect.Descriptor instead.
 func (*ActivityResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{103}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ActivityResponse) GetDays() []string {
@@ -7221,7 +7386,7 @@ type ActivitySeries struct {
 
 func (x *ActivitySeries) Reset() {
 	*x = ActivitySeries{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7233,7 +7398,7 @@ func (x *ActivitySeries) String() string {
 func (*ActivitySeries) ProtoMessage() {}
 
 func (x *ActivitySeries) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7246,7 +7411,7 @@ func (x *ActivitySeries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivitySeries.ProtoReflect.Descriptor instead.
 func (*ActivitySeries) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{104}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ActivitySeries) GetName() string {
@@ -7263,11 +7428,1323 @@ func (x *ActivitySeries) GetValues() []float64 {
 	return nil
 }
 
+type GetPushConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPushConfigRequest) Reset() {
+	*x = GetPushConfigRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPushConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPushConfigRequest) ProtoMessage() {}
+
+func (x *GetPushConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPushConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetPushConfigRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{106}
+}
+
+type GetPushConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// vapid_public_key is the applicationServerKey (base64url), "" when the
+	// daemon keeps no devices.
+	VapidPublicKey string `protobuf:"bytes,1,opt,name=vapid_public_key,json=vapidPublicKey,proto3" json:"vapid_public_key,omitempty"`
+	// kinds are the kinds a device may switch: permission, question,
+	// budget, session_end.
+	Kinds         []string `protobuf:"bytes,2,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPushConfigResponse) Reset() {
+	*x = GetPushConfigResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPushConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPushConfigResponse) ProtoMessage() {}
+
+func (x *GetPushConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPushConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetPushConfigResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{107}
+}
+
+func (x *GetPushConfigResponse) GetVapidPublicKey() string {
+	if x != nil {
+		return x.VapidPublicKey
+	}
+	return ""
+}
+
+func (x *GetPushConfigResponse) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+type PushSubscription struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	User  string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// token is the name of the token it was made with: once that token is
+	// revoked or expires, the device hears nothing more.
+	Token         string                 `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	Endpoint      string                 `protobuf:"bytes,4,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Kinds         []string               `protobuf:"bytes,5,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	Device        string                 `protobuf:"bytes,6,opt,name=device,proto3" json:"device,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	LastPushAt    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_push_at,json=lastPushAt,proto3" json:"last_push_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushSubscription) Reset() {
+	*x = PushSubscription{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushSubscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushSubscription) ProtoMessage() {}
+
+func (x *PushSubscription) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushSubscription.ProtoReflect.Descriptor instead.
+func (*PushSubscription) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *PushSubscription) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PushSubscription) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *PushSubscription) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *PushSubscription) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *PushSubscription) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *PushSubscription) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *PushSubscription) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *PushSubscription) GetLastPushAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPushAt
+	}
+	return nil
+}
+
+type AddPushSubscriptionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// endpoint and the keys are the browser's PushSubscription
+	// (toJSON(): endpoint, keys.p256dh, keys.auth, base64url).
+	Endpoint string `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	P256Dh   string `protobuf:"bytes,2,opt,name=p256dh,proto3" json:"p256dh,omitempty"`
+	Auth     string `protobuf:"bytes,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	// kinds it wants; empty means all.
+	Kinds []string `protobuf:"bytes,4,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	// device names it for its owner ("Firefox on Android").
+	Device        string `protobuf:"bytes,5,opt,name=device,proto3" json:"device,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPushSubscriptionRequest) Reset() {
+	*x = AddPushSubscriptionRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPushSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPushSubscriptionRequest) ProtoMessage() {}
+
+func (x *AddPushSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPushSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*AddPushSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *AddPushSubscriptionRequest) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *AddPushSubscriptionRequest) GetP256Dh() string {
+	if x != nil {
+		return x.P256Dh
+	}
+	return ""
+}
+
+func (x *AddPushSubscriptionRequest) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
+}
+
+func (x *AddPushSubscriptionRequest) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *AddPushSubscriptionRequest) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+type AddPushSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscription  *PushSubscription      `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPushSubscriptionResponse) Reset() {
+	*x = AddPushSubscriptionResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPushSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPushSubscriptionResponse) ProtoMessage() {}
+
+func (x *AddPushSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPushSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*AddPushSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *AddPushSubscriptionResponse) GetSubscription() *PushSubscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+type ListPushSubscriptionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPushSubscriptionsRequest) Reset() {
+	*x = ListPushSubscriptionsRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPushSubscriptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPushSubscriptionsRequest) ProtoMessage() {}
+
+func (x *ListPushSubscriptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPushSubscriptionsRequest.ProtoReflect.Descriptor instead.
+func (*ListPushSubscriptionsRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{111}
+}
+
+type ListPushSubscriptionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscriptions []*PushSubscription    `protobuf:"bytes,1,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPushSubscriptionsResponse) Reset() {
+	*x = ListPushSubscriptionsResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPushSubscriptionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPushSubscriptionsResponse) ProtoMessage() {}
+
+func (x *ListPushSubscriptionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPushSubscriptionsResponse.ProtoReflect.Descriptor instead.
+func (*ListPushSubscriptionsResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *ListPushSubscriptionsResponse) GetSubscriptions() []*PushSubscription {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+type UpdatePushSubscriptionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kinds         []string               `protobuf:"bytes,2,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdatePushSubscriptionRequest) Reset() {
+	*x = UpdatePushSubscriptionRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[113]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePushSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePushSubscriptionRequest) ProtoMessage() {}
+
+func (x *UpdatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[113]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePushSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePushSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{113}
+}
+
+func (x *UpdatePushSubscriptionRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *UpdatePushSubscriptionRequest) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+type UpdatePushSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscription  *PushSubscription      `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdatePushSubscriptionResponse) Reset() {
+	*x = UpdatePushSubscriptionResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[114]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePushSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePushSubscriptionResponse) ProtoMessage() {}
+
+func (x *UpdatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[114]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePushSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePushSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{114}
+}
+
+func (x *UpdatePushSubscriptionResponse) GetSubscription() *PushSubscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+type RemovePushSubscriptionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id, or endpoint (what a page knows of its own device).
+	Id            int64  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Endpoint      string `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemovePushSubscriptionRequest) Reset() {
+	*x = RemovePushSubscriptionRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[115]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemovePushSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemovePushSubscriptionRequest) ProtoMessage() {}
+
+func (x *RemovePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[115]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemovePushSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*RemovePushSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{115}
+}
+
+func (x *RemovePushSubscriptionRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RemovePushSubscriptionRequest) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+type RemovePushSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemovePushSubscriptionResponse) Reset() {
+	*x = RemovePushSubscriptionResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[116]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemovePushSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemovePushSubscriptionResponse) ProtoMessage() {}
+
+func (x *RemovePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[116]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemovePushSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*RemovePushSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{116}
+}
+
+type ListDeliveriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// target selects one target's ("webhook:ops", "push:3").
+	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// limit caps the entries; 0 means 100, at most 1000.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeliveriesRequest) Reset() {
+	*x = ListDeliveriesRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[117]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeliveriesRequest) ProtoMessage() {}
+
+func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[117]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{117}
+}
+
+func (x *ListDeliveriesRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ListDeliveriesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListDeliveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*Delivery            `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeliveriesResponse) Reset() {
+	*x = ListDeliveriesResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[118]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeliveriesResponse) ProtoMessage() {}
+
+func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[118]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{118}
+}
+
+func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+type Delivery struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	Target    string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	Event     string                 `protobuf:"bytes,4,opt,name=event,proto3" json:"event,omitempty"`
+	SessionId string                 `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// status: delivered, failed, refused (a private address), dropped (its
+	// target's queue was full), expired (a device the push service forgot).
+	Status     string `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
+	Attempts   int32  `protobuf:"varint,8,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	HttpStatus int32  `protobuf:"varint,9,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	Error      string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	// latency_ms is from the event to the last attempt's answer.
+	LatencyMs     int64 `protobuf:"varint,11,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Delivery) Reset() {
+	*x = Delivery{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[119]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delivery) ProtoMessage() {}
+
+func (x *Delivery) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[119]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
+func (*Delivery) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{119}
+}
+
+func (x *Delivery) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Delivery) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *Delivery) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *Delivery) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *Delivery) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Delivery) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Delivery) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Delivery) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *Delivery) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *Delivery) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Delivery) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+type TestWebhooksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestWebhooksRequest) Reset() {
+	*x = TestWebhooksRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[120]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestWebhooksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestWebhooksRequest) ProtoMessage() {}
+
+func (x *TestWebhooksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[120]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestWebhooksRequest.ProtoReflect.Descriptor instead.
+func (*TestWebhooksRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{120}
+}
+
+func (x *TestWebhooksRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type TestWebhooksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*Delivery            `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestWebhooksResponse) Reset() {
+	*x = TestWebhooksResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[121]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestWebhooksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestWebhooksResponse) ProtoMessage() {}
+
+func (x *TestWebhooksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[121]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestWebhooksResponse.ProtoReflect.Descriptor instead.
+func (*TestWebhooksResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{121}
+}
+
+func (x *TestWebhooksResponse) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+type AskTerminalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hook_input is the PermissionRequest hook's input as Claude Code gave
+	// it (JSON: session_id, transcript_path, cwd, tool_name, tool_input,
+	// permission_suggestions).
+	HookInput []byte `protobuf:"bytes,1,opt,name=hook_input,json=hookInput,proto3" json:"hook_input,omitempty"`
+	// wait_seconds bounds the wait for a person; 0 means 300.
+	WaitSeconds   int32 `protobuf:"varint,2,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskTerminalRequest) Reset() {
+	*x = AskTerminalRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[122]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskTerminalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskTerminalRequest) ProtoMessage() {}
+
+func (x *AskTerminalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[122]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskTerminalRequest.ProtoReflect.Descriptor instead.
+func (*AskTerminalRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{122}
+}
+
+func (x *AskTerminalRequest) GetHookInput() []byte {
+	if x != nil {
+		return x.HookInput
+	}
+	return nil
+}
+
+func (x *AskTerminalRequest) GetWaitSeconds() int32 {
+	if x != nil {
+		return x.WaitSeconds
+	}
+	return 0
+}
+
+type AskTerminalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// decided is false when nobody decided in time, or the request was
+	// withdrawn: the terminal's own dialog asks.
+	Decided  bool     `protobuf:"varint,1,opt,name=decided,proto3" json:"decided,omitempty"`
+	Behavior Behavior `protobuf:"varint,2,opt,name=behavior,proto3,enum=claudectl.v1.Behavior" json:"behavior,omitempty"`
+	Message  string   `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// updated_input is the input to run with (an AskUserQuestion's answers).
+	UpdatedInput  []byte `protobuf:"bytes,4,opt,name=updated_input,json=updatedInput,proto3" json:"updated_input,omitempty"`
+	DecidedBy     string `protobuf:"bytes,5,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	SessionId     string `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AskTerminalResponse) Reset() {
+	*x = AskTerminalResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[123]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AskTerminalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AskTerminalResponse) ProtoMessage() {}
+
+func (x *AskTerminalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[123]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AskTerminalResponse.ProtoReflect.Descriptor instead.
+func (*AskTerminalResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{123}
+}
+
+func (x *AskTerminalResponse) GetDecided() bool {
+	if x != nil {
+		return x.Decided
+	}
+	return false
+}
+
+func (x *AskTerminalResponse) GetBehavior() Behavior {
+	if x != nil {
+		return x.Behavior
+	}
+	return Behavior_BEHAVIOR_UNSPECIFIED
+}
+
+func (x *AskTerminalResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AskTerminalResponse) GetUpdatedInput() []byte {
+	if x != nil {
+		return x.UpdatedInput
+	}
+	return nil
+}
+
+func (x *AskTerminalResponse) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *AskTerminalResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AskTerminalResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ReportTerminalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hook_input is the hook's input as Claude Code gave it (JSON).
+	HookInput     []byte `protobuf:"bytes,1,opt,name=hook_input,json=hookInput,proto3" json:"hook_input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTerminalRequest) Reset() {
+	*x = ReportTerminalRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[124]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTerminalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTerminalRequest) ProtoMessage() {}
+
+func (x *ReportTerminalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[124]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTerminalRequest.ProtoReflect.Descriptor instead.
+func (*ReportTerminalRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{124}
+}
+
+func (x *ReportTerminalRequest) GetHookInput() []byte {
+	if x != nil {
+		return x.HookInput
+	}
+	return nil
+}
+
+type ReportTerminalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTerminalResponse) Reset() {
+	*x = ReportTerminalResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[125]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTerminalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTerminalResponse) ProtoMessage() {}
+
+func (x *ReportTerminalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[125]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTerminalResponse.ProtoReflect.Descriptor instead.
+func (*ReportTerminalResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{125}
+}
+
+func (x *ReportTerminalResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type GetTerminalTranscriptRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// limit is how many of the last entries; 0 means 200, at most 2000.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTerminalTranscriptRequest) Reset() {
+	*x = GetTerminalTranscriptRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[126]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTerminalTranscriptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTerminalTranscriptRequest) ProtoMessage() {}
+
+func (x *GetTerminalTranscriptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[126]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTerminalTranscriptRequest.ProtoReflect.Descriptor instead.
+func (*GetTerminalTranscriptRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{126}
+}
+
+func (x *GetTerminalTranscriptRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetTerminalTranscriptRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type GetTerminalTranscriptResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*TranscriptEntry     `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	Path    string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// truncated: earlier entries were left out.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTerminalTranscriptResponse) Reset() {
+	*x = GetTerminalTranscriptResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[127]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTerminalTranscriptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTerminalTranscriptResponse) ProtoMessage() {}
+
+func (x *GetTerminalTranscriptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[127]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTerminalTranscriptResponse.ProtoReflect.Descriptor instead.
+func (*GetTerminalTranscriptResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{127}
+}
+
+func (x *GetTerminalTranscriptResponse) GetEntries() []*TranscriptEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *GetTerminalTranscriptResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GetTerminalTranscriptResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// TranscriptEntry is one line of a Claude Code transcript, in words.
+type TranscriptEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind: "user", "assistant", "tool_use", "tool_result", "system".
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TranscriptEntry) Reset() {
+	*x = TranscriptEntry{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[128]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TranscriptEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TranscriptEntry) ProtoMessage() {}
+
+func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[128]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
+func (*TranscriptEntry) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{128}
+}
+
+func (x *TranscriptEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TranscriptEntry) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *TranscriptEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 var File_claudectl_v1_claudectl_proto protoreflect.FileDescriptor
 
 const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
-	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x05\n" +
+	"\x1cclaudectl/v1/claudectl.proto\x12\fclaudectl.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\x06\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x11claude_session_id\x18\x02 \x01(\tR\x0fclaudeSessionId\x12\x10\n" +
@@ -7294,7 +8771,8 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\ffirst_prompt\x18\x15 \x01(\tR\vfirstPrompt\x122\n" +
 	"\bworktree\x18\x11 \x01(\v2\x16.claudectl.v1.WorktreeR\bworktree\x124\n" +
 	"\x06limits\x18\x12 \x01(\v2\x1c.claudectl.v1.ResourceLimitsR\x06limits\x12%\n" +
-	"\x0equeued_prompts\x18\x13 \x01(\x05R\rqueuedPrompts\"\xb6\x01\n" +
+	"\x0equeued_prompts\x18\x13 \x01(\x05R\rqueuedPrompts\x12\x1a\n" +
+	"\bterminal\x18\x16 \x01(\bR\bterminal\"\xb6\x01\n" +
 	"\bWorktree\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x1f\n" +
@@ -7452,7 +8930,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\fR\x05input\x12+\n" +
-	"\x12parent_tool_use_id\x18\x04 \x01(\tR\x0fparentToolUseId\"\xe0\x03\n" +
+	"\x12parent_tool_use_id\x18\x04 \x01(\tR\x0fparentToolUseId\"\x91\x04\n" +
 	"\x11PermissionRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -7469,7 +8947,19 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"expires_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x125\n" +
 	"\falways_rules\x18\v \x03(\v2\x12.claudectl.v1.RuleR\valwaysRules\x12%\n" +
-	"\x0ealways_session\x18\f \x03(\tR\ralwaysSession\"{\n" +
+	"\x0ealways_session\x18\f \x03(\tR\ralwaysSession\x12/\n" +
+	"\arouting\x18\r \x01(\v2\x15.claudectl.v1.RoutingR\arouting\"\x9c\x02\n" +
+	"\aRouting\x12\x14\n" +
+	"\x05route\x18\x01 \x01(\tR\x05route\x12\x14\n" +
+	"\x05asked\x18\x02 \x03(\tR\x05asked\x12)\n" +
+	"\x10approvals_needed\x18\x03 \x01(\x05R\x0fapprovalsNeeded\x12\x1f\n" +
+	"\vapproved_by\x18\x04 \x03(\tR\n" +
+	"approvedBy\x12\x1f\n" +
+	"\vescalate_to\x18\x05 \x03(\tR\n" +
+	"escalateTo\x12=\n" +
+	"\fescalates_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vescalatesAt\x12\x1c\n" +
+	"\tescalated\x18\a \x01(\bR\tescalated\x12\x1b\n" +
+	"\ton_expiry\x18\b \x01(\tR\bonExpiry\"{\n" +
 	"\bQuestion\x12\x1a\n" +
 	"\bquestion\x18\x01 \x01(\tR\bquestion\x12\x16\n" +
 	"\x06header\x18\x02 \x01(\tR\x06header\x12\x18\n" +
@@ -7478,7 +8968,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x12PermissionResolved\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
-	"\bdecision\x18\x02 \x01(\v2\x16.claudectl.v1.DecisionR\bdecision\"\xa0\x03\n" +
+	"\bdecision\x18\x02 \x01(\v2\x16.claudectl.v1.DecisionR\bdecision\"\xd7\x03\n" +
 	"\bDecision\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
@@ -7492,7 +8982,11 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\a \x01(\tR\tsessionId\x12=\n" +
 	"\aanswers\x18\b \x03(\v2#.claudectl.v1.Decision.AnswersEntryR\aanswers\x12\x16\n" +
-	"\x06target\x18\t \x01(\tR\x06target\x1a:\n" +
+	"\x06target\x18\t \x01(\tR\x06target\x12\x14\n" +
+	"\x05route\x18\n" +
+	" \x01(\tR\x05route\x12\x1f\n" +
+	"\vapproved_by\x18\v \x03(\tR\n" +
+	"approvedBy\x1a:\n" +
 	"\fAnswersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
@@ -7548,9 +9042,11 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x06client\x18\x06 \x01(\tR\x06client\x1a:\n" +
 	"\fAnswersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"D\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
 	"\x0eDecideResponse\x122\n" +
-	"\bdecision\x18\x01 \x01(\v2\x16.claudectl.v1.DecisionR\bdecision\"\xef\x01\n" +
+	"\bdecision\x18\x01 \x01(\v2\x16.claudectl.v1.DecisionR\bdecision\x12-\n" +
+	"\x12awaiting_approvals\x18\x02 \x01(\bR\x11awaitingApprovals\x12)\n" +
+	"\x10approvals_needed\x18\x03 \x01(\x05R\x0fapprovalsNeeded\"\xef\x01\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\apattern\x18\x02 \x01(\tR\apattern\x122\n" +
@@ -7836,7 +9332,105 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\ttruncated\x18\a \x01(\bR\ttruncated\"<\n" +
 	"\x0eActivitySeries\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\x01R\x06values*\xc7\x02\n" +
+	"\x06values\x18\x02 \x03(\x01R\x06values\"\x16\n" +
+	"\x14GetPushConfigRequest\"W\n" +
+	"\x15GetPushConfigResponse\x12(\n" +
+	"\x10vapid_public_key\x18\x01 \x01(\tR\x0evapidPublicKey\x12\x14\n" +
+	"\x05kinds\x18\x02 \x03(\tR\x05kinds\"\x8f\x02\n" +
+	"\x10PushSubscription\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\x12\x1a\n" +
+	"\bendpoint\x18\x04 \x01(\tR\bendpoint\x12\x14\n" +
+	"\x05kinds\x18\x05 \x03(\tR\x05kinds\x12\x16\n" +
+	"\x06device\x18\x06 \x01(\tR\x06device\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12<\n" +
+	"\flast_push_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastPushAt\"\x92\x01\n" +
+	"\x1aAddPushSubscriptionRequest\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06p256dh\x18\x02 \x01(\tR\x06p256dh\x12\x12\n" +
+	"\x04auth\x18\x03 \x01(\tR\x04auth\x12\x14\n" +
+	"\x05kinds\x18\x04 \x03(\tR\x05kinds\x12\x16\n" +
+	"\x06device\x18\x05 \x01(\tR\x06device\"a\n" +
+	"\x1bAddPushSubscriptionResponse\x12B\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x1e.claudectl.v1.PushSubscriptionR\fsubscription\"\x1e\n" +
+	"\x1cListPushSubscriptionsRequest\"e\n" +
+	"\x1dListPushSubscriptionsResponse\x12D\n" +
+	"\rsubscriptions\x18\x01 \x03(\v2\x1e.claudectl.v1.PushSubscriptionR\rsubscriptions\"E\n" +
+	"\x1dUpdatePushSubscriptionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
+	"\x05kinds\x18\x02 \x03(\tR\x05kinds\"d\n" +
+	"\x1eUpdatePushSubscriptionResponse\x12B\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x1e.claudectl.v1.PushSubscriptionR\fsubscription\"K\n" +
+	"\x1dRemovePushSubscriptionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\" \n" +
+	"\x1eRemovePushSubscriptionResponse\"E\n" +
+	"\x15ListDeliveriesRequest\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"P\n" +
+	"\x16ListDeliveriesResponse\x126\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x16.claudectl.v1.DeliveryR\n" +
+	"deliveries\"\xbc\x02\n" +
+	"\bDelivery\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x14\n" +
+	"\x05event\x18\x04 \x01(\tR\x05event\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06status\x18\a \x01(\tR\x06status\x12\x1a\n" +
+	"\battempts\x18\b \x01(\x05R\battempts\x12\x1f\n" +
+	"\vhttp_status\x18\t \x01(\x05R\n" +
+	"httpStatus\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\v \x01(\x03R\tlatencyMs\")\n" +
+	"\x13TestWebhooksRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"N\n" +
+	"\x14TestWebhooksResponse\x126\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x16.claudectl.v1.DeliveryR\n" +
+	"deliveries\"V\n" +
+	"\x12AskTerminalRequest\x12\x1d\n" +
+	"\n" +
+	"hook_input\x18\x01 \x01(\fR\thookInput\x12!\n" +
+	"\fwait_seconds\x18\x02 \x01(\x05R\vwaitSeconds\"\xff\x01\n" +
+	"\x13AskTerminalResponse\x12\x18\n" +
+	"\adecided\x18\x01 \x01(\bR\adecided\x122\n" +
+	"\bbehavior\x18\x02 \x01(\x0e2\x16.claudectl.v1.BehaviorR\bbehavior\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12#\n" +
+	"\rupdated_input\x18\x04 \x01(\fR\fupdatedInput\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x05 \x01(\tR\tdecidedBy\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"6\n" +
+	"\x15ReportTerminalRequest\x12\x1d\n" +
+	"\n" +
+	"hook_input\x18\x01 \x01(\fR\thookInput\"7\n" +
+	"\x16ReportTerminalResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"S\n" +
+	"\x1cGetTerminalTranscriptRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x8a\x01\n" +
+	"\x1dGetTerminalTranscriptResponse\x127\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.claudectl.v1.TranscriptEntryR\aentries\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"i\n" +
+	"\x0fTranscriptEntry\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time*\xc7\x02\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SESSION_STATUS_STARTING\x10\x01\x12\x1a\n" +
@@ -7911,7 +9505,19 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\n" +
 	"ListTokens\x12\x1f.claudectl.v1.ListTokensRequest\x1a .claudectl.v1.ListTokensResponse\x12R\n" +
 	"\vRevokeToken\x12 .claudectl.v1.RevokeTokenRequest\x1a!.claudectl.v1.RevokeTokenResponse\x12L\n" +
-	"\tListAudit\x12\x1e.claudectl.v1.ListAuditRequest\x1a\x1f.claudectl.v1.ListAuditResponse2\xae\x01\n" +
+	"\tListAudit\x12\x1e.claudectl.v1.ListAuditRequest\x1a\x1f.claudectl.v1.ListAuditResponse2\xe5\x05\n" +
+	"\rNotifyService\x12X\n" +
+	"\rGetPushConfig\x12\".claudectl.v1.GetPushConfigRequest\x1a#.claudectl.v1.GetPushConfigResponse\x12j\n" +
+	"\x13AddPushSubscription\x12(.claudectl.v1.AddPushSubscriptionRequest\x1a).claudectl.v1.AddPushSubscriptionResponse\x12p\n" +
+	"\x15ListPushSubscriptions\x12*.claudectl.v1.ListPushSubscriptionsRequest\x1a+.claudectl.v1.ListPushSubscriptionsResponse\x12s\n" +
+	"\x16UpdatePushSubscription\x12+.claudectl.v1.UpdatePushSubscriptionRequest\x1a,.claudectl.v1.UpdatePushSubscriptionResponse\x12s\n" +
+	"\x16RemovePushSubscription\x12+.claudectl.v1.RemovePushSubscriptionRequest\x1a,.claudectl.v1.RemovePushSubscriptionResponse\x12[\n" +
+	"\x0eListDeliveries\x12#.claudectl.v1.ListDeliveriesRequest\x1a$.claudectl.v1.ListDeliveriesResponse\x12U\n" +
+	"\fTestWebhooks\x12!.claudectl.v1.TestWebhooksRequest\x1a\".claudectl.v1.TestWebhooksResponse2\xb4\x02\n" +
+	"\x0fTerminalService\x12R\n" +
+	"\vAskTerminal\x12 .claudectl.v1.AskTerminalRequest\x1a!.claudectl.v1.AskTerminalResponse\x12[\n" +
+	"\x0eReportTerminal\x12#.claudectl.v1.ReportTerminalRequest\x1a$.claudectl.v1.ReportTerminalResponse\x12p\n" +
+	"\x15GetTerminalTranscript\x12*.claudectl.v1.GetTerminalTranscriptRequest\x1a+.claudectl.v1.GetTerminalTranscriptResponse2\xae\x01\n" +
 	"\rHealthService\x12C\n" +
 	"\x06Health\x12\x1b.claudectl.v1.HealthRequest\x1a\x1c.claudectl.v1.HealthResponse\x12X\n" +
 	"\rHealthDetails\x12\".claudectl.v1.HealthDetailsRequest\x1a#.claudectl.v1.HealthDetailsResponseBAZ?github.com/claudectl/claudectl/api/gen/claudectl/v1;claudectlv1b\x06proto3"
@@ -7929,134 +9535,158 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 110)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
-	(SessionStatus)(0),                // 0: claudectl.v1.SessionStatus
-	(Behavior)(0),                     // 1: claudectl.v1.Behavior
-	(RuleScope)(0),                    // 2: claudectl.v1.RuleScope
-	(CompatibilityLevel)(0),           // 3: claudectl.v1.CompatibilityLevel
-	(WorkerState)(0),                  // 4: claudectl.v1.WorkerState
-	(*Session)(nil),                   // 5: claudectl.v1.Session
-	(*Worktree)(nil),                  // 6: claudectl.v1.Worktree
-	(*ResourceLimits)(nil),            // 7: claudectl.v1.ResourceLimits
-	(*Usage)(nil),                     // 8: claudectl.v1.Usage
-	(*ModelUsage)(nil),                // 9: claudectl.v1.ModelUsage
-	(*SessionOptions)(nil),            // 10: claudectl.v1.SessionOptions
-	(*CreateSessionRequest)(nil),      // 11: claudectl.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),     // 12: claudectl.v1.CreateSessionResponse
-	(*ListSessionsRequest)(nil),       // 13: claudectl.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 14: claudectl.v1.ListSessionsResponse
-	(*GetSessionRequest)(nil),         // 15: claudectl.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),        // 16: claudectl.v1.GetSessionResponse
-	(*SendRequest)(nil),               // 17: claudectl.v1.SendRequest
-	(*SendResponse)(nil),              // 18: claudectl.v1.SendResponse
-	(*InterruptRequest)(nil),          // 19: claudectl.v1.InterruptRequest
-	(*InterruptResponse)(nil),         // 20: claudectl.v1.InterruptResponse
-	(*SetModelRequest)(nil),           // 21: claudectl.v1.SetModelRequest
-	(*SetModelResponse)(nil),          // 22: claudectl.v1.SetModelResponse
-	(*SetPermissionModeRequest)(nil),  // 23: claudectl.v1.SetPermissionModeRequest
-	(*SetPermissionModeResponse)(nil), // 24: claudectl.v1.SetPermissionModeResponse
-	(*CloseSessionRequest)(nil),       // 25: claudectl.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),      // 26: claudectl.v1.CloseSessionResponse
-	(*ResumeSessionRequest)(nil),      // 27: claudectl.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),     // 28: claudectl.v1.ResumeSessionResponse
-	(*ForkSessionRequest)(nil),        // 29: claudectl.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),       // 30: claudectl.v1.ForkSessionResponse
-	(*SubscribeRequest)(nil),          // 31: claudectl.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 32: claudectl.v1.SubscribeResponse
-	(*Event)(nil),                     // 33: claudectl.v1.Event
-	(*PermissionModeChange)(nil),      // 34: claudectl.v1.PermissionModeChange
-	(*Interrupted)(nil),               // 35: claudectl.v1.Interrupted
-	(*Gap)(nil),                       // 36: claudectl.v1.Gap
-	(*TextDelta)(nil),                 // 37: claudectl.v1.TextDelta
-	(*Message)(nil),                   // 38: claudectl.v1.Message
-	(*ToolUse)(nil),                   // 39: claudectl.v1.ToolUse
-	(*PermissionRequest)(nil),         // 40: claudectl.v1.PermissionRequest
-	(*Question)(nil),                  // 41: claudectl.v1.Question
-	(*PermissionResolved)(nil),        // 42: claudectl.v1.PermissionResolved
-	(*Decision)(nil),                  // 43: claudectl.v1.Decision
-	(*UsageReport)(nil),               // 44: claudectl.v1.UsageReport
-	(*StatusChange)(nil),              // 45: claudectl.v1.StatusChange
-	(*Error)(nil),                     // 46: claudectl.v1.Error
-	(*Warning)(nil),                   // 47: claudectl.v1.Warning
-	(*WatchSessionsRequest)(nil),      // 48: claudectl.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),     // 49: claudectl.v1.WatchSessionsResponse
-	(*WatchPendingRequest)(nil),       // 50: claudectl.v1.WatchPendingRequest
-	(*WatchPendingResponse)(nil),      // 51: claudectl.v1.WatchPendingResponse
-	(*SettledRequest)(nil),            // 52: claudectl.v1.SettledRequest
-	(*ListPendingRequest)(nil),        // 53: claudectl.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),       // 54: claudectl.v1.ListPendingResponse
-	(*DecideRequest)(nil),             // 55: claudectl.v1.DecideRequest
-	(*DecideResponse)(nil),            // 56: claudectl.v1.DecideResponse
-	(*Rule)(nil),                      // 57: claudectl.v1.Rule
-	(*ListRulesRequest)(nil),          // 58: claudectl.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),         // 59: claudectl.v1.ListRulesResponse
-	(*AddRuleRequest)(nil),            // 60: claudectl.v1.AddRuleRequest
-	(*AddRuleResponse)(nil),           // 61: claudectl.v1.AddRuleResponse
-	(*RemoveRuleRequest)(nil),         // 62: claudectl.v1.RemoveRuleRequest
-	(*RemoveRuleResponse)(nil),        // 63: claudectl.v1.RemoveRuleResponse
-	(*ListDecisionsRequest)(nil),      // 64: claudectl.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),     // 65: claudectl.v1.ListDecisionsResponse
-	(*HealthRequest)(nil),             // 66: claudectl.v1.HealthRequest
-	(*HealthResponse)(nil),            // 67: claudectl.v1.HealthResponse
-	(*ClaudeCodeStatus)(nil),          // 68: claudectl.v1.ClaudeCodeStatus
-	(*CompatibilityReason)(nil),       // 69: claudectl.v1.CompatibilityReason
-	(*ClaudeCodeVersion)(nil),         // 70: claudectl.v1.ClaudeCodeVersion
-	(*DegradedSession)(nil),           // 71: claudectl.v1.DegradedSession
-	(*HealthDetailsRequest)(nil),      // 72: claudectl.v1.HealthDetailsRequest
-	(*ListWorkersRequest)(nil),        // 73: claudectl.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),       // 74: claudectl.v1.ListWorkersResponse
-	(*Worker)(nil),                    // 75: claudectl.v1.Worker
-	(*HealthDetailsResponse)(nil),     // 76: claudectl.v1.HealthDetailsResponse
-	(*StoreStatus)(nil),               // 77: claudectl.v1.StoreStatus
-	(*WhoamiRequest)(nil),             // 78: claudectl.v1.WhoamiRequest
-	(*WhoamiResponse)(nil),            // 79: claudectl.v1.WhoamiResponse
-	(*CreateTokenRequest)(nil),        // 80: claudectl.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),       // 81: claudectl.v1.CreateTokenResponse
-	(*TokenInfo)(nil),                 // 82: claudectl.v1.TokenInfo
-	(*ListTokensRequest)(nil),         // 83: claudectl.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),        // 84: claudectl.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),        // 85: claudectl.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),       // 86: claudectl.v1.RevokeTokenResponse
-	(*ListAuditRequest)(nil),          // 87: claudectl.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),         // 88: claudectl.v1.ListAuditResponse
-	(*AuditEntry)(nil),                // 89: claudectl.v1.AuditEntry
-	(*GetChangesRequest)(nil),         // 90: claudectl.v1.GetChangesRequest
-	(*GetChangesResponse)(nil),        // 91: claudectl.v1.GetChangesResponse
-	(*FileChange)(nil),                // 92: claudectl.v1.FileChange
-	(*MergeChangesRequest)(nil),       // 93: claudectl.v1.MergeChangesRequest
-	(*MergeChangesResponse)(nil),      // 94: claudectl.v1.MergeChangesResponse
-	(*DiscardWorktreeRequest)(nil),    // 95: claudectl.v1.DiscardWorktreeRequest
-	(*DiscardWorktreeResponse)(nil),   // 96: claudectl.v1.DiscardWorktreeResponse
-	(*BudgetCap)(nil),                 // 97: claudectl.v1.BudgetCap
-	(*BudgetHold)(nil),                // 98: claudectl.v1.BudgetHold
-	(*GetBudgetRequest)(nil),          // 99: claudectl.v1.GetBudgetRequest
-	(*GetBudgetResponse)(nil),         // 100: claudectl.v1.GetBudgetResponse
-	(*RaiseBudgetRequest)(nil),        // 101: claudectl.v1.RaiseBudgetRequest
-	(*RaiseBudgetResponse)(nil),       // 102: claudectl.v1.RaiseBudgetResponse
-	(*SearchRequest)(nil),             // 103: claudectl.v1.SearchRequest
-	(*SearchResponse)(nil),            // 104: claudectl.v1.SearchResponse
-	(*SearchHit)(nil),                 // 105: claudectl.v1.SearchHit
-	(*SnippetPart)(nil),               // 106: claudectl.v1.SnippetPart
-	(*ActivityRequest)(nil),           // 107: claudectl.v1.ActivityRequest
-	(*ActivityResponse)(nil),          // 108: claudectl.v1.ActivityResponse
-	(*ActivitySeries)(nil),            // 109: claudectl.v1.ActivitySeries
-	nil,                               // 110: claudectl.v1.Usage.ByModelEntry
-	nil,                               // 111: claudectl.v1.SessionOptions.WorkerLabelsEntry
-	nil,                               // 112: claudectl.v1.Decision.AnswersEntry
-	nil,                               // 113: claudectl.v1.DecideRequest.AnswersEntry
-	nil,                               // 114: claudectl.v1.Worker.LabelsEntry
-	(*timestamppb.Timestamp)(nil),     // 115: google.protobuf.Timestamp
+	(SessionStatus)(0),                     // 0: claudectl.v1.SessionStatus
+	(Behavior)(0),                          // 1: claudectl.v1.Behavior
+	(RuleScope)(0),                         // 2: claudectl.v1.RuleScope
+	(CompatibilityLevel)(0),                // 3: claudectl.v1.CompatibilityLevel
+	(WorkerState)(0),                       // 4: claudectl.v1.WorkerState
+	(*Session)(nil),                        // 5: claudectl.v1.Session
+	(*Worktree)(nil),                       // 6: claudectl.v1.Worktree
+	(*ResourceLimits)(nil),                 // 7: claudectl.v1.ResourceLimits
+	(*Usage)(nil),                          // 8: claudectl.v1.Usage
+	(*ModelUsage)(nil),                     // 9: claudectl.v1.ModelUsage
+	(*SessionOptions)(nil),                 // 10: claudectl.v1.SessionOptions
+	(*CreateSessionRequest)(nil),           // 11: claudectl.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),          // 12: claudectl.v1.CreateSessionResponse
+	(*ListSessionsRequest)(nil),            // 13: claudectl.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 14: claudectl.v1.ListSessionsResponse
+	(*GetSessionRequest)(nil),              // 15: claudectl.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 16: claudectl.v1.GetSessionResponse
+	(*SendRequest)(nil),                    // 17: claudectl.v1.SendRequest
+	(*SendResponse)(nil),                   // 18: claudectl.v1.SendResponse
+	(*InterruptRequest)(nil),               // 19: claudectl.v1.InterruptRequest
+	(*InterruptResponse)(nil),              // 20: claudectl.v1.InterruptResponse
+	(*SetModelRequest)(nil),                // 21: claudectl.v1.SetModelRequest
+	(*SetModelResponse)(nil),               // 22: claudectl.v1.SetModelResponse
+	(*SetPermissionModeRequest)(nil),       // 23: claudectl.v1.SetPermissionModeRequest
+	(*SetPermissionModeResponse)(nil),      // 24: claudectl.v1.SetPermissionModeResponse
+	(*CloseSessionRequest)(nil),            // 25: claudectl.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),           // 26: claudectl.v1.CloseSessionResponse
+	(*ResumeSessionRequest)(nil),           // 27: claudectl.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),          // 28: claudectl.v1.ResumeSessionResponse
+	(*ForkSessionRequest)(nil),             // 29: claudectl.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),            // 30: claudectl.v1.ForkSessionResponse
+	(*SubscribeRequest)(nil),               // 31: claudectl.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),              // 32: claudectl.v1.SubscribeResponse
+	(*Event)(nil),                          // 33: claudectl.v1.Event
+	(*PermissionModeChange)(nil),           // 34: claudectl.v1.PermissionModeChange
+	(*Interrupted)(nil),                    // 35: claudectl.v1.Interrupted
+	(*Gap)(nil),                            // 36: claudectl.v1.Gap
+	(*TextDelta)(nil),                      // 37: claudectl.v1.TextDelta
+	(*Message)(nil),                        // 38: claudectl.v1.Message
+	(*ToolUse)(nil),                        // 39: claudectl.v1.ToolUse
+	(*PermissionRequest)(nil),              // 40: claudectl.v1.PermissionRequest
+	(*Routing)(nil),                        // 41: claudectl.v1.Routing
+	(*Question)(nil),                       // 42: claudectl.v1.Question
+	(*PermissionResolved)(nil),             // 43: claudectl.v1.PermissionResolved
+	(*Decision)(nil),                       // 44: claudectl.v1.Decision
+	(*UsageReport)(nil),                    // 45: claudectl.v1.UsageReport
+	(*StatusChange)(nil),                   // 46: claudectl.v1.StatusChange
+	(*Error)(nil),                          // 47: claudectl.v1.Error
+	(*Warning)(nil),                        // 48: claudectl.v1.Warning
+	(*WatchSessionsRequest)(nil),           // 49: claudectl.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),          // 50: claudectl.v1.WatchSessionsResponse
+	(*WatchPendingRequest)(nil),            // 51: claudectl.v1.WatchPendingRequest
+	(*WatchPendingResponse)(nil),           // 52: claudectl.v1.WatchPendingResponse
+	(*SettledRequest)(nil),                 // 53: claudectl.v1.SettledRequest
+	(*ListPendingRequest)(nil),             // 54: claudectl.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),            // 55: claudectl.v1.ListPendingResponse
+	(*DecideRequest)(nil),                  // 56: claudectl.v1.DecideRequest
+	(*DecideResponse)(nil),                 // 57: claudectl.v1.DecideResponse
+	(*Rule)(nil),                           // 58: claudectl.v1.Rule
+	(*ListRulesRequest)(nil),               // 59: claudectl.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),              // 60: claudectl.v1.ListRulesResponse
+	(*AddRuleRequest)(nil),                 // 61: claudectl.v1.AddRuleRequest
+	(*AddRuleResponse)(nil),                // 62: claudectl.v1.AddRuleResponse
+	(*RemoveRuleRequest)(nil),              // 63: claudectl.v1.RemoveRuleRequest
+	(*RemoveRuleResponse)(nil),             // 64: claudectl.v1.RemoveRuleResponse
+	(*ListDecisionsRequest)(nil),           // 65: claudectl.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),          // 66: claudectl.v1.ListDecisionsResponse
+	(*HealthRequest)(nil),                  // 67: claudectl.v1.HealthRequest
+	(*HealthResponse)(nil),                 // 68: claudectl.v1.HealthResponse
+	(*ClaudeCodeStatus)(nil),               // 69: claudectl.v1.ClaudeCodeStatus
+	(*CompatibilityReason)(nil),            // 70: claudectl.v1.CompatibilityReason
+	(*ClaudeCodeVersion)(nil),              // 71: claudectl.v1.ClaudeCodeVersion
+	(*DegradedSession)(nil),                // 72: claudectl.v1.DegradedSession
+	(*HealthDetailsRequest)(nil),           // 73: claudectl.v1.HealthDetailsRequest
+	(*ListWorkersRequest)(nil),             // 74: claudectl.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),            // 75: claudectl.v1.ListWorkersResponse
+	(*Worker)(nil),                         // 76: claudectl.v1.Worker
+	(*HealthDetailsResponse)(nil),          // 77: claudectl.v1.HealthDetailsResponse
+	(*StoreStatus)(nil),                    // 78: claudectl.v1.StoreStatus
+	(*WhoamiRequest)(nil),                  // 79: claudectl.v1.WhoamiRequest
+	(*WhoamiResponse)(nil),                 // 80: claudectl.v1.WhoamiResponse
+	(*CreateTokenRequest)(nil),             // 81: claudectl.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),            // 82: claudectl.v1.CreateTokenResponse
+	(*TokenInfo)(nil),                      // 83: claudectl.v1.TokenInfo
+	(*ListTokensRequest)(nil),              // 84: claudectl.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),             // 85: claudectl.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),             // 86: claudectl.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),            // 87: claudectl.v1.RevokeTokenResponse
+	(*ListAuditRequest)(nil),               // 88: claudectl.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 89: claudectl.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 90: claudectl.v1.AuditEntry
+	(*GetChangesRequest)(nil),              // 91: claudectl.v1.GetChangesRequest
+	(*GetChangesResponse)(nil),             // 92: claudectl.v1.GetChangesResponse
+	(*FileChange)(nil),                     // 93: claudectl.v1.FileChange
+	(*MergeChangesRequest)(nil),            // 94: claudectl.v1.MergeChangesRequest
+	(*MergeChangesResponse)(nil),           // 95: claudectl.v1.MergeChangesResponse
+	(*DiscardWorktreeRequest)(nil),         // 96: claudectl.v1.DiscardWorktreeRequest
+	(*DiscardWorktreeResponse)(nil),        // 97: claudectl.v1.DiscardWorktreeResponse
+	(*BudgetCap)(nil),                      // 98: claudectl.v1.BudgetCap
+	(*BudgetHold)(nil),                     // 99: claudectl.v1.BudgetHold
+	(*GetBudgetRequest)(nil),               // 100: claudectl.v1.GetBudgetRequest
+	(*GetBudgetResponse)(nil),              // 101: claudectl.v1.GetBudgetResponse
+	(*RaiseBudgetRequest)(nil),             // 102: claudectl.v1.RaiseBudgetRequest
+	(*RaiseBudgetResponse)(nil),            // 103: claudectl.v1.RaiseBudgetResponse
+	(*SearchRequest)(nil),                  // 104: claudectl.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 105: claudectl.v1.SearchResponse
+	(*SearchHit)(nil),                      // 106: claudectl.v1.SearchHit
+	(*SnippetPart)(nil),                    // 107: claudectl.v1.SnippetPart
+	(*ActivityRequest)(nil),                // 108: claudectl.v1.ActivityRequest
+	(*ActivityResponse)(nil),               // 109: claudectl.v1.ActivityResponse
+	(*ActivitySeries)(nil),                 // 110: claudectl.v1.ActivitySeries
+	(*GetPushConfigRequest)(nil),           // 111: claudectl.v1.GetPushConfigRequest
+	(*GetPushConfigResponse)(nil),          // 112: claudectl.v1.GetPushConfigResponse
+	(*PushSubscription)(nil),               // 113: claudectl.v1.PushSubscription
+	(*AddPushSubscriptionRequest)(nil),     // 114: claudectl.v1.AddPushSubscriptionRequest
+	(*AddPushSubscriptionResponse)(nil),    // 115: claudectl.v1.AddPushSubscriptionResponse
+	(*ListPushSubscriptionsRequest)(nil),   // 116: claudectl.v1.ListPushSubscriptionsRequest
+	(*ListPushSubscriptionsResponse)(nil),  // 117: claudectl.v1.ListPushSubscriptionsResponse
+	(*UpdatePushSubscriptionRequest)(nil),  // 118: claudectl.v1.UpdatePushSubscriptionRequest
+	(*UpdatePushSubscriptionResponse)(nil), // 119: claudectl.v1.UpdatePushSubscriptionResponse
+	(*RemovePushSubscriptionRequest)(nil),  // 120: claudectl.v1.RemovePushSubscriptionRequest
+	(*RemovePushSubscriptionResponse)(nil), // 121: claudectl.v1.RemovePushSubscriptionResponse
+	(*ListDeliveriesRequest)(nil),          // 122: claudectl.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),         // 123: claudectl.v1.ListDeliveriesResponse
+	(*Delivery)(nil),                       // 124: claudectl.v1.Delivery
+	(*TestWebhooksRequest)(nil),            // 125: claudectl.v1.TestWebhooksRequest
+	(*TestWebhooksResponse)(nil),           // 126: claudectl.v1.TestWebhooksResponse
+	(*AskTerminalRequest)(nil),             // 127: claudectl.v1.AskTerminalRequest
+	(*AskTerminalResponse)(nil),            // 128: claudectl.v1.AskTerminalResponse
+	(*ReportTerminalRequest)(nil),          // 129: claudectl.v1.ReportTerminalRequest
+	(*ReportTerminalResponse)(nil),         // 130: claudectl.v1.ReportTerminalResponse
+	(*GetTerminalTranscriptRequest)(nil),   // 131: claudectl.v1.GetTerminalTranscriptRequest
+	(*GetTerminalTranscriptResponse)(nil),  // 132: claudectl.v1.GetTerminalTranscriptResponse
+	(*TranscriptEntry)(nil),                // 133: claudectl.v1.TranscriptEntry
+	nil,                                    // 134: claudectl.v1.Usage.ByModelEntry
+	nil,                                    // 135: claudectl.v1.SessionOptions.WorkerLabelsEntry
+	nil,                                    // 136: claudectl.v1.Decision.AnswersEntry
+	nil,                                    // 137: claudectl.v1.DecideRequest.AnswersEntry
+	nil,                                    // 138: claudectl.v1.Worker.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 139: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,   // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	115, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	115, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	139, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	139, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
 	8,   // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
 	6,   // 4: claudectl.v1.Session.worktree:type_name -> claudectl.v1.Worktree
 	7,   // 5: claudectl.v1.Session.limits:type_name -> claudectl.v1.ResourceLimits
-	110, // 6: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
-	111, // 7: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
+	134, // 6: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	135, // 7: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
 	7,   // 8: claudectl.v1.SessionOptions.limits:type_name -> claudectl.v1.ResourceLimits
 	10,  // 9: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
 	5,   // 10: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
@@ -8066,170 +9696,203 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	5,   // 14: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
 	5,   // 15: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
 	33,  // 16: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	115, // 17: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	139, // 17: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
 	37,  // 18: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
 	38,  // 19: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
 	39,  // 20: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
 	40,  // 21: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
-	42,  // 22: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
-	44,  // 23: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
-	45,  // 24: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
-	46,  // 25: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
-	47,  // 26: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
+	43,  // 22: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
+	45,  // 23: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
+	46,  // 24: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
+	47,  // 25: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
+	48,  // 26: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
 	35,  // 27: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
 	36,  // 28: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
 	34,  // 29: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
-	115, // 30: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	115, // 31: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
-	41,  // 32: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	115, // 33: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	57,  // 34: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
-	43,  // 35: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
-	1,   // 36: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	115, // 37: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	112, // 38: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
-	8,   // 39: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
-	8,   // 40: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
-	0,   // 41: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
-	3,   // 42: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
-	5,   // 43: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	40,  // 44: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	52,  // 45: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
-	115, // 46: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
-	40,  // 47: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	98,  // 48: claudectl.v1.ListPendingResponse.budget_holds:type_name -> claudectl.v1.BudgetHold
-	1,   // 49: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	113, // 50: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	43,  // 51: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
-	1,   // 52: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
-	2,   // 53: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	115, // 54: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	57,  // 55: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	57,  // 56: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	57,  // 57: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	43,  // 58: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
-	3,   // 59: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	69,  // 60: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	70,  // 61: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	71,  // 62: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
-	3,   // 63: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	115, // 64: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	115, // 65: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
-	3,   // 66: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
-	3,   // 67: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
-	3,   // 68: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	75,  // 69: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
-	114, // 70: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
-	4,   // 71: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
-	115, // 72: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
-	115, // 73: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
-	115, // 74: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	68,  // 75: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	77,  // 76: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
-	75,  // 77: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
-	115, // 78: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	115, // 79: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	115, // 80: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
-	82,  // 81: claudectl.v1.CreateTokenResponse.token:type_name -> claudectl.v1.TokenInfo
-	115, // 82: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
-	115, // 83: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
-	115, // 84: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
-	115, // 85: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
-	82,  // 86: claudectl.v1.ListTokensResponse.tokens:type_name -> claudectl.v1.TokenInfo
-	82,  // 87: claudectl.v1.RevokeTokenResponse.token:type_name -> claudectl.v1.TokenInfo
-	115, // 88: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	89,  // 89: claudectl.v1.ListAuditResponse.entries:type_name -> claudectl.v1.AuditEntry
-	115, // 90: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	6,   // 91: claudectl.v1.GetChangesResponse.worktree:type_name -> claudectl.v1.Worktree
-	92,  // 92: claudectl.v1.GetChangesResponse.files:type_name -> claudectl.v1.FileChange
-	97,  // 93: claudectl.v1.BudgetHold.cap:type_name -> claudectl.v1.BudgetCap
-	115, // 94: claudectl.v1.BudgetHold.since:type_name -> google.protobuf.Timestamp
-	97,  // 95: claudectl.v1.GetBudgetResponse.caps:type_name -> claudectl.v1.BudgetCap
-	98,  // 96: claudectl.v1.GetBudgetResponse.holds:type_name -> claudectl.v1.BudgetHold
-	115, // 97: claudectl.v1.GetBudgetResponse.day_start:type_name -> google.protobuf.Timestamp
-	97,  // 98: claudectl.v1.RaiseBudgetResponse.cap:type_name -> claudectl.v1.BudgetCap
-	105, // 99: claudectl.v1.SearchResponse.hits:type_name -> claudectl.v1.SearchHit
-	115, // 100: claudectl.v1.SearchHit.time:type_name -> google.protobuf.Timestamp
-	106, // 101: claudectl.v1.SearchHit.snippet:type_name -> claudectl.v1.SnippetPart
-	109, // 102: claudectl.v1.ActivityResponse.cost_by_cwd:type_name -> claudectl.v1.ActivitySeries
-	109, // 103: claudectl.v1.ActivityResponse.cost_by_model:type_name -> claudectl.v1.ActivitySeries
-	109, // 104: claudectl.v1.ActivityResponse.turns:type_name -> claudectl.v1.ActivitySeries
-	109, // 105: claudectl.v1.ActivityResponse.tokens:type_name -> claudectl.v1.ActivitySeries
-	109, // 106: claudectl.v1.ActivityResponse.sessions_by_status:type_name -> claudectl.v1.ActivitySeries
-	9,   // 107: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
-	11,  // 108: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
-	13,  // 109: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
-	15,  // 110: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
-	17,  // 111: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	19,  // 112: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	21,  // 113: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	23,  // 114: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	25,  // 115: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	27,  // 116: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	29,  // 117: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	31,  // 118: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	48,  // 119: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
-	103, // 120: claudectl.v1.SessionService.Search:input_type -> claudectl.v1.SearchRequest
-	107, // 121: claudectl.v1.SessionService.Activity:input_type -> claudectl.v1.ActivityRequest
-	90,  // 122: claudectl.v1.SessionService.GetChanges:input_type -> claudectl.v1.GetChangesRequest
-	93,  // 123: claudectl.v1.SessionService.MergeChanges:input_type -> claudectl.v1.MergeChangesRequest
-	95,  // 124: claudectl.v1.SessionService.DiscardWorktree:input_type -> claudectl.v1.DiscardWorktreeRequest
-	99,  // 125: claudectl.v1.BudgetService.GetBudget:input_type -> claudectl.v1.GetBudgetRequest
-	101, // 126: claudectl.v1.BudgetService.RaiseBudget:input_type -> claudectl.v1.RaiseBudgetRequest
-	53,  // 127: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	50,  // 128: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
-	55,  // 129: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	58,  // 130: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	60,  // 131: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	62,  // 132: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	64,  // 133: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	73,  // 134: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
-	78,  // 135: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
-	80,  // 136: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
-	83,  // 137: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
-	85,  // 138: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
-	87,  // 139: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
-	66,  // 140: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	72,  // 141: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	12,  // 142: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	14,  // 143: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	16,  // 144: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	18,  // 145: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	20,  // 146: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	22,  // 147: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	24,  // 148: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	26,  // 149: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	28,  // 150: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	30,  // 151: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	32,  // 152: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	49,  // 153: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
-	104, // 154: claudectl.v1.SessionService.Search:output_type -> claudectl.v1.SearchResponse
-	108, // 155: claudectl.v1.SessionService.Activity:output_type -> claudectl.v1.ActivityResponse
-	91,  // 156: claudectl.v1.SessionService.GetChanges:output_type -> claudectl.v1.GetChangesResponse
-	94,  // 157: claudectl.v1.SessionService.MergeChanges:output_type -> claudectl.v1.MergeChangesResponse
-	96,  // 158: claudectl.v1.SessionService.DiscardWorktree:output_type -> claudectl.v1.DiscardWorktreeResponse
-	100, // 159: claudectl.v1.BudgetService.GetBudget:output_type -> claudectl.v1.GetBudgetResponse
-	102, // 160: claudectl.v1.BudgetService.RaiseBudget:output_type -> claudectl.v1.RaiseBudgetResponse
-	54,  // 161: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	51,  // 162: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
-	56,  // 163: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	59,  // 164: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	61,  // 165: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	63,  // 166: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	65,  // 167: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	74,  // 168: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
-	79,  // 169: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
-	81,  // 170: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
-	84,  // 171: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
-	86,  // 172: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
-	88,  // 173: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
-	67,  // 174: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	76,  // 175: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	142, // [142:176] is the sub-list for method output_type
-	108, // [108:142] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	139, // 30: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	139, // 31: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	42,  // 32: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
+	139, // 33: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	58,  // 34: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
+	41,  // 35: claudectl.v1.PermissionRequest.routing:type_name -> claudectl.v1.Routing
+	139, // 36: claudectl.v1.Routing.escalates_at:type_name -> google.protobuf.Timestamp
+	44,  // 37: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
+	1,   // 38: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
+	139, // 39: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	136, // 40: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
+	8,   // 41: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
+	8,   // 42: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
+	0,   // 43: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
+	3,   // 44: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
+	5,   // 45: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
+	40,  // 46: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	53,  // 47: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
+	139, // 48: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	40,  // 49: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	99,  // 50: claudectl.v1.ListPendingResponse.budget_holds:type_name -> claudectl.v1.BudgetHold
+	1,   // 51: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
+	137, // 52: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	44,  // 53: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	1,   // 54: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
+	2,   // 55: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
+	139, // 56: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	58,  // 57: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	58,  // 58: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	58,  // 59: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	44,  // 60: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	3,   // 61: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
+	70,  // 62: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	71,  // 63: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	72,  // 64: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	3,   // 65: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
+	139, // 66: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	139, // 67: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	3,   // 68: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
+	3,   // 69: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
+	3,   // 70: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
+	76,  // 71: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
+	138, // 72: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
+	4,   // 73: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
+	139, // 74: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
+	139, // 75: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
+	139, // 76: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	69,  // 77: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	78,  // 78: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	76,  // 79: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
+	139, // 80: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	139, // 81: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	139, // 82: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
+	83,  // 83: claudectl.v1.CreateTokenResponse.token:type_name -> claudectl.v1.TokenInfo
+	139, // 84: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
+	139, // 85: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
+	139, // 86: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
+	139, // 87: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
+	83,  // 88: claudectl.v1.ListTokensResponse.tokens:type_name -> claudectl.v1.TokenInfo
+	83,  // 89: claudectl.v1.RevokeTokenResponse.token:type_name -> claudectl.v1.TokenInfo
+	139, // 90: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	90,  // 91: claudectl.v1.ListAuditResponse.entries:type_name -> claudectl.v1.AuditEntry
+	139, // 92: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	6,   // 93: claudectl.v1.GetChangesResponse.worktree:type_name -> claudectl.v1.Worktree
+	93,  // 94: claudectl.v1.GetChangesResponse.files:type_name -> claudectl.v1.FileChange
+	98,  // 95: claudectl.v1.BudgetHold.cap:type_name -> claudectl.v1.BudgetCap
+	139, // 96: claudectl.v1.BudgetHold.since:type_name -> google.protobuf.Timestamp
+	98,  // 97: claudectl.v1.GetBudgetResponse.caps:type_name -> claudectl.v1.BudgetCap
+	99,  // 98: claudectl.v1.GetBudgetResponse.holds:type_name -> claudectl.v1.BudgetHold
+	139, // 99: claudectl.v1.GetBudgetResponse.day_start:type_name -> google.protobuf.Timestamp
+	98,  // 100: claudectl.v1.RaiseBudgetResponse.cap:type_name -> claudectl.v1.BudgetCap
+	106, // 101: claudectl.v1.SearchResponse.hits:type_name -> claudectl.v1.SearchHit
+	139, // 102: claudectl.v1.SearchHit.time:type_name -> google.protobuf.Timestamp
+	107, // 103: claudectl.v1.SearchHit.snippet:type_name -> claudectl.v1.SnippetPart
+	110, // 104: claudectl.v1.ActivityResponse.cost_by_cwd:type_name -> claudectl.v1.ActivitySeries
+	110, // 105: claudectl.v1.ActivityResponse.cost_by_model:type_name -> claudectl.v1.ActivitySeries
+	110, // 106: claudectl.v1.ActivityResponse.turns:type_name -> claudectl.v1.ActivitySeries
+	110, // 107: claudectl.v1.ActivityResponse.tokens:type_name -> claudectl.v1.ActivitySeries
+	110, // 108: claudectl.v1.ActivityResponse.sessions_by_status:type_name -> claudectl.v1.ActivitySeries
+	139, // 109: claudectl.v1.PushSubscription.created_at:type_name -> google.protobuf.Timestamp
+	139, // 110: claudectl.v1.PushSubscription.last_push_at:type_name -> google.protobuf.Timestamp
+	113, // 111: claudectl.v1.AddPushSubscriptionResponse.subscription:type_name -> claudectl.v1.PushSubscription
+	113, // 112: claudectl.v1.ListPushSubscriptionsResponse.subscriptions:type_name -> claudectl.v1.PushSubscription
+	113, // 113: claudectl.v1.UpdatePushSubscriptionResponse.subscription:type_name -> claudectl.v1.PushSubscription
+	124, // 114: claudectl.v1.ListDeliveriesResponse.deliveries:type_name -> claudectl.v1.Delivery
+	139, // 115: claudectl.v1.Delivery.at:type_name -> google.protobuf.Timestamp
+	124, // 116: claudectl.v1.TestWebhooksResponse.deliveries:type_name -> claudectl.v1.Delivery
+	1,   // 117: claudectl.v1.AskTerminalResponse.behavior:type_name -> claudectl.v1.Behavior
+	133, // 118: claudectl.v1.GetTerminalTranscriptResponse.entries:type_name -> claudectl.v1.TranscriptEntry
+	139, // 119: claudectl.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
+	9,   // 120: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
+	11,  // 121: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
+	13,  // 122: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
+	15,  // 123: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
+	17,  // 124: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
+	19,  // 125: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	21,  // 126: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	23,  // 127: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	25,  // 128: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	27,  // 129: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	29,  // 130: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	31,  // 131: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	49,  // 132: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	104, // 133: claudectl.v1.SessionService.Search:input_type -> claudectl.v1.SearchRequest
+	108, // 134: claudectl.v1.SessionService.Activity:input_type -> claudectl.v1.ActivityRequest
+	91,  // 135: claudectl.v1.SessionService.GetChanges:input_type -> claudectl.v1.GetChangesRequest
+	94,  // 136: claudectl.v1.SessionService.MergeChanges:input_type -> claudectl.v1.MergeChangesRequest
+	96,  // 137: claudectl.v1.SessionService.DiscardWorktree:input_type -> claudectl.v1.DiscardWorktreeRequest
+	100, // 138: claudectl.v1.BudgetService.GetBudget:input_type -> claudectl.v1.GetBudgetRequest
+	102, // 139: claudectl.v1.BudgetService.RaiseBudget:input_type -> claudectl.v1.RaiseBudgetRequest
+	54,  // 140: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	51,  // 141: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	56,  // 142: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	59,  // 143: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	61,  // 144: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	63,  // 145: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	65,  // 146: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	74,  // 147: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
+	79,  // 148: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
+	81,  // 149: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
+	84,  // 150: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
+	86,  // 151: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
+	88,  // 152: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
+	111, // 153: claudectl.v1.NotifyService.GetPushConfig:input_type -> claudectl.v1.GetPushConfigRequest
+	114, // 154: claudectl.v1.NotifyService.AddPushSubscription:input_type -> claudectl.v1.AddPushSubscriptionRequest
+	116, // 155: claudectl.v1.NotifyService.ListPushSubscriptions:input_type -> claudectl.v1.ListPushSubscriptionsRequest
+	118, // 156: claudectl.v1.NotifyService.UpdatePushSubscription:input_type -> claudectl.v1.UpdatePushSubscriptionRequest
+	120, // 157: claudectl.v1.NotifyService.RemovePushSubscription:input_type -> claudectl.v1.RemovePushSubscriptionRequest
+	122, // 158: claudectl.v1.NotifyService.ListDeliveries:input_type -> claudectl.v1.ListDeliveriesRequest
+	125, // 159: claudectl.v1.NotifyService.TestWebhooks:input_type -> claudectl.v1.TestWebhooksRequest
+	127, // 160: claudectl.v1.TerminalService.AskTerminal:input_type -> claudectl.v1.AskTerminalRequest
+	129, // 161: claudectl.v1.TerminalService.ReportTerminal:input_type -> claudectl.v1.ReportTerminalRequest
+	131, // 162: claudectl.v1.TerminalService.GetTerminalTranscript:input_type -> claudectl.v1.GetTerminalTranscriptRequest
+	67,  // 163: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	73,  // 164: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	12,  // 165: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	14,  // 166: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	16,  // 167: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	18,  // 168: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	20,  // 169: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	22,  // 170: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	24,  // 171: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	26,  // 172: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	28,  // 173: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	30,  // 174: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	32,  // 175: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	50,  // 176: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	105, // 177: claudectl.v1.SessionService.Search:output_type -> claudectl.v1.SearchResponse
+	109, // 178: claudectl.v1.SessionService.Activity:output_type -> claudectl.v1.ActivityResponse
+	92,  // 179: claudectl.v1.SessionService.GetChanges:output_type -> claudectl.v1.GetChangesResponse
+	95,  // 180: claudectl.v1.SessionService.MergeChanges:output_type -> claudectl.v1.MergeChangesResponse
+	97,  // 181: claudectl.v1.SessionService.DiscardWorktree:output_type -> claudectl.v1.DiscardWorktreeResponse
+	101, // 182: claudectl.v1.BudgetService.GetBudget:output_type -> claudectl.v1.GetBudgetResponse
+	103, // 183: claudectl.v1.BudgetService.RaiseBudget:output_type -> claudectl.v1.RaiseBudgetResponse
+	55,  // 184: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	52,  // 185: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	57,  // 186: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	60,  // 187: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	62,  // 188: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	64,  // 189: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	66,  // 190: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	75,  // 191: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
+	80,  // 192: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
+	82,  // 193: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
+	85,  // 194: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
+	87,  // 195: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
+	89,  // 196: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
+	112, // 197: claudectl.v1.NotifyService.GetPushConfig:output_type -> claudectl.v1.GetPushConfigResponse
+	115, // 198: claudectl.v1.NotifyService.AddPushSubscription:output_type -> claudectl.v1.AddPushSubscriptionResponse
+	117, // 199: claudectl.v1.NotifyService.ListPushSubscriptions:output_type -> claudectl.v1.ListPushSubscriptionsResponse
+	119, // 200: claudectl.v1.NotifyService.UpdatePushSubscription:output_type -> claudectl.v1.UpdatePushSubscriptionResponse
+	121, // 201: claudectl.v1.NotifyService.RemovePushSubscription:output_type -> claudectl.v1.RemovePushSubscriptionResponse
+	123, // 202: claudectl.v1.NotifyService.ListDeliveries:output_type -> claudectl.v1.ListDeliveriesResponse
+	126, // 203: claudectl.v1.NotifyService.TestWebhooks:output_type -> claudectl.v1.TestWebhooksResponse
+	128, // 204: claudectl.v1.TerminalService.AskTerminal:output_type -> claudectl.v1.AskTerminalResponse
+	130, // 205: claudectl.v1.TerminalService.ReportTerminal:output_type -> claudectl.v1.ReportTerminalResponse
+	132, // 206: claudectl.v1.TerminalService.GetTerminalTranscript:output_type -> claudectl.v1.GetTerminalTranscriptResponse
+	68,  // 207: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	77,  // 208: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	165, // [165:209] is the sub-list for method output_type
+	121, // [121:165] is the sub-list for method input_type
+	121, // [121:121] is the sub-list for extension type_name
+	121, // [121:121] is the sub-list for extension extendee
+	0,   // [0:121] is the sub-list for field type_name
 }
 
 func init() { file_claudectl_v1_claudectl_proto_init() }
@@ -8257,9 +9920,9 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   110,
+			NumMessages:   134,
 			NumExtensions: 0,
-			NumServices:   6,
+			NumServices:   8,
 		},
 		GoTypes:           file_claudectl_v1_claudectl_proto_goTypes,
 		DependencyIndexes: file_claudectl_v1_claudectl_proto_depIdxs,

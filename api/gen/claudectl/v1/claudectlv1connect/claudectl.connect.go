@@ -36,6 +36,10 @@ const (
 	WorkerServiceName = "claudectl.v1.WorkerService"
 	// AuthServiceName is the fully-qualified name of the AuthService service.
 	AuthServiceName = "claudectl.v1.AuthService"
+	// NotifyServiceName is the fully-qualified name of the NotifyService service.
+	NotifyServiceName = "claudectl.v1.NotifyService"
+	// TerminalServiceName is the fully-qualified name of the TerminalService service.
+	TerminalServiceName = "claudectl.v1.TerminalService"
 	// HealthServiceName is the fully-qualified name of the HealthService service.
 	HealthServiceName = "claudectl.v1.HealthService"
 )
@@ -134,6 +138,36 @@ const (
 	AuthServiceRevokeTokenProcedure = "/claudectl.v1.AuthService/RevokeToken"
 	// AuthServiceListAuditProcedure is the fully-qualified name of the AuthService's ListAudit RPC.
 	AuthServiceListAuditProcedure = "/claudectl.v1.AuthService/ListAudit"
+	// NotifyServiceGetPushConfigProcedure is the fully-qualified name of the NotifyService's
+	// GetPushConfig RPC.
+	NotifyServiceGetPushConfigProcedure = "/claudectl.v1.NotifyService/GetPushConfig"
+	// NotifyServiceAddPushSubscriptionProcedure is the fully-qualified name of the NotifyService's
+	// AddPushSubscription RPC.
+	NotifyServiceAddPushSubscriptionProcedure = "/claudectl.v1.NotifyService/AddPushSubscription"
+	// NotifyServiceListPushSubscriptionsProcedure is the fully-qualified name of the NotifyService's
+	// ListPushSubscriptions RPC.
+	NotifyServiceListPushSubscriptionsProcedure = "/claudectl.v1.NotifyService/ListPushSubscriptions"
+	// NotifyServiceUpdatePushSubscriptionProcedure is the fully-qualified name of the NotifyService's
+	// UpdatePushSubscription RPC.
+	NotifyServiceUpdatePushSubscriptionProcedure = "/claudectl.v1.NotifyService/UpdatePushSubscription"
+	// NotifyServiceRemovePushSubscriptionProcedure is the fully-qualified name of the NotifyService's
+	// RemovePushSubscription RPC.
+	NotifyServiceRemovePushSubscriptionProcedure = "/claudectl.v1.NotifyService/RemovePushSubscription"
+	// NotifyServiceListDeliveriesProcedure is the fully-qualified name of the NotifyService's
+	// ListDeliveries RPC.
+	NotifyServiceListDeliveriesProcedure = "/claudectl.v1.NotifyService/ListDeliveries"
+	// NotifyServiceTestWebhooksProcedure is the fully-qualified name of the NotifyService's
+	// TestWebhooks RPC.
+	NotifyServiceTestWebhooksProcedure = "/claudectl.v1.NotifyService/TestWebhooks"
+	// TerminalServiceAskTerminalProcedure is the fully-qualified name of the TerminalService's
+	// AskTerminal RPC.
+	TerminalServiceAskTerminalProcedure = "/claudectl.v1.TerminalService/AskTerminal"
+	// TerminalServiceReportTerminalProcedure is the fully-qualified name of the TerminalService's
+	// ReportTerminal RPC.
+	TerminalServiceReportTerminalProcedure = "/claudectl.v1.TerminalService/ReportTerminal"
+	// TerminalServiceGetTerminalTranscriptProcedure is the fully-qualified name of the
+	// TerminalService's GetTerminalTranscript RPC.
+	TerminalServiceGetTerminalTranscriptProcedure = "/claudectl.v1.TerminalService/GetTerminalTranscript"
 	// HealthServiceHealthProcedure is the fully-qualified name of the HealthService's Health RPC.
 	HealthServiceHealthProcedure = "/claudectl.v1.HealthService/Health"
 	// HealthServiceHealthDetailsProcedure is the fully-qualified name of the HealthService's
@@ -1273,6 +1307,386 @@ func (UnimplementedAuthServiceHandler) RevokeToken(context.Context, *connect.Req
 
 func (UnimplementedAuthServiceHandler) ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.AuthService.ListAudit is not implemented"))
+}
+
+// NotifyServiceClient is a client for the claudectl.v1.NotifyService service.
+type NotifyServiceClient interface {
+	// GetPushConfig gives the daemon's VAPID public key, which the page
+	// subscribes with ("" when the daemon keeps no devices).
+	GetPushConfig(context.Context, *connect.Request[v1.GetPushConfigRequest]) (*connect.Response[v1.GetPushConfigResponse], error)
+	// AddPushSubscription keeps a device of the caller's (the same endpoint
+	// again replaces it).
+	AddPushSubscription(context.Context, *connect.Request[v1.AddPushSubscriptionRequest]) (*connect.Response[v1.AddPushSubscriptionResponse], error)
+	// ListPushSubscriptions lists the caller's devices (an admin's: all).
+	ListPushSubscriptions(context.Context, *connect.Request[v1.ListPushSubscriptionsRequest]) (*connect.Response[v1.ListPushSubscriptionsResponse], error)
+	// UpdatePushSubscription switches a device's kinds.
+	UpdatePushSubscription(context.Context, *connect.Request[v1.UpdatePushSubscriptionRequest]) (*connect.Response[v1.UpdatePushSubscriptionResponse], error)
+	RemovePushSubscription(context.Context, *connect.Request[v1.RemovePushSubscriptionRequest]) (*connect.Response[v1.RemovePushSubscriptionResponse], error)
+	// ListDeliveries is the delivery log, newest first.
+	ListDeliveries(context.Context, *connect.Request[v1.ListDeliveriesRequest]) (*connect.Response[v1.ListDeliveriesResponse], error)
+	// TestWebhooks sends a test event to the webhooks now.
+	TestWebhooks(context.Context, *connect.Request[v1.TestWebhooksRequest]) (*connect.Response[v1.TestWebhooksResponse], error)
+}
+
+// NewNotifyServiceClient constructs a client for the claudectl.v1.NotifyService service. By
+// default, it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses,
+// and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the
+// connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewNotifyServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) NotifyServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	notifyServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("NotifyService").Methods()
+	return &notifyServiceClient{
+		getPushConfig: connect.NewClient[v1.GetPushConfigRequest, v1.GetPushConfigResponse](
+			httpClient,
+			baseURL+NotifyServiceGetPushConfigProcedure,
+			connect.WithSchema(notifyServiceMethods.ByName("GetPushConfig")),
+			connect.WithClientOptions(opts...),
+		),
+		addPushSubscription: connect.NewClient[v1.AddPushSubscriptionRequest, v1.AddPushSubscriptionResponse](
+			httpClient,
+			baseURL+NotifyServiceAddPushSubscriptionProcedure,
+			connect.WithSchema(notifyServiceMethods.ByName("AddPushSubscription")),
+			connect.WithClientOptions(opts...),
+		),
+		listPushSubscriptions: connect.NewClient[v1.ListPushSubscriptionsRequest, v1.ListPushSubscriptionsResponse](
+			httpClient,
+			baseURL+NotifyServiceListPushSubscriptionsProcedure,
+			connect.WithSchema(notifyServiceMethods.ByName("ListPushSubscriptions")),
+			connect.WithClientOptions(opts...),
+		),
+		updatePushSubscription: connect.NewClient[v1.UpdatePushSubscriptionRequest, v1.UpdatePushSubscriptionResponse](
+			httpClient,
+			baseURL+NotifyServiceUpdatePushSubscriptionProcedure,
+			connect.WithSchema(notifyServiceMethods.ByName("UpdatePushSubscription")),
+			connect.WithClientOptions(opts...),
+		),
+		removePushSubscription: connect.NewClient[v1.RemovePushSubscriptionRequest, v1.RemovePushSubscriptionResponse](
+			httpClient,
+			baseURL+NotifyServiceRemovePushSubscriptionProcedure,
+			connect.WithSchema(notifyServiceMethods.ByName("RemovePushSubscription")),
+			connect.WithClientOptions(opts...),
+		),
+		listDeliveries: connect.NewClient[v1.ListDeliveriesRequest, v1.ListDeliveriesResponse](
+			httpClient,
+			baseURL+NotifyServiceListDeliveriesProcedure,
+			connect.WithSchema(notifyServiceMethods.ByName("ListDeliveries")),
+			connect.WithClientOptions(opts...),
+		),
+		testWebhooks: connect.NewClient[v1.TestWebhooksRequest, v1.TestWebhooksResponse](
+			httpClient,
+			baseURL+NotifyServiceTestWebhooksProcedure,
+			connect.WithSchema(notifyServiceMethods.ByName("TestWebhooks")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// notifyServiceClient implements NotifyServiceClient.
+type notifyServiceClient struct {
+	getPushConfig          *connect.Client[v1.GetPushConfigRequest, v1.GetPushConfigResponse]
+	addPushSubscription    *connect.Client[v1.AddPushSubscriptionRequest, v1.AddPushSubscriptionResponse]
+	listPushSubscriptions  *connect.Client[v1.ListPushSubscriptionsRequest, v1.ListPushSubscriptionsResponse]
+	updatePushSubscription *connect.Client[v1.UpdatePushSubscriptionRequest, v1.UpdatePushSubscriptionResponse]
+	removePushSubscription *connect.Client[v1.RemovePushSubscriptionRequest, v1.RemovePushSubscriptionResponse]
+	listDeliveries         *connect.Client[v1.ListDeliveriesRequest, v1.ListDeliveriesResponse]
+	testWebhooks           *connect.Client[v1.TestWebhooksRequest, v1.TestWebhooksResponse]
+}
+
+// GetPushConfig calls claudectl.v1.NotifyService.GetPushConfig.
+func (c *notifyServiceClient) GetPushConfig(ctx context.Context, req *connect.Request[v1.GetPushConfigRequest]) (*connect.Response[v1.GetPushConfigResponse], error) {
+	return c.getPushConfig.CallUnary(ctx, req)
+}
+
+// AddPushSubscription calls claudectl.v1.NotifyService.AddPushSubscription.
+func (c *notifyServiceClient) AddPushSubscription(ctx context.Context, req *connect.Request[v1.AddPushSubscriptionRequest]) (*connect.Response[v1.AddPushSubscriptionResponse], error) {
+	return c.addPushSubscription.CallUnary(ctx, req)
+}
+
+// ListPushSubscriptions calls claudectl.v1.NotifyService.ListPushSubscriptions.
+func (c *notifyServiceClient) ListPushSubscriptions(ctx context.Context, req *connect.Request[v1.ListPushSubscriptionsRequest]) (*connect.Response[v1.ListPushSubscriptionsResponse], error) {
+	return c.listPushSubscriptions.CallUnary(ctx, req)
+}
+
+// UpdatePushSubscription calls claudectl.v1.NotifyService.UpdatePushSubscription.
+func (c *notifyServiceClient) UpdatePushSubscription(ctx context.Context, req *connect.Request[v1.UpdatePushSubscriptionRequest]) (*connect.Response[v1.UpdatePushSubscriptionResponse], error) {
+	return c.updatePushSubscription.CallUnary(ctx, req)
+}
+
+// RemovePushSubscription calls claudectl.v1.NotifyService.RemovePushSubscription.
+func (c *notifyServiceClient) RemovePushSubscription(ctx context.Context, req *connect.Request[v1.RemovePushSubscriptionRequest]) (*connect.Response[v1.RemovePushSubscriptionResponse], error) {
+	return c.removePushSubscription.CallUnary(ctx, req)
+}
+
+// ListDeliveries calls claudectl.v1.NotifyService.ListDeliveries.
+func (c *notifyServiceClient) ListDeliveries(ctx context.Context, req *connect.Request[v1.ListDeliveriesRequest]) (*connect.Response[v1.ListDeliveriesResponse], error) {
+	return c.listDeliveries.CallUnary(ctx, req)
+}
+
+// TestWebhooks calls claudectl.v1.NotifyService.TestWebhooks.
+func (c *notifyServiceClient) TestWebhooks(ctx context.Context, req *connect.Request[v1.TestWebhooksRequest]) (*connect.Response[v1.TestWebhooksResponse], error) {
+	return c.testWebhooks.CallUnary(ctx, req)
+}
+
+// NotifyServiceHandler is an implementation of the claudectl.v1.NotifyService service.
+type NotifyServiceHandler interface {
+	// GetPushConfig gives the daemon's VAPID public key, which the page
+	// subscribes with ("" when the daemon keeps no devices).
+	GetPushConfig(context.Context, *connect.Request[v1.GetPushConfigRequest]) (*connect.Response[v1.GetPushConfigResponse], error)
+	// AddPushSubscription keeps a device of the caller's (the same endpoint
+	// again replaces it).
+	AddPushSubscription(context.Context, *connect.Request[v1.AddPushSubscriptionRequest]) (*connect.Response[v1.AddPushSubscriptionResponse], error)
+	// ListPushSubscriptions lists the caller's devices (an admin's: all).
+	ListPushSubscriptions(context.Context, *connect.Request[v1.ListPushSubscriptionsRequest]) (*connect.Response[v1.ListPushSubscriptionsResponse], error)
+	// UpdatePushSubscription switches a device's kinds.
+	UpdatePushSubscription(context.Context, *connect.Request[v1.UpdatePushSubscriptionRequest]) (*connect.Response[v1.UpdatePushSubscriptionResponse], error)
+	RemovePushSubscription(context.Context, *connect.Request[v1.RemovePushSubscriptionRequest]) (*connect.Response[v1.RemovePushSubscriptionResponse], error)
+	// ListDeliveries is the delivery log, newest first.
+	ListDeliveries(context.Context, *connect.Request[v1.ListDeliveriesRequest]) (*connect.Response[v1.ListDeliveriesResponse], error)
+	// TestWebhooks sends a test event to the webhooks now.
+	TestWebhooks(context.Context, *connect.Request[v1.TestWebhooksRequest]) (*connect.Response[v1.TestWebhooksResponse], error)
+}
+
+// NewNotifyServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewNotifyServiceHandler(svc NotifyServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	notifyServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("NotifyService").Methods()
+	notifyServiceGetPushConfigHandler := connect.NewUnaryHandler(
+		NotifyServiceGetPushConfigProcedure,
+		svc.GetPushConfig,
+		connect.WithSchema(notifyServiceMethods.ByName("GetPushConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
+	notifyServiceAddPushSubscriptionHandler := connect.NewUnaryHandler(
+		NotifyServiceAddPushSubscriptionProcedure,
+		svc.AddPushSubscription,
+		connect.WithSchema(notifyServiceMethods.ByName("AddPushSubscription")),
+		connect.WithHandlerOptions(opts...),
+	)
+	notifyServiceListPushSubscriptionsHandler := connect.NewUnaryHandler(
+		NotifyServiceListPushSubscriptionsProcedure,
+		svc.ListPushSubscriptions,
+		connect.WithSchema(notifyServiceMethods.ByName("ListPushSubscriptions")),
+		connect.WithHandlerOptions(opts...),
+	)
+	notifyServiceUpdatePushSubscriptionHandler := connect.NewUnaryHandler(
+		NotifyServiceUpdatePushSubscriptionProcedure,
+		svc.UpdatePushSubscription,
+		connect.WithSchema(notifyServiceMethods.ByName("UpdatePushSubscription")),
+		connect.WithHandlerOptions(opts...),
+	)
+	notifyServiceRemovePushSubscriptionHandler := connect.NewUnaryHandler(
+		NotifyServiceRemovePushSubscriptionProcedure,
+		svc.RemovePushSubscription,
+		connect.WithSchema(notifyServiceMethods.ByName("RemovePushSubscription")),
+		connect.WithHandlerOptions(opts...),
+	)
+	notifyServiceListDeliveriesHandler := connect.NewUnaryHandler(
+		NotifyServiceListDeliveriesProcedure,
+		svc.ListDeliveries,
+		connect.WithSchema(notifyServiceMethods.ByName("ListDeliveries")),
+		connect.WithHandlerOptions(opts...),
+	)
+	notifyServiceTestWebhooksHandler := connect.NewUnaryHandler(
+		NotifyServiceTestWebhooksProcedure,
+		svc.TestWebhooks,
+		connect.WithSchema(notifyServiceMethods.ByName("TestWebhooks")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/claudectl.v1.NotifyService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case NotifyServiceGetPushConfigProcedure:
+			notifyServiceGetPushConfigHandler.ServeHTTP(w, r)
+		case NotifyServiceAddPushSubscriptionProcedure:
+			notifyServiceAddPushSubscriptionHandler.ServeHTTP(w, r)
+		case NotifyServiceListPushSubscriptionsProcedure:
+			notifyServiceListPushSubscriptionsHandler.ServeHTTP(w, r)
+		case NotifyServiceUpdatePushSubscriptionProcedure:
+			notifyServiceUpdatePushSubscriptionHandler.ServeHTTP(w, r)
+		case NotifyServiceRemovePushSubscriptionProcedure:
+			notifyServiceRemovePushSubscriptionHandler.ServeHTTP(w, r)
+		case NotifyServiceListDeliveriesProcedure:
+			notifyServiceListDeliveriesHandler.ServeHTTP(w, r)
+		case NotifyServiceTestWebhooksProcedure:
+			notifyServiceTestWebhooksHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedNotifyServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedNotifyServiceHandler struct{}
+
+func (UnimplementedNotifyServiceHandler) GetPushConfig(context.Context, *connect.Request[v1.GetPushConfigRequest]) (*connect.Response[v1.GetPushConfigResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.NotifyService.GetPushConfig is not implemented"))
+}
+
+func (UnimplementedNotifyServiceHandler) AddPushSubscription(context.Context, *connect.Request[v1.AddPushSubscriptionRequest]) (*connect.Response[v1.AddPushSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.NotifyService.AddPushSubscription is not implemented"))
+}
+
+func (UnimplementedNotifyServiceHandler) ListPushSubscriptions(context.Context, *connect.Request[v1.ListPushSubscriptionsRequest]) (*connect.Response[v1.ListPushSubscriptionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.NotifyService.ListPushSubscriptions is not implemented"))
+}
+
+func (UnimplementedNotifyServiceHandler) UpdatePushSubscription(context.Context, *connect.Request[v1.UpdatePushSubscriptionRequest]) (*connect.Response[v1.UpdatePushSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.NotifyService.UpdatePushSubscription is not implemented"))
+}
+
+func (UnimplementedNotifyServiceHandler) RemovePushSubscription(context.Context, *connect.Request[v1.RemovePushSubscriptionRequest]) (*connect.Response[v1.RemovePushSubscriptionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.NotifyService.RemovePushSubscription is not implemented"))
+}
+
+func (UnimplementedNotifyServiceHandler) ListDeliveries(context.Context, *connect.Request[v1.ListDeliveriesRequest]) (*connect.Response[v1.ListDeliveriesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.NotifyService.ListDeliveries is not implemented"))
+}
+
+func (UnimplementedNotifyServiceHandler) TestWebhooks(context.Context, *connect.Request[v1.TestWebhooksRequest]) (*connect.Response[v1.TestWebhooksResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.NotifyService.TestWebhooks is not implemented"))
+}
+
+// TerminalServiceClient is a client for the claudectl.v1.TerminalService service.
+type TerminalServiceClient interface {
+	// Ask holds a terminal session's permission request as a session's are
+	// held: the rules, then the people asked, until someone decides or
+	// wait_seconds pass; then decided is false, and the hook leaves the
+	// question to Claude Code's own dialog in the terminal.
+	AskTerminal(context.Context, *connect.Request[v1.AskTerminalRequest]) (*connect.Response[v1.AskTerminalResponse], error)
+	// Report records a hook event of a terminal session (Notification,
+	// Stop, SessionEnd).
+	ReportTerminal(context.Context, *connect.Request[v1.ReportTerminalRequest]) (*connect.Response[v1.ReportTerminalResponse], error)
+	// Transcript reads a terminal session's transcript, Claude Code's own
+	// file, read-only.
+	GetTerminalTranscript(context.Context, *connect.Request[v1.GetTerminalTranscriptRequest]) (*connect.Response[v1.GetTerminalTranscriptResponse], error)
+}
+
+// NewTerminalServiceClient constructs a client for the claudectl.v1.TerminalService service. By
+// default, it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses,
+// and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the
+// connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewTerminalServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) TerminalServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	terminalServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("TerminalService").Methods()
+	return &terminalServiceClient{
+		askTerminal: connect.NewClient[v1.AskTerminalRequest, v1.AskTerminalResponse](
+			httpClient,
+			baseURL+TerminalServiceAskTerminalProcedure,
+			connect.WithSchema(terminalServiceMethods.ByName("AskTerminal")),
+			connect.WithClientOptions(opts...),
+		),
+		reportTerminal: connect.NewClient[v1.ReportTerminalRequest, v1.ReportTerminalResponse](
+			httpClient,
+			baseURL+TerminalServiceReportTerminalProcedure,
+			connect.WithSchema(terminalServiceMethods.ByName("ReportTerminal")),
+			connect.WithClientOptions(opts...),
+		),
+		getTerminalTranscript: connect.NewClient[v1.GetTerminalTranscriptRequest, v1.GetTerminalTranscriptResponse](
+			httpClient,
+			baseURL+TerminalServiceGetTerminalTranscriptProcedure,
+			connect.WithSchema(terminalServiceMethods.ByName("GetTerminalTranscript")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// terminalServiceClient implements TerminalServiceClient.
+type terminalServiceClient struct {
+	askTerminal           *connect.Client[v1.AskTerminalRequest, v1.AskTerminalResponse]
+	reportTerminal        *connect.Client[v1.ReportTerminalRequest, v1.ReportTerminalResponse]
+	getTerminalTranscript *connect.Client[v1.GetTerminalTranscriptRequest, v1.GetTerminalTranscriptResponse]
+}
+
+// AskTerminal calls claudectl.v1.TerminalService.AskTerminal.
+func (c *terminalServiceClient) AskTerminal(ctx context.Context, req *connect.Request[v1.AskTerminalRequest]) (*connect.Response[v1.AskTerminalResponse], error) {
+	return c.askTerminal.CallUnary(ctx, req)
+}
+
+// ReportTerminal calls claudectl.v1.TerminalService.ReportTerminal.
+func (c *terminalServiceClient) ReportTerminal(ctx context.Context, req *connect.Request[v1.ReportTerminalRequest]) (*connect.Response[v1.ReportTerminalResponse], error) {
+	return c.reportTerminal.CallUnary(ctx, req)
+}
+
+// GetTerminalTranscript calls claudectl.v1.TerminalService.GetTerminalTranscript.
+func (c *terminalServiceClient) GetTerminalTranscript(ctx context.Context, req *connect.Request[v1.GetTerminalTranscriptRequest]) (*connect.Response[v1.GetTerminalTranscriptResponse], error) {
+	return c.getTerminalTranscript.CallUnary(ctx, req)
+}
+
+// TerminalServiceHandler is an implementation of the claudectl.v1.TerminalService service.
+type TerminalServiceHandler interface {
+	// Ask holds a terminal session's permission request as a session's are
+	// held: the rules, then the people asked, until someone decides or
+	// wait_seconds pass; then decided is false, and the hook leaves the
+	// question to Claude Code's own dialog in the terminal.
+	AskTerminal(context.Context, *connect.Request[v1.AskTerminalRequest]) (*connect.Response[v1.AskTerminalResponse], error)
+	// Report records a hook event of a terminal session (Notification,
+	// Stop, SessionEnd).
+	ReportTerminal(context.Context, *connect.Request[v1.ReportTerminalRequest]) (*connect.Response[v1.ReportTerminalResponse], error)
+	// Transcript reads a terminal session's transcript, Claude Code's own
+	// file, read-only.
+	GetTerminalTranscript(context.Context, *connect.Request[v1.GetTerminalTranscriptRequest]) (*connect.Response[v1.GetTerminalTranscriptResponse], error)
+}
+
+// NewTerminalServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewTerminalServiceHandler(svc TerminalServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	terminalServiceMethods := v1.File_claudectl_v1_claudectl_proto.Services().ByName("TerminalService").Methods()
+	terminalServiceAskTerminalHandler := connect.NewUnaryHandler(
+		TerminalServiceAskTerminalProcedure,
+		svc.AskTerminal,
+		connect.WithSchema(terminalServiceMethods.ByName("AskTerminal")),
+		connect.WithHandlerOptions(opts...),
+	)
+	terminalServiceReportTerminalHandler := connect.NewUnaryHandler(
+		TerminalServiceReportTerminalProcedure,
+		svc.ReportTerminal,
+		connect.WithSchema(terminalServiceMethods.ByName("ReportTerminal")),
+		connect.WithHandlerOptions(opts...),
+	)
+	terminalServiceGetTerminalTranscriptHandler := connect.NewUnaryHandler(
+		TerminalServiceGetTerminalTranscriptProcedure,
+		svc.GetTerminalTranscript,
+		connect.WithSchema(terminalServiceMethods.ByName("GetTerminalTranscript")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/claudectl.v1.TerminalService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case TerminalServiceAskTerminalProcedure:
+			terminalServiceAskTerminalHandler.ServeHTTP(w, r)
+		case TerminalServiceReportTerminalProcedure:
+			terminalServiceReportTerminalHandler.ServeHTTP(w, r)
+		case TerminalServiceGetTerminalTranscriptProcedure:
+			terminalServiceGetTerminalTranscriptHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedTerminalServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedTerminalServiceHandler struct{}
+
+func (UnimplementedTerminalServiceHandler) AskTerminal(context.Context, *connect.Request[v1.AskTerminalRequest]) (*connect.Response[v1.AskTerminalResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.TerminalService.AskTerminal is not implemented"))
+}
+
+func (UnimplementedTerminalServiceHandler) ReportTerminal(context.Context, *connect.Request[v1.ReportTerminalRequest]) (*connect.Response[v1.ReportTerminalResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.TerminalService.ReportTerminal is not implemented"))
+}
+
+func (UnimplementedTerminalServiceHandler) GetTerminalTranscript(context.Context, *connect.Request[v1.GetTerminalTranscriptRequest]) (*connect.Response[v1.GetTerminalTranscriptResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.TerminalService.GetTerminalTranscript is not implemented"))
 }
 
 // HealthServiceClient is a client for the claudectl.v1.HealthService service.

@@ -1,4 +1,9 @@
-package notify_test
+// Package notifytest has a Web Push service that stands in for a browser
+// vendor's on loopback, for tests of package notify and of what uses it.
+// It is written from the RFCs and nothing of package notify: it checks
+// each push's VAPID JWT (RFC 8292) and decrypts its payload (RFC 8291)
+// with the keys of devices it made, which only the test holds.
+package notifytest
 
 import (
 	"crypto/aes"
@@ -24,7 +29,7 @@ import (
 	"time"
 )
 
-// A pushService stands in for a browser vendor's push service on loopback,
+// A PushService stands in for a browser vendor's push service on loopback,
 // written from the RFCs and nothing of package notify: it checks each
 // push's VAPID JWT (RFC 8292: ES256 over the header and claims with the
 // key the push names, its audience this service's origin, an expiry
@@ -32,15 +37,17 @@ import (
 // (RFC 8291: the aes128gcm coding of RFC 8188, keys from ECDH with the
 // device's key and HKDF with its auth secret) with the device's private
 // key, which only the device (here the test) holds.
-type pushService struct {
-	t   *testing.T
+type PushService struct {
+	t   testing.TB
 	srv *httptest.Server
 
 	mu       sync.Mutex
 	devices  map[string]*device // by path
-	received []pushed
-	answer   map[string]int // a status to answer pushes to a path with, instead of 201
-	changed  chan struct{}  // a value after each push
+	received []Pushed
+	// Answer holds a status to answer pushes to a path with, instead of
+	// 201; set it under Lock.
+	Answer  map[string]int
+	changed chan struct{} // a value after each push
 	// block, while set, holds every push to a path until it is closed.
 	block map[string]chan struct{}
 }
@@ -51,16 +58,18 @@ type device struct {
 	auth []byte
 }
 
-// pushed is one push received and decrypted.
-type pushed struct {
-	path    string
-	payload []byte
-	header  http.Header
-	vapidK  []byte // the application server key the push was signed with
+// Pushed is one push received and decrypted.
+type Pushed struct {
+	Path    string
+	Payload []byte
+	Header  http.Header
+	// VAPIDKey is the application server key the push was signed with.
+	VAPIDKey []byte
 }
 
-func newPushService(t *testing.T) *pushService {
-	p := &pushService{t: t, devices: map[string]*device{}, answer: map[string]int{}, block: map[string]chan struct{}{},
+// NewPushService starts a push service on loopback, stopped by t's cleanup.
+func NewPushService(t testing.TB) *PushService {
+	p := &PushService{t: t, devices: map[string]*device{}, Answer: map[string]int{}, block: map[string]chan struct{}{},
 		changed: make(chan struct{}, 1)}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(func() {
@@ -75,9 +84,9 @@ func newPushService(t *testing.T) *pushService {
 	return p
 }
 
-// newDevice makes a device subscribed at path and returns its endpoint and
+// NewDevice makes a device subscribed at path and returns its endpoint and
 // keys as the Push API hands them to the page.
-func (p *pushService) newDevice(path string) (endpoint string, p256dh, auth []byte) {
+func (p *PushService) NewDevice(path string) (endpoint string, p256dh, auth []byte) {
 	priv, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
 		p.t.Fatal(err)
@@ -90,11 +99,11 @@ func (p *pushService) newDevice(path string) (endpoint string, p256dh, auth []by
 	return p.srv.URL + path, priv.PublicKey().Bytes(), auth
 }
 
-func (p *pushService) serve(w http.ResponseWriter, r *http.Request) {
+func (p *PushService) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
 	dev := p.devices[r.URL.Path]
-	status, ok := p.answer[r.URL.Path]
+	status, ok := p.Answer[r.URL.Path]
 	block := p.block[r.URL.Path]
 	p.mu.Unlock()
 	if block != nil {
@@ -124,7 +133,7 @@ func (p *pushService) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	p.received = append(p.received, pushed{path: r.URL.Path, payload: plain, header: r.Header.Clone(), vapidK: k})
+	p.received = append(p.received, Pushed{Path: r.URL.Path, Payload: plain, Header: r.Header.Clone(), VAPIDKey: k})
 	p.mu.Unlock()
 	select {
 	case p.changed <- struct{}{}:
@@ -135,7 +144,7 @@ func (p *pushService) serve(w http.ResponseWriter, r *http.Request) {
 
 // checkVAPID verifies r's "Authorization: vapid t=JWT, k=KEY" and returns
 // the key.
-func (p *pushService) checkVAPID(r *http.Request) ([]byte, error) {
+func (p *PushService) checkVAPID(r *http.Request) ([]byte, error) {
 	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "vapid ")
 	if !ok {
 		return nil, fmt.Errorf("Authorization %q is not vapid", r.Header.Get("Authorization"))
@@ -241,32 +250,47 @@ func decryptRFC8291(body []byte, ua *ecdh.PrivateKey, auth []byte) ([]byte, erro
 	return plain[:i], nil
 }
 
-// pushes returns what was received at path so far.
-func (p *pushService) pushes(path string) []pushed {
+// Pushes returns what was received at path so far.
+func (p *PushService) Pushes(path string) []Pushed {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []pushed
+	var out []Pushed
 	for _, r := range p.received {
-		if path == "" || r.path == path {
+		if path == "" || r.Path == path {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// waitPushes waits until path has received n pushes.
-func (p *pushService) waitPushes(path string, n int) []pushed {
+// WaitPushes waits until path has received n pushes.
+func (p *PushService) WaitPushes(path string, n int) []Pushed {
 	p.t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
-		if got := p.pushes(path); len(got) >= n {
+		if got := p.Pushes(path); len(got) >= n {
 			return got
 		}
 		select {
 		case <-p.changed:
 		case <-time.After(50 * time.Millisecond):
 		case <-deadline:
-			p.t.Fatalf("%s received %d pushes in 30 s, want %d", path, len(p.pushes(path)), n)
+			p.t.Fatalf("%s received %d pushes in 30 s, want %d", path, len(p.Pushes(path)), n)
 		}
 	}
 }
+
+// SetAnswer makes the service answer pushes to path with status (0: accept
+// them again).
+func (p *PushService) SetAnswer(path string, status int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if status == 0 {
+		delete(p.Answer, path)
+		return
+	}
+	p.Answer[path] = status
+}
+
+// URL is the service's base URL.
+func (p *PushService) URL() string { return p.srv.URL }
