@@ -302,7 +302,11 @@ func (s *Service) pushAct(w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusForbidden, pushActResult{Message: err.Error() + "; open the page to answer"})
 		return
 	case errors.Is(err, store.ErrUsed):
-		answer(http.StatusConflict, pushActResult{RequestID: c.RequestID, Message: "this notification was answered already (" + err.Error() + ")"})
+		var req string
+		if c != nil {
+			req = c.RequestID
+		}
+		answer(http.StatusConflict, pushActResult{RequestID: req, Message: "this notification was answered already (" + err.Error() + ")"})
 		return
 	case err != nil:
 		answer(http.StatusServiceUnavailable, pushActResult{Message: "the daemon cannot check the notification now: " + err.Error()})

@@ -680,7 +680,7 @@ func (n *Notifier) Act(ctx context.Context, capability string) (*store.PushCapab
 		return nil, nil, ErrBadCapability
 	}
 	if err != nil {
-		return nil, nil, err
+		return c, nil, err // c, when the store gives it, says which request (store.ErrUsed)
 	}
 	subs, err := n.o.Store.PushSubscriptions(ctx)
 	if err != nil {

@@ -302,8 +302,13 @@ func TestWebhookSignedAndFormatted(t *testing.T) {
 	slackSink.wait(t, 1)
 	ntfySink.wait(t, 2)
 
+	// A target's lane has several workers: the two events may arrive in
+	// either order.
 	jsonSink.mu.Lock()
 	r, body := jsonSink.got[0], jsonSink.bodies[0]
+	if r.Header.Get("Claudectl-Event") != "permission_request" {
+		r, body = jsonSink.got[1], jsonSink.bodies[1]
+	}
 	jsonSink.mu.Unlock()
 	sig := r.Header.Get("Claudectl-Signature")
 	ts, mac, ok := strings.Cut(strings.TrimPrefix(sig, "t="), ",v1=")
