@@ -196,6 +196,7 @@ func Commands(env *Env) []Command {
 		&TokensCommand{Env: env},
 		&WhoamiCommand{Env: env},
 		&AuditCommand{Env: env},
+		&NotifyCommand{Env: env},
 		&PruneCommand{Env: env},
 		&BackupCommand{Env: env},
 		&RestoreCommand{Env: env},

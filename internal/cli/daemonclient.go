@@ -74,6 +74,7 @@ type daemonClient struct {
 	workers   claudectlv1connect.WorkerServiceClient
 	auth      claudectlv1connect.AuthServiceClient
 	budget    claudectlv1connect.BudgetServiceClient
+	notify    claudectlv1connect.NotifyServiceClient
 }
 
 // dial resolves the address and token and returns the clients. Close it.
@@ -129,6 +130,7 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 		workers:   claudectlv1connect.NewWorkerServiceClient(httpc, server),
 		auth:      claudectlv1connect.NewAuthServiceClient(httpc, server),
 		budget:    claudectlv1connect.NewBudgetServiceClient(httpc, server),
+		notify:    claudectlv1connect.NewNotifyServiceClient(httpc, server),
 	}, nil
 }
 

@@ -121,6 +121,12 @@ func (c *DecideCommand) Run(ctx context.Context, args []string) error {
 		return dc.explain(err, fmt.Sprintf("deciding request %s", id))
 	}
 	d := res.Msg.Decision
+	if res.Msg.AwaitingApprovals {
+		// A two-person rule: counted, still pending.
+		fmt.Fprintf(env.Stdout, "Allowed %s: %d of %d allows (%s); it waits for another person's claudectl approve.\n",
+			id, len(d.GetApprovedBy()), res.Msg.ApprovalsNeeded, strings.Join(d.GetApprovedBy(), ", "))
+		return nil
+	}
 	verb := "Denied"
 	if c.Allow {
 		verb = "Allowed"

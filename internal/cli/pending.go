@@ -29,7 +29,10 @@ const pendingUsage = `Usage: claudectl pending [flags]
 Lists the permission requests the daemon's sessions wait on: the request's
 id, its session, the tool, what it would do (one line) and how long it has
 waited. Answer one with claudectl approve or claudectl deny and its id, or
-a unique prefix of it; claudectl attach SESSION_ID shows it in full. Below
+a unique prefix of it; claudectl attach SESSION_ID shows it in full. A
+request a route of the daemon's (permissions.routes) sends to chosen
+people says so below the list: who is asked and, under a two-person rule,
+how many have allowed ("1 of 2 allowed"). Below
 the list, what claudectl approve --always would do besides allowing a
 request: the rules the daemon would store, exactly. A
 question Claude asks (the AskUserQuestion tool) is answered in claudectl
@@ -48,6 +51,46 @@ type pendingJSON struct {
 	// Always is what approve --always would do besides allowing it: the
 	// rules the daemon would store, the changes to the CLI process.
 	Always []string `json:"always,omitempty"`
+	// Route is the routing rule that says who is asked (permissions.routes):
+	// who may decide, how many must allow, who allowed so far.
+	Route *routeJSON `json:"route,omitempty"`
+}
+
+// routeJSON is a request's routing in pending --json.
+type routeJSON struct {
+	Name       string   `json:"name"`
+	Asked      []string `json:"asked,omitempty"`
+	Needed     int      `json:"approvals_needed,omitempty"`
+	ApprovedBy []string `json:"approved_by,omitempty"`
+	Escalated  bool     `json:"escalated,omitempty"`
+}
+
+// routeOf is r's routing for pending, nil without a route.
+func routeOf(r *v1.PermissionRequest) *routeJSON {
+	rt := r.GetRouting()
+	if rt == nil {
+		return nil
+	}
+	return &routeJSON{Name: rt.Route, Asked: rt.Asked, Needed: int(rt.ApprovalsNeeded), ApprovedBy: rt.ApprovedBy, Escalated: rt.Escalated}
+}
+
+// routeText says a request's routing in a line: "route pushes: asks
+// group:ops, 1 of 2 allowed (alice)".
+func routeText(rt *routeJSON) string {
+	s := "route " + rt.Name
+	if len(rt.Asked) > 0 {
+		s += ": asks " + strings.Join(rt.Asked, ", ")
+	}
+	if rt.Escalated {
+		s += " (escalated)"
+	}
+	if rt.Needed > 1 {
+		s += fmt.Sprintf(", %d of %d allowed", len(rt.ApprovedBy), rt.Needed)
+		if len(rt.ApprovedBy) > 0 {
+			s += " (" + strings.Join(rt.ApprovedBy, ", ") + ")"
+		}
+	}
+	return s
 }
 
 // Run implements Command.
@@ -90,7 +133,7 @@ func (c *PendingCommand) Run(ctx context.Context, args []string) error {
 	list := make([]pendingJSON, 0, len(reqs))
 	for _, r := range reqs {
 		p := pendingJSON{RequestID: r.RequestId, SessionID: r.SessionId, Tool: r.ToolName,
-			Summary: toolSummary(r.ToolName, r.Input), Input: jsonOrString(r.Input), Always: describeAlways(r)}
+			Summary: toolSummary(r.ToolName, r.Input), Input: jsonOrString(r.Input), Always: describeAlways(r), Route: routeOf(r)}
 		if t, ok := since[r.RequestId]; ok {
 			p.Since = &t
 		}
@@ -125,6 +168,12 @@ func (c *PendingCommand) Run(ctx context.Context, args []string) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	// Who is asked, and how many allows a two-person rule still needs.
+	for _, p := range list {
+		if p.Route != nil {
+			fmt.Fprintf(env.Stdout, "\n%s: %s\n", p.RequestID, routeText(p.Route))
+		}
 	}
 	// What approve --always would store, before anyone agrees to it.
 	for _, p := range list {
