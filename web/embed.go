@@ -33,8 +33,14 @@ func IsPage(urlPath string) bool {
 	if urlPath != "/" && path.Clean(urlPath) != urlPath { // no "..", "//" or "." past the check
 		return false
 	}
-	return urlPath == "/" || urlPath == "/index.html" || strings.HasPrefix(urlPath, "/assets/")
+	return urlPath == "/" || urlPath == "/index.html" || urlPath == ServiceWorkerPath || strings.HasPrefix(urlPath, "/assets/")
 }
+
+// ServiceWorkerPath is the page's service worker (public/sw.js): it shows
+// the daemon's Web Push messages and answers their Allow and Deny. At the
+// root, its scope is the whole page; never cached for long, so that a new
+// claudectl's worker replaces the old one.
+const ServiceWorkerPath = "/sw.js"
 
 type file struct {
 	body, gz []byte
@@ -94,11 +100,17 @@ func Handler() http.Handler {
 		h.Set("Content-Type", f.ctype)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
-		if p == "/index.html" {
+		switch p {
+		case "/index.html":
 			h.Set("Content-Security-Policy", ContentSecurityPolicy)
 			h.Set("X-Frame-Options", "DENY")
 			h.Set("Cache-Control", "no-cache")
-		} else {
+		case ServiceWorkerPath:
+			// A worker's policy is its own response's: it fetches the
+			// daemon's /push/act, nothing else.
+			h.Set("Content-Security-Policy", ContentSecurityPolicy)
+			h.Set("Cache-Control", "no-cache")
+		default:
 			h.Set("Cache-Control", "public, max-age=31536000, immutable")
 		}
 		body := f.body

@@ -13,7 +13,7 @@ func TestIsPage(t *testing.T) {
 	for p, want := range map[string]bool{
 		"/": true, "/index.html": true, "/assets/index-abc.js": true,
 		"/claudectl.v1.SessionService/ListSessions": false, "/assets/../claudectl.v1.SessionService/ListSessions": false,
-		"/assets//x": false, "/assets/./x": false, "/v1/worker": false, "": false,
+		"/assets//x": false, "/assets/./x": false, "/v1/worker": false, "": false, "/sw.js": true, "/sw.js/x": false,
 	} {
 		if got := web.IsPage(p); got != want {
 			t.Errorf("IsPage(%q) = %v, want %v", p, got, want)
@@ -31,6 +31,10 @@ func TestHandler(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w
+	}
+	if w := get("/sw.js", ""); w.Code != 200 || !strings.Contains(w.Body.String(), `addEventListener("push"`) ||
+		w.Header().Get("Cache-Control") != "no-cache" || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/javascript") {
+		t.Errorf("GET /sw.js: %d %v %.100s", w.Code, w.Header(), w.Body.String())
 	}
 	w := get("/", "")
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `<div id="app">`) {

@@ -13,6 +13,7 @@ import {
   tokenFromHash, toolDiff, ts, type Inbox, type Item, type Settled,
 } from "./logic";
 import { highlight, languageOf, renderMarkdown } from "./markdown";
+import { PushSettings } from "./push";
 import { SearchView } from "./search";
 import { Title } from "./ui";
 import "./style.css";
@@ -220,6 +221,7 @@ function InboxView(props: { inbox: Inbox; list: Session[]; held: { session: Sess
     <section>
       <h2>Waiting for you</h2>
       <NotifyButton />
+      <PushSettings />
       {cards.length === 0 && props.held.length === 0 && <p class="muted" data-testid="inbox-empty">Nothing waits for you.</p>}
       {props.held.map((h) => <BudgetCard key={h.session.id} session={h.session} hold={h.hold} />)}
       {cards.map((r, i) => (
@@ -300,6 +302,7 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
   const [busy, setBusy] = useState(false);
   const [answers, setAnswers] = useState<Record<string, string[]>>({});
   const [other, setOther] = useState<Record<string, string>>({});
+  const [counted, setCounted] = useState("");
   const input = parseJSON(r.input);
   const diff = toolDiff(r.toolName, input);
   const decide = async (behavior: Behavior, always = false) => {
@@ -313,7 +316,12 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
     }
     try {
       // A message is a denial's (it tells Claude why): the daemon refuses one with an allow.
-      await permissions.decide({ requestId: r.requestId, behavior, always, message: behavior === Behavior.DENY ? msg : "", answers: ans, client: clientName });
+      const res = await permissions.decide({ requestId: r.requestId, behavior, always, message: behavior === Behavior.DENY ? msg : "", answers: ans, client: clientName });
+      if (res.awaitingApprovals) {
+        // A two-person rule: the allow counts, the request waits for another person.
+        setCounted(`Your allow counts: ${res.decision?.approvedBy.length ?? 1} of ${res.approvalsNeeded}; it waits for another person.`);
+        setBusy(false);
+      }
     } catch (e) {
       setErr(ConnectError.from(e).rawMessage);
       setBusy(false);
@@ -335,6 +343,7 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
         {props.session && <span class="muted"><Title id={r.sessionId} session={props.session} link /> · {props.session.cwd}</span>}
       </div>
       {r.description && <p>{r.description}</p>}
+      {r.routing && <p class="muted small routing" data-testid="routing">{routingText(r)}</p>}
       {r.toolName === "Bash" && <pre class="cmd">{input?.command}</pre>}
       {diff && <Diff lines={diff} lang={languageOf(input?.file_path ?? "")} />}
       {r.toolName !== "Bash" && !diff && r.questions.length === 0 && <pre class="input">{JSON.stringify(input, null, 2)}</pre>}
@@ -367,9 +376,27 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
           Always stores: {r.alwaysRules.map((x) => x.pattern + " (" + scopeName(x.scope) + ")").concat(r.alwaysSession).join("; ")}
         </p>
       )}
+      {counted && <p class="small" data-testid="counted">{counted}</p>}
       {err && <p class="error">{err}</p>}
     </div>
   );
+}
+
+// routingText says who a routed request asks, and how many allows a
+// two-person rule has of those it needs: "route pushes · asks group:ops ·
+// 1 of 2 allowed (user:alice)".
+function routingText(r: PermissionRequest): string {
+  const rt = r.routing!;
+  const parts = ["route " + rt.route];
+  if (rt.asked.length) parts.push("asks " + rt.asked.join(", ") + (rt.escalated ? " (escalated)" : ""));
+  if (rt.approvalsNeeded > 1) {
+    parts.push(`${rt.approvedBy.length} of ${rt.approvalsNeeded} allowed` + (rt.approvedBy.length ? " (" + rt.approvedBy.join(", ") + ")" : ""));
+  }
+  if (!rt.escalated && rt.escalateTo.length && rt.escalatesAt) {
+    parts.push("then " + rt.escalateTo.join(", ") + " from " + new Date(ts(rt.escalatesAt)).toLocaleTimeString());
+  }
+  if (rt.onExpiry && r.expiresAt) parts.push("denied at " + new Date(ts(r.expiresAt)).toLocaleTimeString() + ": " + rt.onExpiry);
+  return parts.join(" · ");
 }
 
 function scopeName(s: RuleScope): string {
