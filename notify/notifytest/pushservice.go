@@ -65,6 +65,8 @@ type Pushed struct {
 	Header  http.Header
 	// VAPIDKey is the application server key the push was signed with.
 	VAPIDKey []byte
+	// At is when the push arrived.
+	At time.Time
 }
 
 // NewPushService starts a push service on loopback, stopped by t's cleanup.
@@ -100,6 +102,7 @@ func (p *PushService) NewDevice(path string) (endpoint string, p256dh, auth []by
 }
 
 func (p *PushService) serve(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	body, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
 	dev := p.devices[r.URL.Path]
@@ -133,7 +136,7 @@ func (p *PushService) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	p.received = append(p.received, Pushed{Path: r.URL.Path, Payload: plain, Header: r.Header.Clone(), VAPIDKey: k})
+	p.received = append(p.received, Pushed{Path: r.URL.Path, Payload: plain, Header: r.Header.Clone(), VAPIDKey: k, At: arrived})
 	p.mu.Unlock()
 	select {
 	case p.changed <- struct{}{}:
