@@ -41,7 +41,8 @@ func (svc *Service) sessionToProto(s *store.Session) *v1.Session {
 	if s.Owner != "" && s.LeaseUntil.After(time.Now()) {
 		daemonName = s.Owner
 	}
-	return &v1.Session{WorkerName: cmp.Or(svc.D.WorkerOf(s.ID), s.Relay.Worker), Daemon: daemonName,
+	_, term := daemon.TerminalOf(s)
+	return &v1.Session{WorkerName: cmp.Or(svc.D.WorkerOf(s.ID), s.Relay.Worker), Daemon: daemonName, Terminal: term,
 		Id: s.ID, ClaudeSessionId: s.ClaudeSessionID, Cwd: s.Cwd, Model: s.Model,
 		PermissionMode: s.PermissionMode, Status: statusToProto[s.Status],
 		CreatedAt: timestamppb.New(s.CreatedAt), UpdatedAt: timestamppb.New(s.UpdatedAt),

@@ -82,6 +82,7 @@ var (
 	_ claudectlv1connect.AuthServiceHandler       = (*Service)(nil)
 	_ claudectlv1connect.BudgetServiceHandler     = (*Service)(nil)
 	_ claudectlv1connect.NotifyServiceHandler     = (*Service)(nil)
+	_ claudectlv1connect.TerminalServiceHandler   = (*Service)(nil)
 )
 
 // MaxRequestBytes bounds one request message (a prompt, a decision), as
@@ -135,6 +136,7 @@ func NewHandler(s *Service) http.Handler {
 	mux.Handle(claudectlv1connect.NewAuthServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewBudgetServiceHandler(s, opts))
 	mux.Handle(claudectlv1connect.NewNotifyServiceHandler(s, opts))
+	mux.Handle(claudectlv1connect.NewTerminalServiceHandler(s, opts))
 	mux.HandleFunc(PushActPath, s.pushAct)
 	r := grpcreflect.NewStaticReflector(
 		claudectlv1connect.SessionServiceName,
@@ -144,6 +146,7 @@ func NewHandler(s *Service) http.Handler {
 		claudectlv1connect.AuthServiceName,
 		claudectlv1connect.BudgetServiceName,
 		claudectlv1connect.NotifyServiceName,
+		claudectlv1connect.TerminalServiceName,
 	)
 	// Reflection is behind the same authorizer: a worker's token may not
 	// read the API's schema.

@@ -436,6 +436,10 @@ func (d *Daemon) Fork(ctx context.Context, id, prompt string) (*store.Session, e
 // resumable returns the launch options of a stored session that a new CLI
 // process may continue (op is "resume" or "fork", for the error).
 func resumable(s *store.Session, op string) (*SessionOptions, error) {
+	if _, ok := TerminalOf(s); ok {
+		return nil, &StateError{SessionID: s.ID, Status: s.Status,
+			Msg: "cannot " + op + " it: " + ErrTerminalSession.Error() + " (started by hand, through claudectl's hook): it is driven from there"}
+	}
 	o, err := decodeOptions(s.ID, s.Options)
 	if err != nil {
 		return nil, err

@@ -197,6 +197,7 @@ func Commands(env *Env) []Command {
 		&WhoamiCommand{Env: env},
 		&AuditCommand{Env: env},
 		&NotifyCommand{Env: env},
+		&HookCommand{Env: env},
 		&PruneCommand{Env: env},
 		&BackupCommand{Env: env},
 		&RestoreCommand{Env: env},

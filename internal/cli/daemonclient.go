@@ -75,6 +75,7 @@ type daemonClient struct {
 	auth      claudectlv1connect.AuthServiceClient
 	budget    claudectlv1connect.BudgetServiceClient
 	notify    claudectlv1connect.NotifyServiceClient
+	terminal  claudectlv1connect.TerminalServiceClient
 }
 
 // dial resolves the address and token and returns the clients. Close it.
@@ -131,6 +132,7 @@ func (f *clientFlags) dial(env *Env) (*daemonClient, error) {
 		auth:      claudectlv1connect.NewAuthServiceClient(httpc, server),
 		budget:    claudectlv1connect.NewBudgetServiceClient(httpc, server),
 		notify:    claudectlv1connect.NewNotifyServiceClient(httpc, server),
+		terminal:  claudectlv1connect.NewTerminalServiceClient(httpc, server),
 	}, nil
 }
 
