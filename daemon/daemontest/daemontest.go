@@ -123,6 +123,7 @@ type Daemon struct {
 	settings serve.Settings
 	srv      *serve.Server
 	httpc    *http.Client
+	stopped  bool // Stop ran
 }
 
 // Start starts a daemon whose sessions answer with the scripted turns.
@@ -179,6 +180,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 // open starts a daemon on the data dir, as claudectl serve does.
 func (d *Daemon) open() {
 	t := d.t
+	d.stopped = false
 	t.Helper()
 	logs := io.Discard
 	if d.opts.Log != nil {
@@ -197,7 +199,16 @@ func (d *Daemon) stop() {
 	if d.httpc != nil {
 		d.httpc.CloseIdleConnections()
 	}
-	d.srv.Close()
+	if !d.stopped {
+		d.srv.Close()
+	}
+}
+
+// Stop stops the daemon as claudectl serve stops on SIGTERM, for good:
+// what the daemon's clients see when it is gone.
+func (d *Daemon) Stop() {
+	d.stop()
+	d.stopped = true
 }
 
 // Restart stops the daemon as claudectl serve stops on SIGTERM and starts
