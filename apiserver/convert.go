@@ -42,6 +42,9 @@ func (svc *Service) sessionToProto(s *store.Session) *v1.Session {
 		daemonName = s.Owner
 	}
 	_, term := daemon.TerminalOf(s)
+	if term {
+		worker = "terminal"
+	}
 	return &v1.Session{WorkerName: cmp.Or(svc.D.WorkerOf(s.ID), s.Relay.Worker), Daemon: daemonName, Terminal: term,
 		Id: s.ID, ClaudeSessionId: s.ClaudeSessionID, Cwd: s.Cwd, Model: s.Model,
 		PermissionMode: s.PermissionMode, Status: statusToProto[s.Status],

@@ -131,6 +131,7 @@ func (d *Daemon) terminalSession(ctx context.Context, h *TerminalHook) (*store.S
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		return nil, err
 	}
+	d.feed.changed(s.ID) // the session lists see it
 	d.log.Info("terminal session", "session", s.ID, "cwd", s.Cwd, "claude_session", h.SessionID)
 	return s, nil
 }
@@ -190,11 +191,9 @@ func (d *Daemon) AskTerminal(ctx context.Context, h *TerminalHook, wait time.Dur
 	if err != nil {
 		return nil, err
 	}
-	waiting := store.StatusWaiting
-	d.db.UpdateSession(bg, s.ID, store.SessionUpdate{Status: &waiting})
+	d.setTerminalStatus(bg, s.ID, store.StatusWaiting)
 	r := <-ch
-	running := store.StatusRunning
-	d.db.UpdateSession(bg, s.ID, store.SessionUpdate{Status: &running})
+	d.setTerminalStatus(bg, s.ID, store.StatusRunning)
 	d.log.Info("permission decided", "session", s.ID, "request", req.RequestID, "tool", req.ToolName, "terminal", true,
 		"outcome", outcomeWord(&r), "by", r.By)
 	if r.Outcome == permission.Withdrawn || r.Outcome == permission.Expired {
@@ -227,24 +226,26 @@ func (d *Daemon) ReportTerminal(ctx context.Context, h *TerminalHook) (*store.Se
 	}
 	switch h.Event {
 	case "Stop":
-		idle := store.StatusIdle
-		if _, err := d.db.UpdateSession(ctx, s.ID, store.SessionUpdate{Status: &idle}); err != nil {
+		if err := d.setTerminalStatus(ctx, s.ID, store.StatusIdle); err != nil {
 			return nil, err
 		}
 		d.tell(notify.Event{Kind: notify.EventSessionFinished, SessionID: s.ID, Cwd: s.Cwd, Terminal: true,
 			Detail: firstLine(h.LastAssistantMessage, 300)})
 	case "SessionEnd":
-		closed := store.StatusClosed
-		if _, err := d.db.UpdateSession(ctx, s.ID, store.SessionUpdate{Status: &closed}); err != nil {
+		if err := d.setTerminalStatus(ctx, s.ID, store.StatusClosed); err != nil {
 			return nil, err
 		}
-	case "UserPromptSubmit":
-		running := store.StatusRunning
-		if _, err := d.db.UpdateSession(ctx, s.ID, store.SessionUpdate{Status: &running}); err != nil {
-			return nil, err
-		}
+	case "Notification":
+		d.feed.changed(s.ID) // its transcript may have grown
 	}
 	return s, nil
+}
+
+// setTerminalStatus stores a terminal session's status, for the lists.
+func (d *Daemon) setTerminalStatus(ctx context.Context, id string, st store.SessionStatus) error {
+	_, err := d.db.UpdateSession(ctx, id, store.SessionUpdate{Status: &st})
+	d.feed.changed(id)
+	return err
 }
 
 // TranscriptEntry is one entry of a Claude Code transcript, in words.

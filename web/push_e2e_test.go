@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -102,6 +103,22 @@ func TestPushInChromium(t *testing.T) {
 				}
 			}
 			fmt.Fprintln(stdin, payload)
+		case line == "TERMINAL":
+			// A claude started by hand, as its hook reports it.
+			transcript := filepath.Join(dir, "t.jsonl")
+			os.WriteFile(transcript, []byte(`{"type":"user","message":{"role":"user","content":"list the files"}}`+"\n"+
+				`{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{"command":"ls -la"}}]}}`+"\n"), 0o600)
+			in, _ := json.Marshal(map[string]string{"session_id": "5b1c9d2e-0000-4000-8000-000000000001", "transcript_path": transcript,
+				"cwd": cwd, "hook_event_name": "Stop"})
+			req := connect.NewRequest(&v1.ReportTerminalRequest{HookInput: in})
+			req.Header().Set("Authorization", "Bearer "+token)
+			res, err := claudectlv1connect.NewTerminalServiceClient(http.DefaultClient, strings.TrimSuffix(pageURL, "/")).ReportTerminal(ctx, req)
+			if err != nil {
+				t.Errorf("ReportTerminal: %v", err)
+				fmt.Fprintln(stdin, "none")
+				continue
+			}
+			fmt.Fprintln(stdin, res.Msg.SessionId)
 		case line == "PASS":
 			passed = true
 		default:

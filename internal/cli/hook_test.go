@@ -149,6 +149,9 @@ func TestHookRunThroughDaemon(t *testing.T) {
 	if err != nil || !res.Msg.Session.Terminal || res.Msg.Session.Cwd != cwd || res.Msg.Session.ClaudeSessionId != "0f7e2c1a-1111-4222-8333-444455556666" {
 		t.Errorf("the terminal session: %+v, %v", res.Msg.GetSession(), err)
 	}
+	if o := claudectl(t, d.inv(), "sessions"); !regexp.MustCompile(`(?m)^` + sid + `\s.*\sterminal\b`).MatchString(o.stdout) {
+		t.Errorf("sessions does not list the terminal session as such:\n%s", o.stdout)
+	}
 	if o := claudectl(t, d.inv(), "send", sid, "hello"); o.code == 0 || !strings.Contains(o.stderr, "runs in a terminal") {
 		t.Errorf("send to a terminal session: exit %d, stderr %q", o.code, o.stderr)
 	}

@@ -26,7 +26,8 @@ const sessionsUsage = `Usage: claudectl sessions [flags]
 Lists the sessions the daemon hosts: id, status, model, working directory
 and cost so far; its title (TITLE: the title Claude Code gave it, else its
 first prompt, quoted) once a session has one; the remote worker that runs it (WORKER) when any session
-runs on one; the session a fork was made from (PARENT) and why a failed
+runs on one, or "terminal" for a claude started by hand whose requests come
+through claudectl's hook (claudectl hook install), listed read-only; the session a fork was made from (PARENT) and why a failed
 or closed session ended (ERROR, its first line: --json has all of it) when
 any session has one; for a waiting session, the tool and the id of the
 permission request it waits on (WAITING FOR: claudectl approve or deny

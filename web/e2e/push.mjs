@@ -13,7 +13,9 @@
 // sends the subscription (Go checks it), a kind switched off is saved, the
 // request's push is shown with Allow and Deny, and Allow settles the
 // request through the capability (the card goes, "allowed by
-// user:bootstrap"), its notification replaced by the daemon's answer.
+// user:bootstrap"), its notification replaced by the daemon's answer. A
+// session started by hand in a terminal (reported through the hook's API)
+// is listed as such and shows its transcript, with no prompt box.
 //
 // env: URL (the login address, #token=), CWD, CHROMIUM, ENDPOINT, P256DH,
 // AUTH (the stand-in's device, base64url). Talks to the Go test: prints
@@ -129,6 +131,15 @@ try {
     return r.status;
   }, msg.cap);
   assert(again === 409, "a used capability answered " + again);
+
+  step("a session started by hand in a terminal: listed as such, its transcript shown read-only");
+  const tid = await ask("TERMINAL");
+  await page.goto(base + "/#/sessions");
+  await page.locator(`[data-testid="session-row"][data-session="${tid}"] [data-testid="terminal-badge"]`).waitFor({ timeout: 20000 });
+  await page.goto(base + "/#/s/" + tid);
+  await page.getByTestId("transcript-entry").filter({ hasText: "list the files" }).waitFor({ timeout: 20000 });
+  await page.getByTestId("transcript-entry").filter({ hasText: "ls -la" }).waitFor({ timeout: 20000 });
+  assert(await page.locator("textarea[aria-label=message]").count() === 0, "a terminal session's view offers a prompt box");
   assert(errors.length === 0, "page errors: " + errors.join("; "));
   console.log("PASS");
 } finally {

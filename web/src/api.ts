@@ -2,7 +2,7 @@
 // every client uses, with the daemon's token as a bearer token.
 import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { AuthService, BudgetService, HealthService, NotifyService, PermissionService, SessionService } from "./gen/claudectl/v1/claudectl_pb";
+import { AuthService, BudgetService, HealthService, NotifyService, PermissionService, SessionService, TerminalService } from "./gen/claudectl/v1/claudectl_pb";
 
 const tokenKey = "claudectl.token";
 
@@ -61,6 +61,7 @@ export const health = createClient(HealthService, transport);
 export const auth = createClient(AuthService, transport);
 export const budgets = createClient(BudgetService, transport);
 export const notifications = createClient(NotifyService, transport);
+export const terminals = createClient(TerminalService, transport);
 
 // clientName names this page in decisions and interrupts ("client:web").
 export const clientName = "web";

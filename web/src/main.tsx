@@ -4,9 +4,9 @@ import { createContext, render } from "preact";
 import { useContext, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
-  Behavior, RuleScope, SessionStatus, type BudgetHold, type Decision, type GetChangesResponse, type PermissionRequest, type Rule, type Session,
+  Behavior, RuleScope, SessionStatus, type TranscriptEntry, type BudgetHold, type Decision, type GetChangesResponse, type PermissionRequest, type Rule, type Session,
 } from "./gen/claudectl/v1/claudectl_pb";
-import { auth, budgets, clientName, csrfCookie, getToken, permissions, sessions, setToken, signInConfigured, signOut } from "./api";
+import { auth, budgets, clientName, csrfCookie, getToken, permissions, sessions, setToken, signInConfigured, signOut, terminals } from "./api";
 import {
   Log, buildConversation, can, decisionWords, fieldOf, filterSessions, foldLines, heldSessions, itemAt, mergeInbox, mergeSessions, parseDollars,
   parseRoute, patchLines, questionOptions, requestTarget, sessionHref, sessionTitle, shortID, statusName, statusNames,
@@ -581,6 +581,7 @@ function SessionsView(props: { list: Session[] }) {
             <a href={sessionHref(s.id)}>
               <span class="row-title"><Title id={s.id} session={s} /></span>
               <span class={"status " + statusName(s.status).split(" ")[0]}>{statusName(s.status)}</span>
+              {s.terminal && <span class="muted small" data-testid="terminal-badge" title="started by hand in a terminal, through claudectl's hook: read-only here"> terminal</span>}
               <span class="cwd">{s.cwd}</span>
               <span class="muted">{s.model || "default model"}</span>
               <span>${(s.totals?.costUsd ?? 0).toFixed(4)}</span>
@@ -714,6 +715,7 @@ function SessionView(props: { id: string; seq: bigint | null; session?: Session;
         </p>
       )}
       {s?.worktree && <Changes id={props.id} session={s} />}
+      {s?.terminal && <TerminalTranscript id={props.id} version={s.updatedAt} />}
       {err && <p class="muted">{err}</p>}
       <div class="conversation" data-testid="conversation" ref={conv}>
         {items.map((it, i) => <ItemView key={String(it.seq) + it.kind} item={it} inbox={props.inbox} index={i} />)}
@@ -721,8 +723,31 @@ function SessionView(props: { id: string; seq: bigint | null; session?: Session;
       {cards.map((r, i) => <Card key={r.requestId} request={r} focused={i === focus} />)}
       {s?.status === SessionStatus.BUDGET && <BudgetCard session={s} hold={props.hold} />}
       <div ref={bottom} />
-      <Controls id={props.id} session={s} />
+      {!s?.terminal && <Controls id={props.id} session={s} />}
     </section>
+  );
+}
+
+// TerminalTranscript shows a session started by hand in a terminal: its
+// transcript, Claude Code's own file, read by the daemon again whenever the
+// session changes; read-only (it is driven from its terminal).
+function TerminalTranscript(props: { id: string; version?: { seconds: bigint; nanos: number } }) {
+  const [entries, setEntries] = useState<TranscriptEntry[]>([]);
+  const [err, setErr] = useState("");
+  useEffect(() => {
+    terminals.getTerminalTranscript({ sessionId: props.id }).then((r) => { setEntries(r.entries); setErr(""); },
+      (e) => setErr(ConnectError.from(e).rawMessage));
+  }, [props.id, ts(props.version)]);
+  return (
+    <div class="conversation terminal" data-testid="terminal-transcript">
+      <p class="muted small">Started by hand in a terminal (claudectl hook): its permission requests come here; it is driven from its terminal.</p>
+      {err && <p class="error small">{err}</p>}
+      {entries.map((e, i) => (
+        <div key={i} class={"item " + e.kind} data-testid="transcript-entry">
+          {e.kind === "tool_use" || e.kind === "tool_result" ? <pre class="input">{e.text}</pre> : <Markdown text={e.text} />}
+        </div>
+      ))}
+    </div>
   );
 }
 

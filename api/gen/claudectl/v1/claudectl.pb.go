@@ -336,7 +336,8 @@ type Session struct {
 	BudgetUsd       float64                `protobuf:"fixed64,11,opt,name=budget_usd,json=budgetUsd,proto3" json:"budget_usd,omitempty"` // 0: none
 	Error           string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`                            // why it failed, with the CLI's stderr tail
 	// worker is what the session asked for: "local", "remote" (any remote
-	// worker), or a registered worker's name.
+	// worker), or a registered worker's name; "terminal" for a session
+	// started by hand in a terminal (terminal).
 	Worker   string `protobuf:"bytes,13,opt,name=worker,proto3" json:"worker,omitempty"`
 	ParentId string `protobuf:"bytes,14,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"` // the session this one was forked from
 	// worker_name is the registered worker that runs its CLI, or ran it

@@ -95,7 +95,8 @@ export type Session = Message$1<"claudectl.v1.Session"> & {
 
   /**
    * worker is what the session asked for: "local", "remote" (any remote
-   * worker), or a registered worker's name.
+   * worker), or a registered worker's name; "terminal" for a session
+   * started by hand in a terminal (terminal).
    *
    * @generated from field: string worker = 13;
    */
