@@ -252,7 +252,7 @@ func TestCommandsAreListed(t *testing.T) {
 			t.Errorf("%s has no summary", c.Name())
 		}
 	}
-	if !slices.Equal(names, []string{"run", "doctor", "worker", "serve", "sessions", "search", "workers", "send", "attach", "resume", "fork", "interrupt", "close", "diff", "merge", "discard", "pending", "budget", "approve", "deny", "rules", "tokens", "whoami", "audit", "prune", "backup", "restore", "reload", "version", "completion"}) {
+	if !slices.Equal(names, []string{"run", "doctor", "worker", "serve", "sessions", "search", "workers", "send", "attach", "resume", "fork", "interrupt", "close", "diff", "merge", "discard", "pending", "budget", "approve", "deny", "rules", "tokens", "whoami", "audit", "notify", "hook", "prune", "backup", "restore", "reload", "version", "completion"}) {
 		t.Errorf("commands %v", names)
 	}
 }
