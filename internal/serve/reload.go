@@ -63,7 +63,11 @@ var restartKeys = []string{"listen", "metrics_listen", "data_dir", "cli", "token
 	"workers.max_connections", "auth.oidc.issuer", "auth.oidc.client_id", "auth.oidc.client_secret_file", "auth.oidc.redirect_url",
 	"auth.oidc.scopes", "auth.oidc.groups_claim", "auth.oidc.roles", "auth.oidc.session_ttl",
 	"budgets.session_usd", "budgets.directory_usd_per_day", "budgets.daemon_usd_per_day", "sessions.worktree_root",
-	"sessions.limits.memory_max", "sessions.limits.cpu_max", "sessions.limits.pids_max", "sessions.sandbox"}
+	"sessions.limits.memory_max", "sessions.limits.cpu_max", "sessions.limits.pids_max", "sessions.sandbox",
+	// The notifier's targets and the broker's routes are built as the
+	// daemon starts.
+	"notify.webhooks", "notify.allow_private_targets", "notify.push_subject", "notify.page_url",
+	"permissions.routes", "permissions.groups"}
 
 // settingOf returns what key holds in s, for comparing two settings.
 func settingOf(s *Settings, key string) any {
@@ -171,7 +175,19 @@ func settingOf(s *Settings, key string) any {
 	case "sessions.limits.pids_max":
 		return s.Limits.PIDsMax
 	case "sessions.sandbox":
-		return s.Sandbox
+		return string(s.Sandbox)
+	case "notify.webhooks":
+		return s.Notify.Webhooks
+	case "notify.allow_private_targets":
+		return s.Notify.AllowPrivateTargets
+	case "notify.push_subject":
+		return s.Notify.PushSubject
+	case "notify.page_url":
+		return s.Notify.PageURL
+	case "permissions.routes":
+		return s.Routes
+	case "permissions.groups":
+		return s.Groups
 	}
 	panic("serve: settingOf: unknown key " + key)
 }
