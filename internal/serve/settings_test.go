@@ -11,6 +11,8 @@ import (
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/daemon"
+	"github.com/claudectl/claudectl/notify"
+	"github.com/claudectl/claudectl/permission"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -77,6 +79,17 @@ func TestConfigParse(t *testing.T) {
 		{"budgets", `{"budgets": {"session_usd": 5, "directory_usd_per_day": 20.5, "daemon_usd_per_day": 100}}`,
 			Settings{Budgets: daemon.Budgets{SessionUSD: 5, DirectoryUSDPerDay: 20.5, DaemonUSDPerDay: 100}}},
 		{"worktree root", `{"sessions.worktree_root": "wt"}`, Settings{WorktreeRoot: "/etc/cc/wt"}},
+		{"notify", `{"notify": {"webhooks": [{"name": "ops", "url": "https://hooks.example.com/c", "events": ["permission_request", "escalated"],
+			"format": "slack", "secret_file": "hook-secret", "timeout": "5s", "attempts": 3}], "allow_private_targets": true,
+			"push_subject": "mailto:ops@example.com", "page_url": "https://claude.example.com"}}`,
+			Settings{Notify: NotifySettings{Webhooks: []Webhook{{Webhook: notify.Webhook{Name: "ops", URL: "https://hooks.example.com/c",
+				Events: []string{"permission_request", "escalated"}, Format: "slack", Timeout: 5 * time.Second, Attempts: 3},
+				SecretFile: "/etc/cc/hook-secret"}}, AllowPrivateTargets: true, PushSubject: "mailto:ops@example.com", PageURL: "https://claude.example.com"}}},
+		{"routes", `{"permissions": {"routes": [{"name": "pushes", "tools": ["Bash(git push:*)"], "ask": ["group:ops"], "approvals": 2,
+			"escalate_after": "10m", "escalate_to": ["carol"], "expire_after": "1h", "on_expiry": "ask in #ops"}], "groups": {"ops": ["alice", "bob"]}}}`,
+			Settings{Routes: []permission.Route{{Name: "pushes", Tools: []string{"Bash(git push:*)"}, Ask: []string{"group:ops"}, Approvals: 2,
+				EscalateAfter: 10 * time.Minute, EscalateTo: []string{"carol"}, ExpireAfter: time.Hour, OnExpiry: "ask in #ops"}},
+				Groups: map[string][]string{"ops": {"alice", "bob"}}}},
 		{"sandbox", `{"sessions": {"sandbox": {"enabled": true, "network": {"allowedDomains": ["github.com"]}}}}`,
 			Settings{Sandbox: json.RawMessage(`{"enabled": true, "network": {"allowedDomains": ["github.com"]}}`)}},
 	} {
@@ -86,7 +99,7 @@ func TestConfigParse(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.want.File = "settings.json"
-			if diff := cmp.Diff(tc.want, *got, cmpopts.IgnoreUnexported(Settings{})); diff != "" {
+			if diff := cmp.Diff(tc.want, *got, cmpopts.IgnoreUnexported(Settings{}, permission.Route{})); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})
@@ -127,6 +140,16 @@ func TestConfigErrors(t *testing.T) {
 		{"env type", `{"env": ["A=1"]}`, `invalid value ["A=1"] for env: must be an object of environment variables with string values`},
 		{"env value", `{"env": {"A": 1}}`, `settings.json:1:9: invalid value 1 for env.A: must be a string ("" removes the variable)`},
 		{"env name", `{"env": {"A=B": "1"}}`, `invalid variable name "A=B" in env: must be non-empty, without '=' or NUL`},
+		{"webhook format", `{"notify": {"webhooks": [{"name": "ops", "url": "https://h.example.com", "format": "teams"}]}}`,
+			`invalid notify.webhooks[0]: format "teams": "json", "slack" or "ntfy"`},
+		{"webhook key", `{"notify.webhooks": [{"name": "ops", "url": "https://h.example.com", "secret": "x"}]}`,
+			`(keys: name, url, events, format, secret_file, timeout, attempts)`},
+		{"webhook event", `{"notify.webhooks": [{"name": "ops", "url": "https://h.example.com", "events": ["done"]}]}`,
+			`invalid notify.webhooks[0]: event "done": one of permission_request, question, escalated, budget_stop, session_finished, session_failed`},
+		{"webhook twice", `{"notify.webhooks": [{"name": "ops", "url": "https://a.example.com"}, {"name": "ops", "url": "https://b.example.com"}]}`,
+			`invalid notify.webhooks[1]: name "ops" is used by an earlier webhook`},
+		{"route escalation", `{"permissions.routes": [{"name": "r", "ask": ["alice"], "escalate_after": "soon"}]}`,
+			`invalid permissions.routes[0]: escalate_after "soon": a duration > 0 such as "10m"`},
 		{"log level", `{"log_level": "verbose"}`, `settings.json:1:15: invalid value "verbose" for log_level: must be one of "debug", "info", "warn", "error"`},
 		{"payload fraction", `{"daemon": {"max_payload_bytes": 1.5}}`, `settings.json:1:34: invalid value 1.5 for daemon.max_payload_bytes: must be a whole number of bytes >= 1024, or -1 for no limit`},
 		{"payload small", `{"daemon": {"max_payload_bytes": 10}}`, `invalid value 10 for daemon.max_payload_bytes`},
