@@ -118,10 +118,12 @@ func (d *Daemon) terminalSession(ctx context.Context, h *TerminalHook) (*store.S
 		if _, ok := TerminalOf(s); ok {
 			return s, nil
 		}
+	}
+	if len(ss) > 0 {
 		// A session of the daemon's own: its CLI runs claudectl's hook
 		// too when it reads the person's settings. Its requests come
 		// through the daemon already.
-		return nil, &StateError{SessionID: s.ID, Status: s.Status, Msg: "it is a session of the daemon's own, not one started in a terminal"}
+		return nil, &StateError{SessionID: ss[0].ID, Status: ss[0].Status, Msg: "it is a session of the daemon's own, not one started in a terminal"}
 	}
 	var m terminalMark
 	m.Cwd = h.Cwd

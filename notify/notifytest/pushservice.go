@@ -150,7 +150,7 @@ func (p *PushService) serve(w http.ResponseWriter, r *http.Request) {
 func (p *PushService) checkVAPID(r *http.Request) ([]byte, error) {
 	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "vapid ")
 	if !ok {
-		return nil, fmt.Errorf("Authorization %q is not vapid", r.Header.Get("Authorization"))
+		return nil, fmt.Errorf("the Authorization header %q is not vapid", r.Header.Get("Authorization"))
 	}
 	var tok, key string
 	for _, part := range strings.Split(v, ",") {
@@ -203,7 +203,7 @@ func (p *PushService) checkVAPID(r *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("exp %s is not within the next 24 hours", exp)
 	}
 	if !strings.HasPrefix(claims.Sub, "mailto:") && !strings.HasPrefix(claims.Sub, "https:") {
-		return nil, fmt.Errorf("sub %q is neither mailto: nor https:", claims.Sub)
+		return nil, fmt.Errorf("sub %q is neither a mailto nor an https URL", claims.Sub)
 	}
 	return kb, nil
 }
