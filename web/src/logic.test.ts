@@ -1,11 +1,11 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, test } from "vitest";
 import {
-  BudgetHoldSchema, EventSchema, PermissionRequestSchema, SessionSchema, SessionStatus, SettledRequestSchema,
+  BudgetHoldSchema, EventSchema, PermissionRequestSchema, RoutingSchema, SessionSchema, SessionStatus, SettledRequestSchema,
 } from "./gen/claudectl/v1/claudectl_pb";
 import {
   Log, activityCSV, buildConversation, can, diffLines, fieldOf, filterSessions, foldLines, heldSessions, itemAt, mergeInbox, mergeSessions,
-  parseDollars, parseRoute, patchLines, questionOptions, requestTarget, sessionTitle, shortID, statusName, tokenFromHash, toolDiff,
+  parseDollars, parseRoute, patchLines, questionOptions, requestTarget, routingText, sessionTitle, shortID, statusName, tokenFromHash, toolDiff,
 } from "./logic";
 
 const enc = new TextEncoder();
@@ -247,5 +247,24 @@ describe("titles, routes, folding, questions, activity", () => {
   test("activity as CSV", () => {
     expect(activityCSV(["2026-11-27", "2026-11-28"], [{ metric: "cost", series: [{ name: '/src/a,"b"', values: [1, 0.5] }] }])).toBe(
       'day,metric,name,value\n2026-11-27,cost,"/src/a,""b""",1\n2026-11-28,cost,"/src/a,""b""",0.5\n');
+  });
+});
+
+describe("routing on a card", () => {
+  const at = (sec: number) => ({ seconds: BigInt(sec), nanos: 0 });
+  const time = (ms: number) => "T" + ms / 1000;
+  test("who is asked, the two-person rule's count, escalation and expiry", () => {
+    const r = create(PermissionRequestSchema, {
+      requestId: "r1", expiresAt: at(200),
+      routing: create(RoutingSchema, { route: "pushes", asked: ["group:ops"], approvalsNeeded: 2, approvedBy: ["user:alice"],
+        escalateTo: ["carol"], escalatesAt: at(100), onExpiry: "ask in #ops" }),
+    });
+    expect(routingText(r, time)).toBe("route pushes · asks group:ops · 1 of 2 allowed (user:alice) · then carol from T100 · denied at T200: ask in #ops");
+  });
+  test("before anyone allowed, and once escalated", () => {
+    const r = create(PermissionRequestSchema, {
+      routing: create(RoutingSchema, { route: "r", asked: ["alice", "carol"], approvalsNeeded: 2, escalated: true, escalateTo: ["carol"], escalatesAt: at(1) }),
+    });
+    expect(routingText(r, time)).toBe("route r · asks alice, carol (escalated) · 0 of 2 allowed");
   });
 });

@@ -467,3 +467,20 @@ export function activityCSV(days: string[], groups: { metric: string; series: Se
   }
   return rows.join("\n") + "\n";
 }
+
+// routingText says who a routed request asks, and how many allows a
+// two-person rule has of those it needs: "route pushes · asks group:ops ·
+// 1 of 2 allowed (user:alice)".
+export function routingText(r: PermissionRequest, time = (ms: number) => new Date(ms).toLocaleTimeString()): string {
+  const rt = r.routing!;
+  const parts = ["route " + rt.route];
+  if (rt.asked.length) parts.push("asks " + rt.asked.join(", ") + (rt.escalated ? " (escalated)" : ""));
+  if (rt.approvalsNeeded > 1) {
+    parts.push(`${rt.approvedBy.length} of ${rt.approvalsNeeded} allowed` + (rt.approvedBy.length ? " (" + rt.approvedBy.join(", ") + ")" : ""));
+  }
+  if (!rt.escalated && rt.escalateTo.length && rt.escalatesAt) {
+    parts.push("then " + rt.escalateTo.join(", ") + " from " + time(ts(rt.escalatesAt)));
+  }
+  if (rt.onExpiry && r.expiresAt) parts.push("denied at " + time(ts(r.expiresAt)) + ": " + rt.onExpiry);
+  return parts.join(" · ");
+}

@@ -9,7 +9,7 @@ import {
 import { auth, budgets, clientName, csrfCookie, getToken, permissions, sessions, setToken, signInConfigured, signOut, terminals } from "./api";
 import {
   Log, buildConversation, can, decisionWords, fieldOf, filterSessions, foldLines, heldSessions, itemAt, mergeInbox, mergeSessions, parseDollars,
-  parseRoute, patchLines, questionOptions, requestTarget, sessionHref, sessionTitle, shortID, statusName, statusNames,
+  parseRoute, patchLines, questionOptions, requestTarget, routingText, sessionHref, sessionTitle, shortID, statusName, statusNames,
   tokenFromHash, toolDiff, ts, type Inbox, type Item, type Settled,
 } from "./logic";
 import { highlight, languageOf, renderMarkdown } from "./markdown";
@@ -380,23 +380,6 @@ function Card(props: { request: PermissionRequest; focused?: boolean; session?: 
       {err && <p class="error">{err}</p>}
     </div>
   );
-}
-
-// routingText says who a routed request asks, and how many allows a
-// two-person rule has of those it needs: "route pushes · asks group:ops ·
-// 1 of 2 allowed (user:alice)".
-function routingText(r: PermissionRequest): string {
-  const rt = r.routing!;
-  const parts = ["route " + rt.route];
-  if (rt.asked.length) parts.push("asks " + rt.asked.join(", ") + (rt.escalated ? " (escalated)" : ""));
-  if (rt.approvalsNeeded > 1) {
-    parts.push(`${rt.approvedBy.length} of ${rt.approvalsNeeded} allowed` + (rt.approvedBy.length ? " (" + rt.approvedBy.join(", ") + ")" : ""));
-  }
-  if (!rt.escalated && rt.escalateTo.length && rt.escalatesAt) {
-    parts.push("then " + rt.escalateTo.join(", ") + " from " + new Date(ts(rt.escalatesAt)).toLocaleTimeString());
-  }
-  if (rt.onExpiry && r.expiresAt) parts.push("denied at " + new Date(ts(r.expiresAt)).toLocaleTimeString() + ": " + rt.onExpiry);
-  return parts.join(" · ");
 }
 
 function scopeName(s: RuleScope): string {
