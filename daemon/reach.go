@@ -92,6 +92,7 @@ func (d *Daemon) requestEvent(p permission.Pending, kind string) notify.Event {
 	defer cancel()
 	if s, err := d.db.Session(ctx, p.SessionID); err == nil {
 		e.Cwd = s.Cwd
+		_, e.Terminal = TerminalOf(s)
 	}
 	return e
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,6 +19,8 @@ import (
 	v1 "github.com/claudectl/claudectl/api/gen/claudectl/v1"
 	"github.com/claudectl/claudectl/api/gen/claudectl/v1/claudectlv1connect"
 	"github.com/claudectl/claudectl/daemon/daemontest"
+	"github.com/claudectl/claudectl/internal/serve"
+	"github.com/claudectl/claudectl/notify"
 )
 
 // TestHookInstallUninstall: install merges claudectl's hook into a
@@ -112,14 +115,23 @@ func mustJSON(v any) string {
 
 // TestHookRunThroughDaemon: claudectl hook run, as Claude Code runs it
 // with a PermissionRequest's input, holds the request in the daemon:
-// claudectl pending lists it in a terminal session (listed as such),
+// claudectl pending lists it in a terminal session (listed as such), a
+// webhook hears of it (its session marked terminal),
 // claudectl approve answers it, and the hook prints Claude Code's allow.
 // A session started by hand cannot be prompted through the daemon. With
 // nobody answering within --wait, and with the daemon gone, the hook
 // prints nothing and exits 0: Claude Code's own dialog asks.
 func TestHookRunThroughDaemon(t *testing.T) {
 	t.Parallel()
-	d, _ := startDaemonModel(t, &daemontest.Options{})
+	hooked := make(chan notify.Payload, 16)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p notify.Payload
+		json.NewDecoder(r.Body).Decode(&p)
+		hooked <- p
+	}))
+	t.Cleanup(sink.Close)
+	d, _ := startDaemonModel(t, &daemontest.Options{Notify: serve.NotifySettings{AllowPrivateTargets: true,
+		Webhooks: []serve.Webhook{{Webhook: notify.Webhook{Name: "ops", URL: sink.URL, Events: []string{notify.EventPermission}}}}}})
 	cwd := t.TempDir()
 	transcript := filepath.Join(t.TempDir(), "abc.jsonl")
 	os.WriteFile(transcript, []byte(`{"type":"user","timestamp":"2026-11-28T10:00:00Z","message":{"role":"user","content":"list the files"}}`+"\n"+
@@ -143,6 +155,14 @@ func TestHookRunThroughDaemon(t *testing.T) {
 	})
 	if pend[0].Tool != "Bash" || pend[0].Summary != "rm -rf build" {
 		t.Errorf("pending: %+v", pend[0])
+	}
+	select {
+	case p := <-hooked: // a webhook hears of it as of any session's
+		if p.Session == nil || !p.Session.Terminal || p.Session.Cwd != cwd || p.Request == nil || p.Request.Summary != "rm -rf build" {
+			t.Errorf("the webhook's payload: %+v %+v", p.Session, p.Request)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("no webhook for the terminal's request")
 	}
 	sid := pend[0].SessionID
 	res, err := d.sessions.GetSession(d.ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: sid}))
