@@ -63,6 +63,11 @@ describe("sessions and inbox", () => {
     expect(box.pending.map((p) => p.requestId)).toEqual(["2", "1"]);
     box = mergeInbox(box, { snapshot: false, requests: [r("2")] });
     expect(box.pending.length).toBe(2);
+    // Published again with who allowed (a two-person rule): replaced in place.
+    const again = create(PermissionRequestSchema, { requestId: "2", routing: create(RoutingSchema, { route: "x", approvalsNeeded: 2, approvedBy: ["user:alice"] }) });
+    box = mergeInbox(box, { snapshot: false, requests: [again] });
+    expect(box.pending.map((p) => p.requestId)).toEqual(["2", "1"]);
+    expect(box.pending[0].routing?.approvedBy).toEqual(["user:alice"]);
     box = mergeInbox(box, { snapshot: false, requests: [], settled: create(SettledRequestSchema, { requestId: "1", by: "client:bob", outcome: "allowed" }) });
     expect(box.pending.map((p) => p.requestId)).toEqual(["2"]);
     expect(box.settled.get("1")?.by).toBe("client:bob");

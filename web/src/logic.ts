@@ -101,7 +101,11 @@ export function mergeInbox(
   let pending = change.snapshot ? [] : [...inbox.pending];
   const settled = new Map(inbox.settled);
   for (const r of change.requests) {
-    if (!pending.some((p) => p.requestId === r.requestId)) pending.unshift(r);
+    // A request published again (a two-person rule's first allow, an
+    // escalation) replaces the one shown, in its place.
+    const i = pending.findIndex((p) => p.requestId === r.requestId);
+    if (i < 0) pending.unshift(r);
+    else pending[i] = r;
   }
   if (change.settled) {
     const request = pending.find((p) => p.requestId === change.settled!.requestId) ?? inbox.settled.get(change.settled.requestId)?.request;
