@@ -20,6 +20,11 @@ import (
 // over) stops the session's CLI here without writing: the store refuses its
 // writes anyway (store.ErrNotOwner), so nothing it did after losing the
 // lease interleaves with the new owner's log.
+//
+// A store may also end a lease with its daemon (PostgreSQL does: a lease
+// whose owner's connection ended is free), so a killed daemon's sessions
+// move at the next acquisition rather than after LeaseTTL; the fencing is
+// the same either way.
 
 // DefaultLeaseTTL is how long a session's lease lasts unless renewed.
 const DefaultLeaseTTL = 15 * time.Second

@@ -165,7 +165,10 @@ func (d *Daemon) adopt(ctx context.Context, r *claude.WorkerReturn) error {
 // awaitLease returns once no other daemon holds session id's lease,
 // waiting for one that expires before ctx does (a dead owner's: the worker
 // comes back before the lease ends); a lease renewed meanwhile, or one
-// outlasting ctx, is an *OwnedElsewhereError.
+// outlasting ctx, is an *OwnedElsewhereError. It asks again every
+// leasePoll meanwhile: a lease is free as soon as its owner's daemon is
+// gone (its connection to the store ended), and the worker usually comes
+// back just before the store has seen that.
 func (d *Daemon) awaitLease(ctx context.Context, id string) error {
 	for {
 		err := d.ownedElsewhere(ctx, id)
@@ -177,7 +180,7 @@ func (d *Daemon) awaitLease(ctx context.Context, id string) error {
 		if dl, ok := ctx.Deadline(); !ok || time.Now().Add(wait).After(dl.Add(-time.Second)) {
 			return err
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(min(wait, leasePoll))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -186,6 +189,9 @@ func (d *Daemon) awaitLease(ctx context.Context, id string) error {
 		}
 	}
 }
+
+// leasePoll is how often awaitLease asks whether a lease is free.
+const leasePoll = 100 * time.Millisecond
 
 // plausibleID reports whether id may be a session id (1–128 printable
 // ASCII bytes), before the store is asked about what a worker sent.

@@ -27,8 +27,9 @@ import (
 // TestWorkerSessionSurvivesOwnerKill: two "claudectl serve" on one
 // PostgreSQL, two registered workers given both daemons' addresses, the
 // real CLI. A session runs on the worker under daemon A; a client follows it
-// through daemon B. A is killed (kill -9) mid-turn: once A's lease has
-// expired, B takes the session over as the worker comes back to it, and
+// through daemon B. A is killed (kill -9) mid-turn: with the default lease
+// (15 s), B takes the session over as soon as the worker comes back to it
+// (A's liveness lock ended with its connection to the store), and
 // the turn completes through B — the CLI's pid unchanged, the subscriber on
 // B seeing every event once, in order, and the stored log holding every
 // line the CLI printed, byte for byte, once, with no gap. B then lists both
@@ -37,8 +38,8 @@ import (
 func TestWorkerSessionSurvivesOwnerKill(t *testing.T) {
 	tokenFile := writeWorkerToken(t)
 	long := strings.Repeat("a turn that outlives its daemon; ", 60)
-	ts := startTwoServes(t, func(url string) string {
-		return `{"store": {"url": "` + url + `", "lease_ttl": "3s"}, "workers": {"token_file": "` + tokenFile + `"}}`
+	ts := startTwoServes(t, func(url string) string { // the default lease (15 s)
+		return `{"store": {"url": "` + url + `"}, "workers": {"token_file": "` + tokenFile + `"}}`
 	}, claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(long)}, DeltaDelay: 20 * time.Millisecond, ChunkSize: 8})
 	ctx, a, b := ts.ctx, ts.a, ts.b
 	w := startTeeWorker(t, "w1", ts.binary, ts.env, tokenFile, a, b)
@@ -64,6 +65,11 @@ func TestWorkerSessionSurvivesOwnerKill(t *testing.T) {
 		}
 		<-a.done
 		killed = time.Now()
+		s, err := b.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.storedBefore = s.Msg.Session.LastSeq // A's last: the first event after it is B's
 	})
 	f.follow(t, stream, 0, nil) // the same subscription, through B
 	f.check(t, long)
@@ -99,8 +105,11 @@ func TestWorkerSessionSurvivesOwnerKill(t *testing.T) {
 	if got := childrenOf(w2.cmd.Process.Pid); !slices.Equal(got, clis2) {
 		t.Errorf("w2's CLIs %v, were %v", got, clis2)
 	}
-	t.Logf("kill -9 of A after 15 deltas; first event through B %v after the kill; turn complete %v after it (lease 3s); %d CLI lines stored as printed",
+	t.Logf("kill -9 of A after 15 deltas; first event through B %v after the kill; turn complete %v after it (default lease, 15s); %d CLI lines stored as printed",
 		f.firstAfter.Sub(killed).Round(time.Millisecond), f.done.Sub(killed).Round(time.Millisecond), n)
+	if took := f.firstAfter.Sub(killed); took >= 10*time.Second {
+		t.Errorf("the first event through B came %v after the kill: B waited for A's lease (15 s) instead of seeing A gone", took)
+	}
 }
 
 // TestWorkerSessionSurvivesDaemonRestart: one "claudectl serve" on its
@@ -270,12 +279,15 @@ type turnFollower struct {
 	last             int64
 	deltas           int
 	result           string
-	killedAt         int // the deltas seen when kill ran
+	killedAt         int   // the deltas seen when kill ran
+	storedBefore     int64 // the last seq the killed daemon stored, when kill sets it
 	firstAfter, done time.Time
 }
 
 // follow reads stream until the turn's result (or the stream ends); after
-// the killAfter-th delta (0: never) it runs kill.
+// the killAfter-th delta (0: never) it runs kill. firstAfter is when the
+// first event after the kill came, past storedBefore if kill set it (the
+// events the killed daemon stored come through the other one too).
 func (f *turnFollower) follow(t *testing.T, stream *connect.ServerStreamForClient[v1.SubscribeResponse], killAfter int, kill func()) {
 	t.Helper()
 	for f.result == "" && stream.Receive() {
@@ -284,7 +296,7 @@ func (f *turnFollower) follow(t *testing.T, stream *connect.ServerStreamForClien
 			t.Fatalf("event seq %d after %d: a gap or a repeat", ev.Seq, f.last)
 		}
 		f.last = ev.Seq
-		if f.killedAt > 0 && f.firstAfter.IsZero() {
+		if f.killedAt > 0 && f.firstAfter.IsZero() && ev.Seq > f.storedBefore {
 			f.firstAfter = time.Now()
 		}
 		if d := ev.GetTextDelta(); d != nil {

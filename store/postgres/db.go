@@ -73,7 +73,7 @@ type Options struct {
 	// 2048.
 	MaxBatch int
 	// MaxConns is the size of the connection pool (the writer and the
-	// listener take one each; subscribers following other daemons'
+	// listener take one each, and the liveness lock one outside the pool; subscribers following other daemons'
 	// sessions read through the rest). Zero means 16.
 	MaxConns int
 	// WriteTimeout bounds each write transaction and each call's wait for
@@ -120,9 +120,10 @@ type DB struct {
 	fences  map[string]int64 // guarded by leaseMu: the leases this DB holds
 	ttls    map[string]int64 // guarded by leaseMu: their lease times, in nanoseconds
 
-	listen listener // LISTEN for other daemons' events (WatchEvents)
-	ix     *indexer // the search indexer (search.go)
-	logger *slog.Logger
+	listen   listener // LISTEN for other daemons' events (WatchEvents)
+	liveLock liveness // this daemon's liveness lock (liveness.go)
+	ix       *indexer // the search indexer (search.go)
+	logger   *slog.Logger
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -297,6 +298,7 @@ func (db *DB) Close() error {
 		db.ix.close()
 		db.app.close()
 		db.listen.stop()
+		db.liveLock.stop()
 		db.pool.Close()
 	})
 	return nil

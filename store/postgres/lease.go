@@ -40,8 +40,9 @@ func (e *LeaseHeldError) Unwrap() error { return store.ErrNotOwner }
 // random one per Open).
 func (db *DB) Owner() string { return db.owner }
 
-// Acquire takes session id's lease for ttl, if it is free, expired or
-// already this DB's, and returns the new fencing number, which this DB's
+// Acquire takes session id's lease for ttl, if it is free, expired,
+// already this DB's or its owner's daemon is gone (it holds no liveness
+// lock: see liveness.go), and returns the new fencing number, which this DB's
 // writes of the session carry from then on. Errors: *LeaseHeldError
 // (wrapping [store.ErrNotOwner]) while another daemon's lease runs,
 // [store.ErrNotFound].
@@ -56,10 +57,13 @@ func (db *DB) Acquire(ctx context.Context, id string, ttl time.Duration) (fence 
 	}
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
+	db.live(ctx)
 	// The server's clock decides expiry, so daemons' clocks need not agree.
+	// The CASE looks at pg_locks only for a lease that is not free by time.
 	err = db.pool.QueryRow(ctx, `UPDATE sessions SET owner = $2, fence = fence + 1,
 		lease_until = (extract(epoch from clock_timestamp()) * 1e9)::bigint + $3
-		WHERE id = $1 AND (owner = '' OR owner = $2 OR lease_until < (extract(epoch from clock_timestamp()) * 1e9)::bigint)
+		WHERE id = $1 AND CASE WHEN owner = '' OR owner = $2 OR lease_until < (extract(epoch from clock_timestamp()) * 1e9)::bigint
+			THEN true ELSE `+ownerGone+` END
 		RETURNING fence`, id, db.owner, ttl.Nanoseconds()).Scan(&fence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var owner string
@@ -184,8 +188,9 @@ func (db *DB) Release(ctx context.Context, id string) (err error) {
 }
 
 // LeaseOf says who holds session id's lease and until when (the server's
-// clock); owner is "" when nobody does, and a lease whose until has passed
-// is free. Errors: [store.ErrNotFound].
+// clock); owner is "" when nobody does: a lease whose until has passed, or
+// whose owner's daemon is gone (another daemon's that holds no liveness
+// lock), is free. Errors: [store.ErrNotFound].
 func (db *DB) LeaseOf(ctx context.Context, id string) (owner string, until time.Time, err error) {
 	defer wrap(&err, "postgres: LeaseOf %q", id)
 	defer db.health.TrackRead(ctx, &err)
@@ -198,15 +203,18 @@ func (db *DB) LeaseOf(ctx context.Context, id string) (owner string, until time.
 	ctx, cancel := db.ctx(ctx)
 	defer cancel()
 	var u, now int64
-	err = db.pool.QueryRow(ctx, `SELECT owner, lease_until, (extract(epoch from clock_timestamp()) * 1e9)::bigint
-		FROM sessions WHERE id = $1`, id).Scan(&owner, &u, &now)
+	var gone bool
+	err = db.pool.QueryRow(ctx, `SELECT owner, lease_until, (extract(epoch from clock_timestamp()) * 1e9)::bigint,
+		CASE WHEN owner = '' OR owner = $2 OR lease_until < (extract(epoch from clock_timestamp()) * 1e9)::bigint
+			THEN false ELSE `+ownerGone+` END
+		FROM sessions WHERE id = $1`, id, db.owner).Scan(&owner, &u, &now, &gone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", time.Time{}, store.ErrNotFound
 	}
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	if u < now {
+	if u < now || gone {
 		return "", time.Time{}, nil
 	}
 	return owner, fromNanos(u), nil

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/claudectl/claudectl/store"
 	"github.com/claudectl/claudectl/store/postgres"
 	"github.com/claudectl/claudectl/store/postgres/pgtest"
@@ -236,4 +238,137 @@ func TestWatchTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("a token revoked")
+}
+
+// TestDeadOwnersLeaseIsFree: daemon A holds a session's lease for a
+// minute and its process ends (its connections close, as the kernel closes
+// a killed daemon's sockets): daemon B sees the lease free and takes the
+// session at once, not after the minute, with the next fence.
+func TestDeadOwnersLeaseIsFree(t *testing.T) {
+	url := pgtest.New(t)
+	ctx := context.Background()
+	a, b := openOwner(t, url, "daemon-a"), openOwner(t, url, "daemon-b")
+	s := newSession(t, a)
+	if f, err := a.Acquire(ctx, s.ID, time.Minute); err != nil || f != 1 {
+		t.Fatalf("A acquires: fence %d, %v", f, err)
+	}
+	var held *postgres.LeaseHeldError
+	if _, err := b.Acquire(ctx, s.ID, time.Minute); !errors.As(err, &held) || held.Owner != "daemon-a" {
+		t.Fatalf("B acquires the lease of a live A: %v, want a LeaseHeldError naming daemon-a", err)
+	}
+	if owner, _, err := b.LeaseOf(ctx, s.ID); err != nil || owner != "daemon-a" {
+		t.Fatalf("LeaseOf through B while A lives: %q, %v", owner, err)
+	}
+	a.Close()
+	gone := time.Now()
+	// The server ends A's backends as soon as it reads the end of their
+	// connections: a moment, not the lease.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		owner, _, err := b.LeaseOf(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LeaseOf through B 30 s after A ended: still %q", owner)
+		}
+	}
+	f, err := b.Acquire(ctx, s.ID, time.Minute)
+	if err != nil || f != 2 {
+		t.Fatalf("B takes the dead A's session: fence %d, %v", f, err)
+	}
+	if took := time.Since(gone); took > 30*time.Second {
+		t.Errorf("B took over %v after A ended, want well under the minute's lease", took)
+	} else {
+		t.Logf("B took over %v after A ended (lease 1m)", took.Round(time.Millisecond))
+	}
+}
+
+// TestOwnerWithoutLockIsFenced: the server ends daemon A's liveness
+// connection while A lives (paused, or an administrator's
+// pg_terminate_backend): B may take A's session at once, and A's writes of
+// it are refused from then on with ErrNotOwner naming B, exactly as after
+// a lease expired; A's other session is not disturbed, and A takes its
+// liveness lock again.
+func TestOwnerWithoutLockIsFenced(t *testing.T) {
+	url := pgtest.New(t)
+	ctx := context.Background()
+	a, b := openOwner(t, url, "daemon-a"), openOwner(t, url, "daemon-b")
+	s, other := newSession(t, a), newSession(t, a)
+	ev := func(id, what string) *store.Event {
+		return &store.Event{SessionID: id, Direction: store.FromCLI, Type: "x", Raw: []byte(`{"by":"` + what + `"}`)}
+	}
+	for _, id := range []string{s.ID, other.ID} {
+		if _, err := a.Acquire(ctx, id, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	const lockOf = `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND classid = ((hashtextextended($1, 0) >> 32) & 4294967295)::oid AND objid = (hashtextextended($1, 0) & 4294967295)::oid`
+	var pid int
+	if err := admin.QueryRow(ctx, lockOf, "daemon-a").Scan(&pid); err != nil {
+		t.Fatalf("A's liveness lock: %v", err)
+	}
+	release := postgres.HoldLiveness(a)
+	var ok bool
+	if err := admin.QueryRow(ctx, `SELECT pg_terminate_backend($1, 30000)`, pid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("ending A's liveness connection: %v, %v", ok, err)
+	}
+	f, err := b.Acquire(ctx, s.ID, time.Minute)
+	if err != nil || f != 2 {
+		t.Fatalf("B takes over while A has no liveness lock: fence %d, %v", f, err)
+	}
+	var held *postgres.LeaseHeldError
+	if _, err := a.Append(ctx, ev(s.ID, "a-stale")); !errors.As(err, &held) || held.Owner != "daemon-b" || !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("A's append after B took over: %v, want ErrNotOwner naming daemon-b", err)
+	}
+	st := store.StatusFailed
+	if _, err := a.UpdateSession(ctx, s.ID, store.SessionUpdate{Status: &st}); !errors.Is(err, store.ErrNotOwner) {
+		t.Errorf("A's update after B took over: %v, want ErrNotOwner", err)
+	}
+	if seq, err := b.Append(ctx, ev(s.ID, "b")); err != nil || seq != 1 {
+		t.Fatalf("B appends: seq %d, %v", seq, err)
+	}
+	if _, err := a.Append(ctx, ev(other.ID, "a")); err != nil {
+		t.Errorf("A's append to the session it still holds: %v", err)
+	}
+	lost, err := a.Renew(ctx, time.Minute)
+	if err != nil || len(lost) != 1 || lost[0] != s.ID {
+		t.Fatalf("A renews: lost %v, %v; want [%s]", lost, err, s.ID)
+	}
+	// A holds its lock again: its other session is no longer free.
+	release()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if admin.QueryRow(ctx, lockOf, "daemon-a").Scan(&pid) == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("A did not take its liveness lock again")
+		}
+	}
+	if _, err := b.Acquire(ctx, other.ID, time.Minute); !errors.As(err, &held) || held.Owner != "daemon-a" {
+		t.Fatalf("B acquires A's other session once A holds its lock again: %v, want a LeaseHeldError", err)
+	}
+	evs := replay(t, b, s.ID)
+	if len(evs) != 1 || string(evs[0].Raw) != `{"by":"b"}` {
+		t.Errorf("the session's log after A's refused writes: %d events", len(evs))
+	}
+}
+
+func openOwner(t *testing.T, url, owner string) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), url, &postgres.Options{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
