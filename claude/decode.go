@@ -89,6 +89,15 @@ func (d *Decoder) logger() *slog.Logger {
 	return slog.Default()
 }
 
+// streamEventFirst reports whether line starts with a "type" member whose
+// value is "stream_event", as the CLI prints (and as Python's json.dumps
+// does, a space after the colon): the common line is picked for the fast
+// path without sniffing it first.
+func streamEventFirst(line []byte) bool {
+	const compact, spaced = `{"type":"stream_event"`, `{"type": "stream_event"`
+	return bytes.HasPrefix(line, []byte(compact)) || bytes.HasPrefix(line, []byte(spaced))
+}
+
 // DecodeMessage decodes one line with a zero [Decoder].
 func DecodeMessage(line []byte) (Message, error) {
 	var d Decoder
@@ -107,7 +116,12 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 	// A stream_event line has "type" first: try the fast path before
 	// sniffing the whole line. It accepts a line only if every "type"
 	// member in it is "stream_event", so it agrees with sniffKind.
-	firstType := sniffFirstType(line)
+	var firstType string
+	if streamEventFirst(line) {
+		firstType = "stream_event" // no need to sniff what the prefix says
+	} else {
+		firstType = sniffFirstType(line)
+	}
 	if firstType == "stream_event" {
 		if ev, ok := decodeStreamEvent(line, &d.sessionIDs); ok {
 			ev.raw = line

@@ -28,40 +28,57 @@ func decodeStreamEvent(line []byte, sid *sessionIDCache) (*StreamEvent, bool) {
 		d  Delta
 	}{}
 	m := &a.ev
-	ok := p.object(func(key []byte) bool {
+	// The members are read in a loop, not through a callback per member:
+	// this runs for nearly every line, and a call through a func value
+	// per member cost a tenth of the decoding.
+	if !p.enter() {
+		return nil, false
+	}
+	for first := true; ; first = false {
+		key, more, ok := p.member(first)
+		if !ok {
+			return nil, false
+		}
+		if !more {
+			break
+		}
 		switch string(key) {
 		case "type":
-			raw, _, ok := p.strRaw()
+			raw, _, sok := p.strRaw()
 			m.Type = "stream_event"
-			return ok && string(raw) == "stream_event"
+			ok = sok && string(raw) == "stream_event"
 		case "event":
-			return p.event(&m.Event, &a.d)
+			ok = p.event(&m.Event, &a.d)
 		case "parent_tool_use_id":
-			return p.nullableStr(&m.ParentToolUseID)
+			ok = p.nullableStr(&m.ParentToolUseID)
 		case "agent_id":
-			return p.nullableStr(&m.AgentID)
+			ok = p.nullableStr(&m.AgentID)
 		case "uuid":
-			return p.nullableStr(&m.UUID)
+			ok = p.nullableStr(&m.UUID)
 		case "session_id":
 			if p.peek() == '"' {
-				raw, plain, ok := p.strRaw()
-				if !ok {
-					return false
-				}
-				if plain {
+				raw, plain, sok := p.strRaw()
+				switch {
+				case !sok:
+					ok = false
+				case plain:
 					m.SessionID = sid.intern(raw)
-					return true
+				default:
+					m.SessionID, ok = unescape(raw)
 				}
-				m.SessionID, ok = unescape(raw)
-				return ok
+			} else {
+				ok = p.nullableStr(&m.SessionID)
 			}
-			return p.nullableStr(&m.SessionID)
 		case "ttft_ms":
-			return p.integer64(&m.TTFTMS)
+			ok = p.integer64(&m.TTFTMS)
+		default:
+			ok = !foldsTo(key, "type", "event", "parent_tool_use_id", "agent_id", "uuid", "session_id", "ttft_ms") && p.skip()
 		}
-		return !foldsTo(key, "type", "event", "parent_tool_use_id", "agent_id", "uuid", "session_id", "ttft_ms") && p.skip()
-	})
-	if !ok || m.Type != "stream_event" {
+		if !ok {
+			return nil, false
+		}
+	}
+	if m.Type != "stream_event" {
 		return nil, false
 	}
 	p.ws()
@@ -76,16 +93,23 @@ func (p *fastParser) event(e *StreamEventData, spare *Delta) bool {
 	if p.null() {
 		return true
 	}
-	return p.object(func(key []byte) bool {
+	if !p.enter() {
+		return false
+	}
+	for first := true; ; first = false {
+		key, more, ok := p.member(first)
+		if !ok || !more {
+			return ok
+		}
 		switch string(key) {
 		case "type":
-			return p.nullableName(&e.Type)
+			ok = p.nullableName(&e.Type)
 		case "index":
-			return p.integer(&e.Index)
+			ok = p.integer(&e.Index)
 		case "delta":
 			if p.null() {
 				e.Delta = nil
-				return true
+				break
 			}
 			d := e.Delta // a repeated key merges, as in encoding/json
 			if d == nil {
@@ -96,32 +120,52 @@ func (p *fastParser) event(e *StreamEventData, spare *Delta) bool {
 				}
 				e.Delta = d
 			}
-			return p.object(func(key []byte) bool {
-				switch string(key) {
-				case "type":
-					return p.nullableName(&d.Type)
-				case "text":
-					return p.nullableStr(&d.Text)
-				case "partial_json":
-					return p.nullableStr(&d.PartialJSON)
-				case "thinking":
-					return p.nullableStr(&d.Thinking)
-				case "signature":
-					return p.nullableStr(&d.Signature)
-				case "stop_reason":
-					return p.nullableStr(&d.StopReason)
-				}
-				return !foldsTo(key, "type", "text", "partial_json", "thinking", "signature", "stop_reason") && p.skip()
-			})
+			ok = p.delta(d)
 		case "content_block":
-			return p.raw(&e.ContentBlock)
+			ok = p.raw(&e.ContentBlock)
 		case "message":
-			return p.raw(&e.Message)
+			ok = p.raw(&e.Message)
 		case "usage":
 			return false // rare (message_delta): leave it to the general decoder
+		default:
+			ok = !foldsTo(key, "type", "index", "delta", "content_block", "message", "usage") && p.skip()
 		}
-		return !foldsTo(key, "type", "index", "delta", "content_block", "message", "usage") && p.skip()
-	})
+		if !ok {
+			return false
+		}
+	}
+}
+
+// delta decodes a delta object into d.
+func (p *fastParser) delta(d *Delta) bool {
+	if !p.enter() {
+		return false
+	}
+	for first := true; ; first = false {
+		key, more, ok := p.member(first)
+		if !ok || !more {
+			return ok
+		}
+		switch string(key) {
+		case "type":
+			ok = p.nullableName(&d.Type)
+		case "text":
+			ok = p.nullableStr(&d.Text)
+		case "partial_json":
+			ok = p.nullableStr(&d.PartialJSON)
+		case "thinking":
+			ok = p.nullableStr(&d.Thinking)
+		case "signature":
+			ok = p.nullableStr(&d.Signature)
+		case "stop_reason":
+			ok = p.nullableStr(&d.StopReason)
+		default:
+			ok = !foldsTo(key, "type", "text", "partial_json", "thinking", "signature", "stop_reason") && p.skip()
+		}
+		if !ok {
+			return false
+		}
+	}
 }
 
 // sessionIDCache returns the same string for the same session id, so that
@@ -161,7 +205,13 @@ type fastParser struct {
 }
 
 func (p *fastParser) ws() {
+	// Most values and keys follow nothing or one space: look at one or two
+	// bytes before looping.
 	if p.i < len(p.b) && p.b[p.i] > ' ' {
+		return
+	}
+	if p.i+1 < len(p.b) && p.b[p.i] == ' ' && p.b[p.i+1] > ' ' {
+		p.i++
 		return
 	}
 	for p.i < len(p.b) {
@@ -197,52 +247,55 @@ func (p *fastParser) null() bool {
 	return false
 }
 
-// object reads {"key": value, ...}, calling member with each key (escape-free
-// keys only) with the parser at the value, which member must consume.
-func (p *fastParser) object(member func(key []byte) bool) bool {
+// enter reads the '{' that opens an object; member then reads its members.
+func (p *fastParser) enter() bool {
 	if p.peek() != '{' {
 		return false
 	}
 	p.i++
-	if p.peek() == '}' {
+	return true
+}
+
+// member reads what comes before the next member's value in an object that
+// enter opened (first: the first member; else the ',' after the previous
+// value too), leaving the parser at the value, which the caller must
+// consume: the key (escape-free keys only) and more. At the object's '}'
+// it returns more false; ok false on anything else.
+func (p *fastParser) member(first bool) (key []byte, more, ok bool) {
+	c := p.peek()
+	if c == '}' {
 		p.i++
-		return true
+		return nil, false, true
 	}
-	for {
-		if p.peek() != '"' {
-			return false
-		}
-		start := p.i + 1
-		j := start
-		for j < len(p.b) && p.b[j] != '"' {
-			if p.b[j] == '\\' || p.b[j] < 0x20 || p.b[j] >= 0x80 {
-				return false // unusual key: general decoder
-			}
-			j++
-		}
-		if j >= len(p.b) {
-			return false
-		}
-		key := p.b[start:j]
-		p.i = j + 1
-		if p.peek() != ':' {
-			return false
+	if !first {
+		if c != ',' {
+			return nil, false, false
 		}
 		p.i++
-		p.ws()
-		if !member(key) {
-			return false
-		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return true
-		default:
-			return false
-		}
+		c = p.peek()
 	}
+	if c != '"' {
+		return nil, false, false
+	}
+	start := p.i + 1
+	j := plainRun(p.b, start)
+	for j < len(p.b) && p.b[j] != '"' {
+		if p.b[j] == '\\' || p.b[j] < 0x20 || p.b[j] >= 0x80 {
+			return nil, false, false // unusual key: general decoder
+		}
+		j++
+	}
+	if j >= len(p.b) {
+		return nil, false, false
+	}
+	key = p.b[start:j]
+	p.i = j + 1
+	if p.peek() != ':' {
+		return nil, false, false
+	}
+	p.i++
+	p.ws()
+	return key, true, true
 }
 
 // str reads a string, unescaping it. A plain string (no escapes, ASCII)
@@ -272,86 +325,52 @@ func (p *fastParser) strRaw() (raw []byte, plain, ok bool) {
 		return nil, false, false
 	}
 	start := p.i + 1
-	// The common case, found with vectorised searches: no backslash before
-	// the next quote, and only printable ASCII in between.
-	if q := bytes.IndexByte(p.b[start:], '"'); q >= 0 {
-		body := p.b[start : start+q]
-		if bytes.IndexByte(body, '\\') < 0 {
-			switch printableASCII(body) {
-			case 1:
-				p.i = start + q + 1
-				return body, true, true
-			case 0:
-				if !validStringBody(body) {
-					return nil, false, false
-				}
-				p.i = start + q + 1
-				return body, false, true
-			}
-		}
-	}
-	j := start
+	b := p.b
+	// The common case in one pass, eight bytes at a time: no quote,
+	// backslash, control character or byte 0x80 and above. (Searching for
+	// the quote, then for a backslash, then checking the bytes cost three
+	// passes and two calls per string, and most strings here are short.)
+	j := plainRun(b, start)
 	plain = true
-	for j < len(p.b) {
-		c := p.b[j]
-		if c == '"' {
-			break
-		}
-		if c < 0x20 {
-			return nil, false, false
-		}
-		if c == '\\' || c >= 0x80 {
-			plain = false
-			if c == '\\' {
-				j++ // skip the escaped character
+	for ; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			p.i = j + 1
+			body := b[start:j]
+			if !plain && bytes.IndexByte(body, '\\') < 0 && !validStringBody(body) {
+				return nil, false, false // invalid UTF-8: the general decoder
 			}
+			return body, plain, true
+		case c < 0x20:
+			return nil, false, false
+		case c == '\\':
+			plain = false
+			j++ // skip the escaped character
+		case c >= 0x80:
+			plain = false
 		}
-		j++
 	}
-	if j >= len(p.b) {
-		return nil, false, false
-	}
-	p.i = j + 1
-	return p.b[start:j], plain, true
+	return nil, false, false
 }
 
-// printableASCII reports 1 when every byte of b is in 0x20..0x7f, 0 when
-// some byte is 0x80 or above and none is a control character, and -1 when
-// there is a control character. It checks eight bytes at a time.
-func printableASCII(b []byte) int {
-	const lo, hi = 0x2020202020202020, 0x8080808080808080
-	i := 0
-	var high uint64
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		if (w-lo)&^w&hi != 0 { // some byte below 0x20 (or a false alarm; check exactly)
-			return exactASCII(b)
+// plainRun returns an index from j on up to which b[j:] has no quote,
+// backslash, control character or byte 0x80 and above, found eight bytes at
+// a time: the bytes from it on need a look one by one (a word that has
+// such a byte, or a false alarm, or the last few bytes).
+func plainRun(b []byte, j int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for j+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[j:])
+		q := w ^ ('"' * ones)
+		bs := w ^ ('\\' * ones)
+		// A byte is flagged when it is zero in q or bs, below 0x20 in w, or
+		// has its high bit set.
+		if ((q-ones)&^q|(bs-ones)&^bs|(w-0x20*ones)&^w|w)&highs != 0 {
+			return j
 		}
-		high |= w
+		j += 8
 	}
-	for ; i < len(b); i++ {
-		if b[i] < 0x20 {
-			return -1
-		}
-		high |= uint64(b[i])
-	}
-	if high&hi != 0 {
-		return 0
-	}
-	return 1
-}
-
-func exactASCII(b []byte) int {
-	r := 1
-	for _, c := range b {
-		if c < 0x20 {
-			return -1
-		}
-		if c >= 0x80 {
-			r = 0
-		}
-	}
-	return r
+	return j
 }
 
 // validStringBody reports whether b (no backslash, no control character)
@@ -530,7 +549,16 @@ func (p *fastParser) skip() bool {
 		_, ok := p.str()
 		return ok
 	case c == '{':
-		return p.object(func([]byte) bool { return p.skip() })
+		p.i++
+		for first := true; ; first = false {
+			_, more, ok := p.member(first)
+			if !ok || !more {
+				return ok
+			}
+			if !p.skip() {
+				return false
+			}
+		}
 	case c == '[':
 		p.i++
 		if p.peek() == ']' {

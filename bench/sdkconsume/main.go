@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
+	"syscall"
 	"time"
 
 	"github.com/claudectl/claudectl/claude"
@@ -80,12 +81,18 @@ func run(cli string) error {
 		return err
 	}
 	secs := time.Since(t0).Seconds()
+	// This process's CPU only: GNU time's figures include the stand-in
+	// CLI's, a child the SDK waits for.
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	out, _ := json.Marshal(map[string]any{
 		"sdk":        "go",
 		"messages":   messages,
 		"checksum":   fmt.Sprintf("%d/%d/%d", deltaChars, blocks, toolResultChars),
 		"seconds":    float64(int(secs*1000)) / 1000,
 		"msgs_per_s": int(float64(messages) / secs),
+		"user_s":     float64(ru.Utime.Nano()/1e6) / 1000,
+		"sys_s":      float64(ru.Stime.Nano()/1e6) / 1000,
 	})
 	fmt.Println(string(out))
 	return nil
