@@ -70,7 +70,9 @@ var benchSessions = func() int {
 //     then subscribes again from the last seq it saw; the replayed events
 //     are timed too).
 //
-// The sub-benchmarks differ in how the stand-in streams. burst writes each
+// The sub-benchmarks differ in how the stand-in streams (30ms/lockstep/32:
+// as 30ms/lockstep, with 32 sessions, as many as sessions.max_running runs
+// by default). burst writes each
 // turn's 1,000 deltas as fast as the pipe takes them: the throughput
 // figure (latency then measures the backlog, it is no target). 10ms paces
 // each session at 100 lines/s, 10,000 lines/s in all, several times what
@@ -92,33 +94,37 @@ func BenchmarkDaemon100Sessions(b *testing.B) {
 		deltas   int
 		interval time.Duration
 		stagger  bool // prompts spread over one turn's length instead of all at once
+		sessions int  // 0: benchSessions
 	}{
-		{"stream=burst", 1000, 0, false},
-		{"stream=10ms", 100, 10 * time.Millisecond, false},
-		{"stream=30ms/lockstep", 40, 30 * time.Millisecond, false}, // about the rate of a real CLI streaming tokens
-		{"stream=30ms/staggered", 40, 30 * time.Millisecond, true},
+		{"stream=burst", 1000, 0, false, 0},
+		{"stream=10ms", 100, 10 * time.Millisecond, false, 0},
+		{"stream=30ms/lockstep", 40, 30 * time.Millisecond, false, 0}, // about the rate of a real CLI streaming tokens
+		// As many sessions as sessions.max_running (default 32) runs at once.
+		{"stream=30ms/lockstep/32", 40, 30 * time.Millisecond, false, 32},
+		{"stream=30ms/staggered", 40, 30 * time.Millisecond, true, 0},
 		// The CLIs in this process (stampCLI): the same turns and pacing
 		// with no process to schedule, no pipe and the lines stamped as the
 		// session's reader takes them: the daemon's own part of the
 		// latency.
-		{"stream=30ms/inprocess", 40, 30 * time.Millisecond, false},
+		{"stream=30ms/inprocess", 40, 30 * time.Millisecond, false, 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {
+			n := cmp.Or(c.sessions, benchSessions)
 			var f *fleet
 			if strings.HasSuffix(c.name, "/inprocess") {
 				cli := &stampCLI{inner: &daemontest.InProcessCLI{Script: func(int) [][]byte { return benchTurn(c.deltas) }}, interval: c.interval}
-				f = createSessions(b, daemontest.Start(b, &daemontest.Options{Transport: cli}), benchSessions, c.deltas)
+				f = createSessions(b, daemontest.Start(b, &daemontest.Options{Transport: cli}), n, c.deltas)
 				f.subscribe()
 			} else {
-				f = startFleet(b, standin, benchSessions, c.deltas, c.interval)
+				f = startFleet(b, standin, n, c.deltas, c.interval)
 			}
 			if c.stagger {
-				f.stagger = time.Duration(c.deltas) * c.interval / time.Duration(benchSessions)
+				f.stagger = time.Duration(c.deltas) * c.interval / time.Duration(n)
 			}
 			elapsed := f.run()
-			b.ReportMetric(float64(b.N*benchSessions*(c.deltas+8))/elapsed, "lines/s") // + init, assistant, result, 5 other stream events
+			b.ReportMetric(float64(b.N*n*(c.deltas+8))/elapsed, "lines/s") // + init, assistant, result, 5 other stream events
 			lat := f.latencies()
-			if want := b.N * benchSessions * (c.deltas + 5); len(lat) != want {
+			if want := b.N * n * (c.deltas + 5); len(lat) != want {
 				b.Fatalf("%d stream events timed, want %d", len(lat), want)
 			}
 			logged := sortedAll(f.logged)

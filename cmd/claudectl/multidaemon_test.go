@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,4 +218,110 @@ func TestFailoverAfterKill(t *testing.T) {
 		}
 	}
 	t.Fatalf("B's turn did not end: %v", stream.Err())
+}
+
+// TestPausedOwnerCannotWriteAfterTakeover: daemon A streams a turn and is
+// paused (SIGSTOP) mid-turn; its connections stay open, so its liveness
+// lock does too, and B is refused the session until A's lease (3 s) has
+// run out. B then resumes the session and runs a turn. A is continued
+// (SIGCONT) with its CLI's unread output waiting in the pipe: A's writes
+// carry its old fence and are refused, A stops its CLI, and the stored
+// log holds nothing after B's turn.
+func TestPausedOwnerCannotWriteAfterTakeover(t *testing.T) {
+	long := strings.Repeat("streamed by A; ", 80)
+	ts := startTwoServes(t, func(url string) string { return `{"store": {"url": "` + url + `", "lease_ttl": "3s"}}` },
+		claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(long)}, DeltaDelay: 20 * time.Millisecond, ChunkSize: 8},
+		claudetest.Reply(claudetest.Text("answered through B")))
+	ctx, a, b, work := ts.ctx, ts.a, ts.b, ts.work
+	res, err := a.sessions.CreateSession(ctx, connect.NewRequest(&v1.CreateSessionRequest{
+		Options: &v1.SessionOptions{Cwd: work, IncludePartialMessages: true}, Prompt: "stream"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.Session.Id
+	stream, err := b.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deltas := 0; deltas < 10; {
+		if !stream.Receive() {
+			t.Fatalf("the stream through B ended: %v", stream.Err())
+		}
+		if stream.Msg().Event.GetTextDelta() != nil {
+			deltas++
+		}
+	}
+	stream.Close()
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) })
+	refused := 0
+	for {
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := b.sessions.Send(sctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "through B"}))
+		scancel()
+		if err == nil {
+			break
+		}
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || time.Since(paused) > 30*time.Second {
+			t.Fatalf("Send through B while A is paused: %v", err)
+		}
+		refused++
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(paused)
+	t.Logf("B took the session over %v after A was paused (lease 3s; %d prompts refused meanwhile)", took.Round(time.Millisecond), refused)
+	// A renewed its lease at most a second (a third of it) before it was
+	// paused: B waited for the lease, not for a lock A still held.
+	if took < 1500*time.Millisecond || refused == 0 {
+		t.Errorf("B took a paused A's session after %v (%d refusals): before A's lease ran out", took, refused)
+	}
+	waitIdle(t, ctx, b.sessions, id)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(a.log(), "session taken over by another daemon"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A, continued, did not stop its CLI of the session B took over; A's log:\n%s", a.log())
+		}
+	}
+	// A's CLI output that waited in the pipe was not stored: after the
+	// status event that marked the session interrupted (B, taking it over)
+	// nothing of A's turn is in the log, and B's turn is.
+	got, err := b.sessions.GetSession(ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := got.Msg.Session.LastSeq
+	all, err := b.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	takenAt, ofA, ofB := int64(0), 0, 0
+	for all.Receive() {
+		ev := all.Msg().Event
+		if ev.GetStatusChange().GetStatus() == v1.SessionStatus_SESSION_STATUS_INTERRUPTED && takenAt == 0 {
+			takenAt = ev.Seq
+		}
+		if takenAt > 0 {
+			d := ev.GetTextDelta()
+			if strings.Contains(string(ev.GetMessage().GetRaw()), "streamed by A") || d != nil && !strings.Contains("answered through B", d.Text) {
+				ofA++
+			}
+			text := d.GetText() + string(ev.GetMessage().GetRaw())
+			if strings.Contains(text, "answered through B") {
+				ofB++
+			}
+		}
+		if ev.Seq >= last {
+			break
+		}
+	}
+	if takenAt == 0 || ofA > 0 || ofB == 0 {
+		t.Fatalf("the log after B took over (from seq %d of %d): %d events of A's turn, %d of B's; want none of A's", takenAt, last, ofA, ofB)
+	}
+	t.Logf("after A was continued: the log has %d events, B's takeover at seq %d, none of A's after it", last, takenAt)
 }
