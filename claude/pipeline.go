@@ -64,17 +64,23 @@ func (s *Session) startPipeline() {
 func (s *Session) readLoop(work, ordered chan<- *batch) {
 	bc, canPeek := s.conn.(bufferedConn)
 	cur := &batch{done: make(chan struct{})}
-	size := 0
+	size, hint := 0, 0
 	flush := func() {
-		if len(cur.lines) == 0 {
+		n := len(cur.lines)
+		if n == 0 {
 			return
 		}
-		if len(cur.lines) <= inlineDecodeLines {
+		if n <= inlineDecodeLines {
 			s.decodeBatch(cur)
 		} else {
 			work <- cur
 		}
 		ordered <- cur
+		// The next batch is likely the size of this one: room for it at
+		// its first line, instead of growing the slice by doubling (a
+		// third of the bytes the read side allocated besides the lines
+		// and messages); not before, so that an idle session holds none.
+		hint = n
 		cur = &batch{done: make(chan struct{})}
 		size = 0
 		s.q.waitRoom(s.ctx) // pause the CLI while the reader is far behind
@@ -88,6 +94,9 @@ func (s *Session) readLoop(work, ordered chan<- *batch) {
 			close(end.done)
 			ordered <- end
 			return
+		}
+		if cur.lines == nil {
+			cur.lines = make([]Line, 0, max(hint, 1))
 		}
 		cur.lines = append(cur.lines, line)
 		size += len(line.Data)

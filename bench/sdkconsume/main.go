@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"syscall"
@@ -37,6 +38,15 @@ func main() {
 			pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()
 		}
+	}
+	if p := os.Getenv("SDKCONSUME_MEMPROFILE"); p != "" {
+		// The allocations of the whole run (go tool pprof -sample_index=alloc_space).
+		defer func() {
+			if f, err := os.Create(p); err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	if err := run(os.Args[len(os.Args)-1]); err != nil {
 		fmt.Fprintln(os.Stderr, "sdkconsume:", err)
@@ -85,6 +95,8 @@ func run(cli string) error {
 	// CLI's, a child the SDK waits for.
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
 	out, _ := json.Marshal(map[string]any{
 		"sdk":        "go",
 		"messages":   messages,
@@ -93,6 +105,8 @@ func run(cli string) error {
 		"msgs_per_s": int(float64(messages) / secs),
 		"user_s":     float64(ru.Utime.Nano()/1e6) / 1000,
 		"sys_s":      float64(ru.Stime.Nano()/1e6) / 1000,
+		"alloc_mb":   ms.TotalAlloc >> 20,
+		"gcs":        ms.NumGC,
 	})
 	fmt.Println(string(out))
 	return nil
