@@ -58,10 +58,11 @@ type liveness struct {
 	gate    chan struct{} // tests: a retry waits until it is closed
 }
 
-// live starts holding the liveness lock, once, and waits (bounded by ctx)
-// for the first try, so that the first lease acquired is already bound to
-// this daemon's life. A lease acquired without the lock is valid: its
-// owner just looks gone to other daemons, which may take it over at once.
+// live starts holding the liveness lock, once, and waits (bounded by ctx
+// and by liveWait) for the first try, so that the first lease acquired is
+// already bound to this daemon's life. A lease acquired without the lock is
+// valid: its owner just looks gone to other daemons, which may take it over
+// at once.
 func (db *DB) live(ctx context.Context) {
 	l := &db.liveLock
 	l.mu.Lock()
@@ -76,11 +77,17 @@ func (db *DB) live(ctx context.Context) {
 	if ready == nil {
 		return
 	}
+	t := time.NewTimer(liveWait)
+	defer t.Stop()
 	select {
 	case <-ready:
 	case <-ctx.Done():
+	case <-t.C: // a pool busy to its last connection: go on without
 	}
 }
+
+// liveWait bounds how long the first acquisition waits for the lock.
+const liveWait = 2 * time.Second
 
 // run holds the lock until ctx ends, taking it again with backoff.
 func (l *liveness) run(ctx context.Context, db *DB) {
