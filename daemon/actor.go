@@ -147,8 +147,10 @@ func (a *actor) start(ctx context.Context) error {
 		}
 		a.process = gen
 	}
-	var tr claude.Transport = &claude.ProcessTransport{ReadBufferSize: a.d.readBuf, Scheduling: a.d.scheduling,
-		Limits: a.d.policy.SessionLimits(a.opts)}
+	if sp := a.launch.spare; sp != nil {
+		return a.startSpare(ctx, sp, held)
+	}
+	tr := a.d.localTransport(a.opts)
 	if a.remote() {
 		if a.d.workers == nil {
 			return a.fail(ctx, &InvalidArgumentError{Field: "options.worker", Value: a.opts.GetWorker(),
@@ -165,22 +167,12 @@ func (a *actor) start(ctx context.Context) error {
 		// when this one dies (takeover.go).
 		tr = &claude.WorkerTransport{Listener: a.d.workers, Name: sel.Name, Labels: sel.Labels, Tag: a.id,
 			Hold: true, Resume: a.launch.takeover}
-	} else if a.d.transport != nil {
-		tr = a.d.transport
 	}
-	co := ClaudeOptions(a.opts)
+	co := a.d.cliOptions(a.opts, &tapTransport{Transport: tr, a: a}, a.canUseTool, a.skillShellCommand)
 	if a.launch.dir != "" {
 		co.Cwd = a.launch.dir // its worktree
 	}
-	co.CLIPath = a.d.cliPath
-	co.Transport = &tapTransport{Transport: tr, a: a}
 	co.Resume, co.ForkSession = a.launch.resume, a.launch.fork
-	co.Env = a.d.env
-	co.MaxPayloadBytes = a.d.maxPayload
-	co.CanUseTool = a.canUseTool
-	co.Hooks = a.hooks()
-	co.Sandbox = a.d.policy.Sandbox // the daemon's, whatever the session asked
-	co.Logger = a.d.log
 	// The CLI lives as long as the daemon, or until the session closes it
 	// (gracefully: Close); but a close while it starts (a client's, the
 	// daemon stopping) ends the start at once, which may otherwise wait
@@ -196,6 +188,12 @@ func (a *actor) start(ctx context.Context) error {
 	if err != nil {
 		return a.fail(ctx, fmt.Errorf("daemon: starting the CLI: %w", err))
 	}
+	return a.started(ctx, s, held)
+}
+
+// started goes on from a CLI that runs for the session (started for it,
+// or a spare taken from the pool): it is live, and idle.
+func (a *actor) started(ctx context.Context, s *claude.Session, held string) error {
 	a.sess = s
 	a.live.Store(true)
 	if t := a.launch.takeover; t != nil {

@@ -153,6 +153,12 @@ type Options struct {
 	// Groups returns the groups a user is in, for routes that ask
 	// groups; nil means none.
 	Groups func(user string) []string
+	// Spares is how many spare CLIs the daemon keeps started ahead of
+	// need for sessions created with the options of recent ones (pool.go),
+	// and SpareLifetime how long one waits before it is closed (at most
+	// IdleTimeout). Zero Spares or SpareLifetime: no spares.
+	Spares        int
+	SpareLifetime time.Duration
 }
 
 // A Daemon hosts sessions. It is safe for concurrent use.
@@ -180,7 +186,8 @@ type Daemon struct {
 	login        loginState
 	git          *worktree.Git
 	worktreeRoot string
-	spares       spares
+	spares       spares // worktrees made ahead (worktree.go)
+	pool         pool   // spare CLIs (pool.go)
 	budget       budgeter
 	counts       counters // decisions and cost, for Stats (metrics.go)
 	notifier     Notifier
@@ -236,6 +243,7 @@ func New(ctx context.Context, opts *Options) (*Daemon, error) {
 	d.budget = budgeter{caps: opts.Budgets, now: time.Now, spentDir: map[string]float64{}, raised: map[string]float64{},
 		oneTurn: map[string]bool{}, turning: map[string]bool{}, since: map[string]time.Time{}}
 	d.idleTimeout.Store(int64(max(opts.IdleTimeout, 0)))
+	d.pool.size, d.pool.ttl = max(opts.Spares, 0), max(opts.SpareLifetime, 0)
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -363,7 +371,11 @@ func (d *Daemon) Create(ctx context.Context, o *SessionOptions, prompt string) (
 		return nil, fmt.Errorf("daemon: creating session: %w", err)
 	}
 	d.log.Info("session created", "session", s.ID, "cwd", s.Cwd, "model", s.Model, "worker", cmp.Or(s.Worker, "local"))
-	return d.launch(ctx, s, o, launch{}, prompt)
+	created, err := d.launch(ctx, s, o, launch{new: true}, prompt)
+	if err == nil {
+		d.wantSpare(o) // the next session like this one takes a spare (pool.go)
+	}
+	return created, err
 }
 
 // Resume starts a new CLI process for a session that has none (closed,
@@ -491,6 +503,10 @@ type launch struct {
 	// admitted: the launch's prompt was admitted under the spend caps
 	// (Send); else launch admits it.
 	admitted bool
+	// new: a new session (Create), which may take a spare CLI (pool.go);
+	// spare is the one it took, with its slot.
+	new   bool
+	spare *spare
 }
 
 // launch starts a CLI process for stored session s, registers its actor
@@ -519,9 +535,14 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	d.actors[s.ID] = a // reserved: a second launch now fails
 	a.hub = d.acquireHubLocked(s.ID, false)
 	d.mu.Unlock()
+	if l.new && l.dir == "" {
+		a.launch.spare = d.takeSpare(o)
+	}
 	if l.takeover != nil {
 		d.slots.force() // its CLI runs already
 		a.hasSlot = true
+	} else if a.launch.spare != nil {
+		a.hasSlot = true // the spare's
 	} else if err := d.takeSlot(ctx, a, s); err != nil {
 		return nil, err
 	}
@@ -639,6 +660,9 @@ func (d *Daemon) evictIdle() {
 }
 
 func (d *Daemon) suspendOldestIdle() bool {
+	if d.dropSpare() { // a spare is the cheapest room (pool.go)
+		return true
+	}
 	for range 3 { // a candidate may start a turn under us: try the next
 		d.mu.Lock()
 		var oldest *actor
@@ -1042,6 +1066,7 @@ func (d *Daemon) Close() error {
 	}
 	d.mu.Unlock()
 	d.slots.close() // queued launches give up
+	d.closePool()
 	var wg sync.WaitGroup
 	for _, a := range actors {
 		wg.Go(func() { a.close(true, "") })

@@ -45,3 +45,24 @@ func HasRuleForTest(d *Daemon, id int64) bool {
 	}
 	return false
 }
+
+// SparePIDsForTest returns the process ids of the spare CLIs that are
+// ready (pool.go).
+func SparePIDsForTest(d *Daemon) []int {
+	d.pool.mu.Lock()
+	defer d.pool.mu.Unlock()
+	var pids []int
+	for _, sp := range d.pool.spares {
+		if sp.ready {
+			pids = append(pids, sp.sess.PID())
+		}
+	}
+	return pids
+}
+
+// SparesForTest returns how many spares the pool holds, starting or ready.
+func SparesForTest(d *Daemon) int {
+	d.pool.mu.Lock()
+	defer d.pool.mu.Unlock()
+	return len(d.pool.spares)
+}

@@ -126,12 +126,13 @@ func (a *actor) toCLI(req *claude.PermissionRequest, r permission.Resolution) cl
 // that fails (the request withdrawn, the daemon stopping) or times out
 // keeps the command from running. The hook waits as long as a request
 // may wait for a person, and a minute more. A CLI older than the event
-// ignores the hook.
-func (a *actor) hooks() map[claude.HookEventName][]claude.HookMatcher {
+// ignores the hook. skillShellCommand decides (a session's, or a spare's
+// that passes it to the session that takes it: pool.go).
+func (d *Daemon) hooks(skillShellCommand func(context.Context, *claude.PreSkillShellCommandInput) (*claude.HookOutput, error)) map[claude.HookEventName][]claude.HookMatcher {
 	return map[claude.HookEventName][]claude.HookMatcher{
 		claude.HookPreSkillShellCommand: {{
-			Hooks:     []claude.HookFunc{claude.HookFor(a.skillShellCommand)},
-			Timeout:   a.d.broker.MaxWait() + time.Minute,
+			Hooks:     []claude.HookFunc{claude.HookFor(skillShellCommand)},
+			Timeout:   d.broker.MaxWait() + time.Minute,
 			OnFailure: claude.HookFailureBlock,
 		}},
 	}

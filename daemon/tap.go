@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/store"
@@ -12,15 +13,25 @@ import (
 // tapTransport logs every line written to the CLI (prompts, control
 // requests and the answers to the CLI's own) before it is written, so that
 // a session's log holds both directions in the order they happened.
+//
+// A spare's (pool.go) has no actor yet: its tapConn keeps the lines written
+// before a session takes it (the initialize request) and bind stores them
+// as that session's first, so that its log reads as a cold start's.
 type tapTransport struct {
 	claude.Transport
 	a *actor
+
+	conn *tapConn // the connection Start made, for a spare's bind
 }
 
 func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.Conn, error) {
 	c, err := t.Transport.Start(ctx, cmd)
 	if err != nil {
 		return nil, err
+	}
+	if t.a == nil { // a spare: local, no relay to record
+		t.conn = &tapConn{Conn: c, spare: true}
+		return t.conn, nil
 	}
 	if wn, ok := c.(interface{ WorkerName() string }); ok {
 		t.a.d.setWorkerOf(t.a.id, wn.WorkerName())
@@ -34,29 +45,63 @@ func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.C
 
 type tapConn struct {
 	claude.Conn
-	a *actor
+	a     *actor // nil for a spare not yet taken: see early
+	spare bool   // a spare's: a is set by bind, under mu
+
+	// mu guards a and early for a spare's connection: the lines written
+	// before bind, kept to be stored as the session's once it has one.
+	mu    sync.Mutex
+	early [][]byte
 }
 
 // WriteLine logs line, then writes it. A line that cannot be logged is
 // not written: nothing reaches the CLI that its log lacks (a prompt is
 // refused, and the session stops when the store fails).
 func (c *tapConn) WriteLine(ctx context.Context, line []byte) error {
+	a := c.a
+	if c.spare {
+		c.mu.Lock()
+		if a = c.a; a == nil { // not taken yet
+			c.early = append(c.early, bytes.Clone(bytes.TrimRight(line, "\n")))
+			err := c.Conn.WriteLine(ctx, line)
+			c.mu.Unlock()
+			return err
+		}
+		c.mu.Unlock()
+	}
 	raw := bytes.TrimRight(line, "\n")
 	typ, sub := claude.LineKind(raw)
-	ev := Event{Event: store.Event{SessionID: c.a.id, Direction: store.ToCLI, Type: typ, Subtype: sub,
+	ev := Event{Event: store.Event{SessionID: a.id, Direction: store.ToCLI, Type: typ, Subtype: sub,
 		Raw: append([]byte(nil), raw...)}}
-	relayed := c.a.remote()
+	relayed := a.remote()
 	if relayed { // the SDK writes one line at a time
-		ev.RelayFrame = c.a.sent.Add(1)
+		ev.RelayFrame = a.sent.Add(1)
 	}
-	if err := c.a.record(context.WithoutCancel(ctx), ev, nil, true); err != nil {
+	if err := a.record(context.WithoutCancel(ctx), ev, nil, true); err != nil {
 		if relayed {
-			c.a.sent.Add(-1)
+			a.sent.Add(-1)
 		}
-		c.a.d.log.Error("not writing a line to the CLI: it could not be logged", "session", c.a.id, "type", typ, "err", err)
+		a.d.log.Error("not writing a line to the CLI: it could not be logged", "session", a.id, "type", typ, "err", err)
 		return fmt.Errorf("daemon: %s not sent to the CLI: it could not be recorded: %w", describeLine(typ, sub), err)
 	}
 	return c.Conn.WriteLine(ctx, line)
+}
+
+// bind makes a spare's connection a's: the lines written to the CLI so
+// far are stored as a's first (ToCLI, in the order written), and every
+// later one as any session's. It fails when the store does.
+func (c *tapConn) bind(ctx context.Context, a *actor) error {
+	c.mu.Lock()
+	defer c.mu.Unlock() // a line written meanwhile waits, and lands after these
+	for _, raw := range c.early {
+		typ, sub := claude.LineKind(raw)
+		ev := Event{Event: store.Event{SessionID: a.id, Direction: store.ToCLI, Type: typ, Subtype: sub, Raw: raw}}
+		if err := a.record(context.WithoutCancel(ctx), ev, nil, true); err != nil {
+			return fmt.Errorf("daemon: recording what was written to the spare CLI: %w", err)
+		}
+	}
+	c.early, c.a = nil, a
+	return nil
 }
 
 // describeLine names a line written to the CLI in a user's words.

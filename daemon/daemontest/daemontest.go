@@ -78,6 +78,11 @@ type Options struct {
 	// MaxRunning is the sessions.max_running setting (0: no limit, unlike
 	// the setting's default).
 	MaxRunning int
+	// Spares and SpareLifetime are the sessions.spare_clis and
+	// sessions.spare_lifetime settings (0: no spares, unlike the
+	// setting's default, so that tests count only their sessions' CLIs).
+	Spares        int
+	SpareLifetime time.Duration
 	// StoreURL, if set, is the store.url setting: daemons given the same
 	// PostgreSQL URL share one store. Unset, StoreEnv decides.
 	StoreURL string
@@ -159,6 +164,7 @@ func Start(t testing.TB, opts *Options, turns ...claudetest.Turn) *Daemon {
 		Sandbox: o.Policy.Sandbox, Limits: o.Policy.Limits, Budgets: o.Budgets,
 		LogLevel:    slog.LevelError + 1, // quiet
 		IdleTimeout: cmp.Or(o.IdleTimeout, -1), MaxRunning: cmp.Or(o.MaxRunning, -1), CLIScheduling: o.CLIScheduling,
+		SpareCLIs: cmp.Or(o.Spares, -1), SpareLifetime: o.SpareLifetime,
 	}}
 	if d.settings.DataDir == "" {
 		d.settings.DataDir = t.TempDir()

@@ -35,10 +35,18 @@ var liveKeys = map[string]func(srv *Server, s *Settings){
 	"sessions.max_running": func(srv *Server, s *Settings) {
 		srv.Daemon.SetMaxRunning(orDefault(s.MaxRunning, DefaultMaxRunning))
 	},
+	"sessions.spare_clis":         setSpares,
+	"sessions.spare_lifetime":     setSpares,
 	"daemon.max_streams":          setStreamLimits,
 	"daemon.stream_write_timeout": setStreamLimits,
 	"daemon.stream_unsent_bytes":  setStreamLimits,
 	"store.retention":             func(*Server, *Settings) {}, // read at each pruning
+}
+
+// setSpares applies sessions.spare_clis and sessions.spare_lifetime: the
+// spares running are closed, and new ones start under the new settings.
+func setSpares(srv *Server, s *Settings) {
+	srv.Daemon.SetSpares(orDefault(s.SpareCLIs, DefaultSpareCLIs), orDefault(s.SpareLifetime, DefaultSpareLifetime))
 }
 
 // The defaults of permissions.watched_timeout and unwatched_timeout (the
@@ -126,6 +134,10 @@ func settingOf(s *Settings, key string) any {
 		return s.IdleTimeout
 	case "sessions.max_running":
 		return s.MaxRunning
+	case "sessions.spare_clis":
+		return s.SpareCLIs
+	case "sessions.spare_lifetime":
+		return s.SpareLifetime
 	case "sessions.cli_scheduling":
 		return s.CLIScheduling
 	case "store.url":
@@ -241,6 +253,7 @@ func (srv *Server) Reload(ctx context.Context) (*ReloadReport, error) {
 	merged.LogLevel = next.LogLevel
 	merged.WatchedTimeout, merged.UnwatchedTimeout = next.WatchedTimeout, next.UnwatchedTimeout
 	merged.IdleTimeout, merged.MaxRunning = next.IdleTimeout, next.MaxRunning
+	merged.SpareCLIs, merged.SpareLifetime = next.SpareCLIs, next.SpareLifetime
 	merged.MaxStreams, merged.StreamWriteTimeout, merged.StreamUnsentBytes = next.MaxStreams, next.StreamWriteTimeout, next.StreamUnsentBytes
 	merged.Retention = next.Retention
 	applied := map[uintptr]bool{}

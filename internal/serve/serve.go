@@ -287,6 +287,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 		Transport: opts.Transport, Policy: daemon.SessionPolicy{ExtraArgs: s.AllowedExtraArgs,
 			AllowBypassPermissions: s.AllowBypassPermissions, Roots: s.AllowedRoots, Sandbox: sandbox, Limits: s.Limits},
 		IdleTimeout: orDefault(s.IdleTimeout, DefaultIdleTimeout), MaxRunning: orDefault(s.MaxRunning, DefaultMaxRunning),
+		Spares: orDefault(s.SpareCLIs, DefaultSpareCLIs), SpareLifetime: orDefault(s.SpareLifetime, DefaultSpareLifetime),
 		CLIScheduling:      cmp.Or(s.CLIScheduling, DefaultCLIScheduling),
 		StoreRetryInterval: opts.StoreRetryInterval, LeaseTTL: s.LeaseTTL,
 		LoginHint: loginHint, NoCredentials: noCredentials,

@@ -93,6 +93,13 @@ type Settings struct {
 	// MaxRunning caps the sessions with a live CLI; the rest queue. Zero
 	// means DefaultMaxRunning; negative no limit.
 	MaxRunning int
+	// SpareCLIs is sessions.spare_clis: how many CLIs are started ahead
+	// of need for new sessions like recent ones (daemon/pool.go). Zero
+	// means DefaultSpareCLIs; negative none.
+	SpareCLIs int
+	// SpareLifetime is sessions.spare_lifetime: how long a spare waits for
+	// a session before it is closed. Zero means DefaultSpareLifetime.
+	SpareLifetime time.Duration
 	// CLIScheduling is how the kernel schedules the sessions' CLIs and
 	// their tools; "" means DefaultCLIScheduling.
 	CLIScheduling claude.Scheduling
@@ -507,6 +514,20 @@ var configKeys = []configKey{
 		c.MaxRunning = n
 		return nil
 	}},
+	{"sessions.spare_clis", "a whole number of CLIs >= 0, 0 for none (default 2)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+		n, err := jsonInt(raw)
+		if err != nil || n < 0 || n > maxSpareCLIs {
+			return errBadValue
+		}
+		if c.SpareCLIs = n; n == 0 {
+			c.SpareCLIs = -1 // none, not the default
+		}
+		return nil
+	}},
+	{"sessions.spare_lifetime", `a duration > 0 such as "5m" (default "5m")`, func(c *Settings, raw json.RawMessage, _ *configParser) (err error) {
+		c.SpareLifetime, err = jsonDuration(raw)
+		return err
+	}},
 	{"sessions.cli_scheduling", `"batch" or "normal" (default "batch")`, func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		s, err := jsonString(raw)
 		if err != nil {
@@ -677,6 +698,17 @@ const MaxWorkerConnections = 1 << 16
 const (
 	DefaultIdleTimeout = 10 * time.Minute
 	DefaultMaxRunning  = 32
+)
+
+// The defaults of sessions.spare_clis and sessions.spare_lifetime: two
+// spares (about 400 MB) cover a person switching between two projects;
+// five minutes, half the idle timeout, is how long a person's next
+// session in a directory is worth a CLI waiting for it. maxSpareCLIs
+// bounds the setting: each spare is a CLI of the machine's.
+const (
+	DefaultSpareCLIs     = 2
+	DefaultSpareLifetime = 5 * time.Minute
+	maxSpareCLIs         = 64
 )
 
 // DefaultCLIScheduling is sessions.cli_scheduling's default: the CLIs and
@@ -1148,6 +1180,13 @@ const Usage = `Settings file:
   sessions.max_running           most sessions with a live CLI at once; the rest
                                  queue (status queued) and idle ones are suspended
                                  to make room; -1 for no limit (default 32)
+  sessions.spare_clis            CLIs started ahead of need, initialized, that new
+                                 sessions created with the options of a recent one
+                                 take (a first token at once); each counts against
+                                 sessions.max_running; 0 for none (default 2)
+  sessions.spare_lifetime        how long a spare CLI waits for a session before it
+                                 is closed, at most sessions.idle_timeout
+                                 (default "5m")
   sessions.cli_scheduling        "batch": the CLIs and the tools they run keep their
                                  share of the CPU but never preempt the daemon when
                                  they wake (Linux SCHED_BATCH), so it stays
