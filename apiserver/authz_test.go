@@ -114,6 +114,8 @@ func TestRolesDecide(t *testing.T) {
 
 	_, err := viewer.sessions.CreateSession(c.ctx, connect.NewRequest(&v1.CreateSessionRequest{Options: &v1.SessionOptions{Cwd: t.TempDir()}}))
 	wantCode(t, "a viewer's CreateSession", err, connect.CodePermissionDenied, `"sessions.operate"`, `"watcher"`, "operator or admin")
+	_, err = viewer.sessions.Typing(c.ctx, connect.NewRequest(&v1.TypingRequest{SessionId: "any"}))
+	wantCode(t, "a viewer's Typing", err, connect.CodePermissionDenied, `"sessions.operate"`)
 	_, err = approver.sessions.CreateSession(c.ctx, connect.NewRequest(&v1.CreateSessionRequest{Options: &v1.SessionOptions{Cwd: t.TempDir()}}))
 	wantCode(t, "an approver's CreateSession", err, connect.CodePermissionDenied, `"sessions.operate"`)
 	_, err = operator.auth.ListTokens(c.ctx, connect.NewRequest(&v1.ListTokensRequest{}))
@@ -217,6 +219,11 @@ func TestScopedToken(t *testing.T) {
 	wantCode(t, "Send outside", err, connect.CodePermissionDenied, "outside the scope")
 	_, err = ci.sessions.CloseSession(c.ctx, connect.NewRequest(&v1.CloseSessionRequest{SessionId: theirs}))
 	wantCode(t, "CloseSession outside", err, connect.CodePermissionDenied, "outside the scope")
+	_, err = ci.sessions.Typing(c.ctx, connect.NewRequest(&v1.TypingRequest{SessionId: theirs}))
+	wantCode(t, "Typing outside", err, connect.CodePermissionDenied, "outside the scope")
+	if _, err := ci.sessions.Typing(c.ctx, connect.NewRequest(&v1.TypingRequest{SessionId: ours})); err != nil {
+		t.Errorf("Typing inside: %v", err)
+	}
 	_, err = ci.sessions.GetSession(c.ctx, connect.NewRequest(&v1.GetSessionRequest{SessionId: "no-such-session"}))
 	wantCode(t, "GetSession of no session", err, connect.CodePermissionDenied, "outside the scope") // tells nothing of what exists
 	stream, err := ci.sessions.Subscribe(c.ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: theirs}))

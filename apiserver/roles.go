@@ -90,6 +90,7 @@ var methodPermissions = map[string]Permission{
 	claudectlv1connect.SessionServiceListSessionsProcedure:      PermRead,
 	claudectlv1connect.SessionServiceGetSessionProcedure:        PermRead,
 	claudectlv1connect.SessionServiceSendProcedure:              PermOperate,
+	claudectlv1connect.SessionServiceTypingProcedure:            PermOperate, // it starts a CLI, as a prompt would
 	claudectlv1connect.SessionServiceInterruptProcedure:         PermOperate,
 	claudectlv1connect.SessionServiceSetModelProcedure:          PermOperate,
 	claudectlv1connect.SessionServiceSetPermissionModeProcedure: PermOperate,

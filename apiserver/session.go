@@ -80,6 +80,18 @@ func (s *Service) Send(ctx context.Context, req *connect.Request[v1.SendRequest]
 	return connect.NewResponse(&v1.SendResponse{Hint: hint}), nil
 }
 
+// Typing implements SessionService.
+func (s *Service) Typing(ctx context.Context, req *connect.Request[v1.TypingRequest]) (*connect.Response[v1.TypingResponse], error) {
+	if err := required("session_id", req.Msg.SessionId); err != nil {
+		return nil, err
+	}
+	resuming, err := s.D.Typing(ctx, req.Msg.SessionId)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&v1.TypingResponse{Resuming: resuming}), nil
+}
+
 // Interrupt implements SessionService.
 func (s *Service) Interrupt(ctx context.Context, req *connect.Request[v1.InterruptRequest]) (*connect.Response[v1.InterruptResponse], error) {
 	if err := required("session_id", req.Msg.SessionId); err != nil {

@@ -186,8 +186,9 @@ type Daemon struct {
 	login        loginState
 	git          *worktree.Git
 	worktreeRoot string
-	spares       spares // worktrees made ahead (worktree.go)
-	pool         pool   // spare CLIs (pool.go)
+	spares       spares         // worktrees made ahead (worktree.go)
+	pool         pool           // spare CLIs (pool.go)
+	typing       sync.WaitGroup // resumes for someone typing (typing.go)
 	budget       budgeter
 	counts       counters // decisions and cost, for Stats (metrics.go)
 	notifier     Notifier
@@ -1072,6 +1073,7 @@ func (d *Daemon) Close() error {
 		wg.Go(func() { a.close(true, "") })
 	}
 	wg.Wait()
+	d.typing.Wait()  // a resume that began after the close fails with ErrClosed
 	d.closeBudgets() // before the hubs end: a kept prompt being sent logs
 	d.endHubs()
 	d.cancel()

@@ -36,6 +36,13 @@ func (s *slots) take() bool {
 	return false
 }
 
+// free reports whether a launch would take a slot at once.
+func (s *slots) free() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max <= 0 || (s.used < s.max && len(s.queue) == 0)
+}
+
 // force takes a slot even when none is free: for a CLI that already runs
 // (taken over from another daemon), which no queue can hold back.
 func (s *slots) force() {

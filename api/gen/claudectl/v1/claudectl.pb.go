@@ -1411,6 +1411,95 @@ func (x *SendResponse) GetHint() string {
 	return ""
 }
 
+type TypingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TypingRequest) Reset() {
+	*x = TypingRequest{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypingRequest) ProtoMessage() {}
+
+func (x *TypingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypingRequest.ProtoReflect.Descriptor instead.
+func (*TypingRequest) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TypingRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type TypingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resuming: the session was suspended and its CLI is being started.
+	Resuming      bool `protobuf:"varint,1,opt,name=resuming,proto3" json:"resuming,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TypingResponse) Reset() {
+	*x = TypingResponse{}
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypingResponse) ProtoMessage() {}
+
+func (x *TypingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypingResponse.ProtoReflect.Descriptor instead.
+func (*TypingResponse) Descriptor() ([]byte, []int) {
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TypingResponse) GetResuming() bool {
+	if x != nil {
+		return x.Resuming
+	}
+	return false
+}
+
 type InterruptRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1421,7 +1510,7 @@ type InterruptRequest struct {
 
 func (x *InterruptRequest) Reset() {
 	*x = InterruptRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[14]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1522,7 @@ func (x *InterruptRequest) String() string {
 func (*InterruptRequest) ProtoMessage() {}
 
 func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[14]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1535,7 @@ func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptRequest.ProtoReflect.Descriptor instead.
 func (*InterruptRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{14}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InterruptRequest) GetSessionId() string {
@@ -1471,7 +1560,7 @@ type InterruptResponse struct {
 
 func (x *InterruptResponse) Reset() {
 	*x = InterruptResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[15]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1572,7 @@ func (x *InterruptResponse) String() string {
 func (*InterruptResponse) ProtoMessage() {}
 
 func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[15]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1585,7 @@ func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptResponse.ProtoReflect.Descriptor instead.
 func (*InterruptResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{15}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{17}
 }
 
 type SetModelRequest struct {
@@ -1509,7 +1598,7 @@ type SetModelRequest struct {
 
 func (x *SetModelRequest) Reset() {
 	*x = SetModelRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[16]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1610,7 @@ func (x *SetModelRequest) String() string {
 func (*SetModelRequest) ProtoMessage() {}
 
 func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[16]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1623,7 @@ func (x *SetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelRequest.ProtoReflect.Descriptor instead.
 func (*SetModelRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{16}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetModelRequest) GetSessionId() string {
@@ -1559,7 +1648,7 @@ type SetModelResponse struct {
 
 func (x *SetModelResponse) Reset() {
 	*x = SetModelResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[17]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1660,7 @@ func (x *SetModelResponse) String() string {
 func (*SetModelResponse) ProtoMessage() {}
 
 func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[17]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1673,7 @@ func (x *SetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModelResponse.ProtoReflect.Descriptor instead.
 func (*SetModelResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{17}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{19}
 }
 
 type SetPermissionModeRequest struct {
@@ -1597,7 +1686,7 @@ type SetPermissionModeRequest struct {
 
 func (x *SetPermissionModeRequest) Reset() {
 	*x = SetPermissionModeRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[18]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1698,7 @@ func (x *SetPermissionModeRequest) String() string {
 func (*SetPermissionModeRequest) ProtoMessage() {}
 
 func (x *SetPermissionModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[18]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1711,7 @@ func (x *SetPermissionModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionModeRequest.ProtoReflect.Descriptor instead.
 func (*SetPermissionModeRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{18}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetPermissionModeRequest) GetSessionId() string {
@@ -1650,7 +1739,7 @@ type SetPermissionModeResponse struct {
 
 func (x *SetPermissionModeResponse) Reset() {
 	*x = SetPermissionModeResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[19]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1751,7 @@ func (x *SetPermissionModeResponse) String() string {
 func (*SetPermissionModeResponse) ProtoMessage() {}
 
 func (x *SetPermissionModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[19]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1764,7 @@ func (x *SetPermissionModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionModeResponse.ProtoReflect.Descriptor instead.
 func (*SetPermissionModeResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{19}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetPermissionModeResponse) GetMode() string {
@@ -1695,7 +1784,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[20]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1796,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[20]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1809,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{20}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -1745,7 +1834,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[21]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1846,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[21]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1859,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{21}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{23}
 }
 
 type ResumeSessionRequest struct {
@@ -1783,7 +1872,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[22]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1884,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[22]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1897,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{22}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResumeSessionRequest) GetSessionId() string {
@@ -1834,7 +1923,7 @@ type ResumeSessionResponse struct {
 
 func (x *ResumeSessionResponse) Reset() {
 	*x = ResumeSessionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[23]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1935,7 @@ func (x *ResumeSessionResponse) String() string {
 func (*ResumeSessionResponse) ProtoMessage() {}
 
 func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[23]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1948,7 @@ func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{23}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeSessionResponse) GetSession() *Session {
@@ -1879,7 +1968,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[24]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +1980,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[24]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +1993,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{24}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ForkSessionRequest) GetSessionId() string {
@@ -1930,7 +2019,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[25]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2031,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[25]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2044,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{25}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ForkSessionResponse) GetSession() *Session {
@@ -1975,7 +2064,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[26]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2076,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[26]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2089,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{26}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubscribeRequest) GetSessionId() string {
@@ -2026,7 +2115,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2127,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[27]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2140,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{27}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SubscribeResponse) GetEvent() *Event {
@@ -2088,7 +2177,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2189,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[28]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2202,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{28}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Event) GetSessionId() string {
@@ -2343,7 +2432,7 @@ type PermissionModeChange struct {
 
 func (x *PermissionModeChange) Reset() {
 	*x = PermissionModeChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2444,7 @@ func (x *PermissionModeChange) String() string {
 func (*PermissionModeChange) ProtoMessage() {}
 
 func (x *PermissionModeChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[29]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2457,7 @@ func (x *PermissionModeChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionModeChange.ProtoReflect.Descriptor instead.
 func (*PermissionModeChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{29}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PermissionModeChange) GetMode() string {
@@ -2395,7 +2484,7 @@ type Interrupted struct {
 
 func (x *Interrupted) Reset() {
 	*x = Interrupted{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2496,7 @@ func (x *Interrupted) String() string {
 func (*Interrupted) ProtoMessage() {}
 
 func (x *Interrupted) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[30]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2509,7 @@ func (x *Interrupted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interrupted.ProtoReflect.Descriptor instead.
 func (*Interrupted) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{30}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Interrupted) GetBy() string {
@@ -2444,7 +2533,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2545,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[31]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2558,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{31}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Gap) GetLost() int64 {
@@ -2510,7 +2599,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2611,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[32]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2624,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{32}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TextDelta) GetText() string {
@@ -2569,7 +2658,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2581,7 +2670,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[33]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2594,7 +2683,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{33}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Message) GetType() string {
@@ -2644,7 +2733,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2745,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[34]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2758,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{34}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ToolUse) GetToolUseId() string {
@@ -2727,7 +2816,7 @@ type PermissionRequest struct {
 
 func (x *PermissionRequest) Reset() {
 	*x = PermissionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2828,7 @@ func (x *PermissionRequest) String() string {
 func (*PermissionRequest) ProtoMessage() {}
 
 func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[35]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2841,7 @@ func (x *PermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionRequest.ProtoReflect.Descriptor instead.
 func (*PermissionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{35}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PermissionRequest) GetRequestId() string {
@@ -2868,7 +2957,7 @@ type Routing struct {
 
 func (x *Routing) Reset() {
 	*x = Routing{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2969,7 @@ func (x *Routing) String() string {
 func (*Routing) ProtoMessage() {}
 
 func (x *Routing) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[36]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +2982,7 @@ func (x *Routing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Routing.ProtoReflect.Descriptor instead.
 func (*Routing) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{36}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Routing) GetRoute() string {
@@ -2964,7 +3053,7 @@ type Question struct {
 
 func (x *Question) Reset() {
 	*x = Question{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3065,7 @@ func (x *Question) String() string {
 func (*Question) ProtoMessage() {}
 
 func (x *Question) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[37]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3078,7 @@ func (x *Question) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Question.ProtoReflect.Descriptor instead.
 func (*Question) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{37}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Question) GetQuestion() string {
@@ -3030,7 +3119,7 @@ type PermissionResolved struct {
 
 func (x *PermissionResolved) Reset() {
 	*x = PermissionResolved{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3131,7 @@ func (x *PermissionResolved) String() string {
 func (*PermissionResolved) ProtoMessage() {}
 
 func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[38]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3144,7 @@ func (x *PermissionResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermissionResolved.ProtoReflect.Descriptor instead.
 func (*PermissionResolved) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{38}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PermissionResolved) GetRequestId() string {
@@ -3098,7 +3187,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3199,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[39]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3212,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{39}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Decision) GetRequestId() string {
@@ -3213,7 +3302,7 @@ type UsageReport struct {
 
 func (x *UsageReport) Reset() {
 	*x = UsageReport{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3314,7 @@ func (x *UsageReport) String() string {
 func (*UsageReport) ProtoMessage() {}
 
 func (x *UsageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[40]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3327,7 @@ func (x *UsageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReport.ProtoReflect.Descriptor instead.
 func (*UsageReport) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{40}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UsageReport) GetTurn() *Usage {
@@ -3265,7 +3354,7 @@ type StatusChange struct {
 
 func (x *StatusChange) Reset() {
 	*x = StatusChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3366,7 @@ func (x *StatusChange) String() string {
 func (*StatusChange) ProtoMessage() {}
 
 func (x *StatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[41]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3379,7 @@ func (x *StatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
 func (*StatusChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{41}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StatusChange) GetStatus() SessionStatus {
@@ -3320,7 +3409,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3421,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[42]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3434,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{42}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Error) GetMessage() string {
@@ -3388,7 +3477,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3489,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[43]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3502,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{43}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Warning) GetKind() string {
@@ -3459,7 +3548,7 @@ type WatchSessionsRequest struct {
 
 func (x *WatchSessionsRequest) Reset() {
 	*x = WatchSessionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3560,7 @@ func (x *WatchSessionsRequest) String() string {
 func (*WatchSessionsRequest) ProtoMessage() {}
 
 func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[44]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3573,7 @@ func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{44}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
 }
 
 type WatchSessionsResponse struct {
@@ -3499,7 +3588,7 @@ type WatchSessionsResponse struct {
 
 func (x *WatchSessionsResponse) Reset() {
 	*x = WatchSessionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3511,7 +3600,7 @@ func (x *WatchSessionsResponse) String() string {
 func (*WatchSessionsResponse) ProtoMessage() {}
 
 func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[45]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3524,7 +3613,7 @@ func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{45}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchSessionsResponse) GetSnapshot() bool {
@@ -3550,7 +3639,7 @@ type WatchPendingRequest struct {
 
 func (x *WatchPendingRequest) Reset() {
 	*x = WatchPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3651,7 @@ func (x *WatchPendingRequest) String() string {
 func (*WatchPendingRequest) ProtoMessage() {}
 
 func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[46]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3664,7 @@ func (x *WatchPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPendingRequest.ProtoReflect.Descriptor instead.
 func (*WatchPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{46}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchPendingRequest) GetSessionId() string {
@@ -3598,7 +3687,7 @@ type WatchPendingResponse struct {
 
 func (x *WatchPendingResponse) Reset() {
 	*x = WatchPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3610,7 +3699,7 @@ func (x *WatchPendingResponse) String() string {
 func (*WatchPendingResponse) ProtoMessage() {}
 
 func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[47]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3623,7 +3712,7 @@ func (x *WatchPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPendingResponse.ProtoReflect.Descriptor instead.
 func (*WatchPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{47}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WatchPendingResponse) GetSnapshot() bool {
@@ -3663,7 +3752,7 @@ type SettledRequest struct {
 
 func (x *SettledRequest) Reset() {
 	*x = SettledRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3675,7 +3764,7 @@ func (x *SettledRequest) String() string {
 func (*SettledRequest) ProtoMessage() {}
 
 func (x *SettledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[48]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3688,7 +3777,7 @@ func (x *SettledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledRequest.ProtoReflect.Descriptor instead.
 func (*SettledRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{48}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SettledRequest) GetRequestId() string {
@@ -3735,7 +3824,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3747,7 +3836,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[49]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3760,7 +3849,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{49}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListPendingRequest) GetSessionId() string {
@@ -3782,7 +3871,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +3883,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[50]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +3896,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{50}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListPendingResponse) GetRequests() []*PermissionRequest {
@@ -3840,7 +3929,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3852,7 +3941,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[51]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3865,7 +3954,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{51}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DecideRequest) GetRequestId() string {
@@ -3924,7 +4013,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4025,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[52]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3949,7 +4038,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{52}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DecideResponse) GetDecision() *Decision {
@@ -3987,7 +4076,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4088,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[53]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4101,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{53}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Rule) GetId() string {
@@ -4065,7 +4154,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4077,7 +4166,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[54]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4090,7 +4179,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{54}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
 }
 
 type ListRulesResponse struct {
@@ -4102,7 +4191,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4114,7 +4203,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[55]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4127,7 +4216,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{55}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListRulesResponse) GetRules() []*Rule {
@@ -4146,7 +4235,7 @@ type AddRuleRequest struct {
 
 func (x *AddRuleRequest) Reset() {
 	*x = AddRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4247,7 @@ func (x *AddRuleRequest) String() string {
 func (*AddRuleRequest) ProtoMessage() {}
 
 func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[56]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4260,7 @@ func (x *AddRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleRequest.ProtoReflect.Descriptor instead.
 func (*AddRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{56}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AddRuleRequest) GetRule() *Rule {
@@ -4190,7 +4279,7 @@ type AddRuleResponse struct {
 
 func (x *AddRuleResponse) Reset() {
 	*x = AddRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4291,7 @@ func (x *AddRuleResponse) String() string {
 func (*AddRuleResponse) ProtoMessage() {}
 
 func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[57]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4304,7 @@ func (x *AddRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddRuleResponse.ProtoReflect.Descriptor instead.
 func (*AddRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{57}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AddRuleResponse) GetRule() *Rule {
@@ -4234,7 +4323,7 @@ type RemoveRuleRequest struct {
 
 func (x *RemoveRuleRequest) Reset() {
 	*x = RemoveRuleRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4246,7 +4335,7 @@ func (x *RemoveRuleRequest) String() string {
 func (*RemoveRuleRequest) ProtoMessage() {}
 
 func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[58]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4259,7 +4348,7 @@ func (x *RemoveRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRuleRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{58}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RemoveRuleRequest) GetRuleId() string {
@@ -4277,7 +4366,7 @@ type RemoveRuleResponse struct {
 
 func (x *RemoveRuleResponse) Reset() {
 	*x = RemoveRuleResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4289,7 +4378,7 @@ func (x *RemoveRuleResponse) String() string {
 func (*RemoveRuleResponse) ProtoMessage() {}
 
 func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[59]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4302,7 +4391,7 @@ func (x *RemoveRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRuleResponse.ProtoReflect.Descriptor instead.
 func (*RemoveRuleResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{59}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
 }
 
 type ListDecisionsRequest struct {
@@ -4315,7 +4404,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4327,7 +4416,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[60]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4340,7 +4429,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{60}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListDecisionsRequest) GetSessionId() string {
@@ -4366,7 +4455,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4467,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[61]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4480,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{61}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*Decision {
@@ -4409,7 +4498,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +4510,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[62]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +4523,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{62}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
 }
 
 type HealthResponse struct {
@@ -4446,7 +4535,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4458,7 +4547,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[63]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4471,7 +4560,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{63}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *HealthResponse) GetOk() bool {
@@ -4508,7 +4597,7 @@ type ClaudeCodeStatus struct {
 
 func (x *ClaudeCodeStatus) Reset() {
 	*x = ClaudeCodeStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4520,7 +4609,7 @@ func (x *ClaudeCodeStatus) String() string {
 func (*ClaudeCodeStatus) ProtoMessage() {}
 
 func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[64]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4533,7 +4622,7 @@ func (x *ClaudeCodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeStatus.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{64}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ClaudeCodeStatus) GetVersion() string {
@@ -4610,7 +4699,7 @@ type CompatibilityReason struct {
 
 func (x *CompatibilityReason) Reset() {
 	*x = CompatibilityReason{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4622,7 +4711,7 @@ func (x *CompatibilityReason) String() string {
 func (*CompatibilityReason) ProtoMessage() {}
 
 func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[65]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4635,7 +4724,7 @@ func (x *CompatibilityReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompatibilityReason.ProtoReflect.Descriptor instead.
 func (*CompatibilityReason) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{65}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CompatibilityReason) GetKind() string {
@@ -4726,7 +4815,7 @@ type ClaudeCodeVersion struct {
 
 func (x *ClaudeCodeVersion) Reset() {
 	*x = ClaudeCodeVersion{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4738,7 +4827,7 @@ func (x *ClaudeCodeVersion) String() string {
 func (*ClaudeCodeVersion) ProtoMessage() {}
 
 func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[66]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4751,7 +4840,7 @@ func (x *ClaudeCodeVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaudeCodeVersion.ProtoReflect.Descriptor instead.
 func (*ClaudeCodeVersion) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{66}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ClaudeCodeVersion) GetVersion() string {
@@ -4822,7 +4911,7 @@ type DegradedSession struct {
 
 func (x *DegradedSession) Reset() {
 	*x = DegradedSession{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4834,7 +4923,7 @@ func (x *DegradedSession) String() string {
 func (*DegradedSession) ProtoMessage() {}
 
 func (x *DegradedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[67]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4847,7 +4936,7 @@ func (x *DegradedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DegradedSession.ProtoReflect.Descriptor instead.
 func (*DegradedSession) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{67}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DegradedSession) GetSessionId() string {
@@ -4886,7 +4975,7 @@ type HealthDetailsRequest struct {
 
 func (x *HealthDetailsRequest) Reset() {
 	*x = HealthDetailsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4898,7 +4987,7 @@ func (x *HealthDetailsRequest) String() string {
 func (*HealthDetailsRequest) ProtoMessage() {}
 
 func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[68]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4911,7 +5000,7 @@ func (x *HealthDetailsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsRequest.ProtoReflect.Descriptor instead.
 func (*HealthDetailsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{68}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{70}
 }
 
 type ListWorkersRequest struct {
@@ -4922,7 +5011,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4934,7 +5023,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[69]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4947,7 +5036,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{69}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{71}
 }
 
 type ListWorkersResponse struct {
@@ -4959,7 +5048,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4971,7 +5060,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[70]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4984,7 +5073,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{70}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*Worker {
@@ -5015,7 +5104,7 @@ type Worker struct {
 
 func (x *Worker) Reset() {
 	*x = Worker{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5027,7 +5116,7 @@ func (x *Worker) String() string {
 func (*Worker) ProtoMessage() {}
 
 func (x *Worker) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[71]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5040,7 +5129,7 @@ func (x *Worker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worker.ProtoReflect.Descriptor instead.
 func (*Worker) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{71}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Worker) GetName() string {
@@ -5147,7 +5236,7 @@ type HealthDetailsResponse struct {
 
 func (x *HealthDetailsResponse) Reset() {
 	*x = HealthDetailsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5159,7 +5248,7 @@ func (x *HealthDetailsResponse) String() string {
 func (*HealthDetailsResponse) ProtoMessage() {}
 
 func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[72]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5172,7 +5261,7 @@ func (x *HealthDetailsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthDetailsResponse.ProtoReflect.Descriptor instead.
 func (*HealthDetailsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{72}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *HealthDetailsResponse) GetOk() bool {
@@ -5289,7 +5378,7 @@ type StoreStatus struct {
 
 func (x *StoreStatus) Reset() {
 	*x = StoreStatus{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5390,7 @@ func (x *StoreStatus) String() string {
 func (*StoreStatus) ProtoMessage() {}
 
 func (x *StoreStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[73]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5403,7 @@ func (x *StoreStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreStatus.ProtoReflect.Descriptor instead.
 func (*StoreStatus) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{73}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *StoreStatus) GetOk() bool {
@@ -5388,7 +5477,7 @@ type WhoamiRequest struct {
 
 func (x *WhoamiRequest) Reset() {
 	*x = WhoamiRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5400,7 +5489,7 @@ func (x *WhoamiRequest) String() string {
 func (*WhoamiRequest) ProtoMessage() {}
 
 func (x *WhoamiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[74]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5413,7 +5502,7 @@ func (x *WhoamiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoamiRequest.ProtoReflect.Descriptor instead.
 func (*WhoamiRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{74}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{76}
 }
 
 type WhoamiResponse struct {
@@ -5434,7 +5523,7 @@ type WhoamiResponse struct {
 
 func (x *WhoamiResponse) Reset() {
 	*x = WhoamiResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5446,7 +5535,7 @@ func (x *WhoamiResponse) String() string {
 func (*WhoamiResponse) ProtoMessage() {}
 
 func (x *WhoamiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[75]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5459,7 +5548,7 @@ func (x *WhoamiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoamiResponse.ProtoReflect.Descriptor instead.
 func (*WhoamiResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{75}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *WhoamiResponse) GetUser() string {
@@ -5533,7 +5622,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5545,7 +5634,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[76]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5558,7 +5647,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{76}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -5614,7 +5703,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5626,7 +5715,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[77]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5639,7 +5728,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{77}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CreateTokenResponse) GetSecret() string {
@@ -5675,7 +5764,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5687,7 +5776,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[78]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5700,7 +5789,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{78}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *TokenInfo) GetName() string {
@@ -5790,7 +5879,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5802,7 +5891,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[79]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5815,7 +5904,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{79}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListTokensRequest) GetIncludeRevoked() bool {
@@ -5834,7 +5923,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5846,7 +5935,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[80]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5859,7 +5948,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{80}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -5878,7 +5967,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5890,7 +5979,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[81]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5903,7 +5992,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{81}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RevokeTokenRequest) GetName() string {
@@ -5922,7 +6011,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5934,7 +6023,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[82]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5947,7 +6036,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{82}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RevokeTokenResponse) GetToken() *TokenInfo {
@@ -5970,7 +6059,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5982,7 +6071,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[83]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5995,7 +6084,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{83}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
@@ -6035,7 +6124,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6047,7 +6136,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[84]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6060,7 +6149,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{84}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -6094,7 +6183,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6106,7 +6195,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[85]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6119,7 +6208,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{85}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
@@ -6208,7 +6297,7 @@ type GetChangesRequest struct {
 
 func (x *GetChangesRequest) Reset() {
 	*x = GetChangesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6220,7 +6309,7 @@ func (x *GetChangesRequest) String() string {
 func (*GetChangesRequest) ProtoMessage() {}
 
 func (x *GetChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[86]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6233,7 +6322,7 @@ func (x *GetChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChangesRequest.ProtoReflect.Descriptor instead.
 func (*GetChangesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{86}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *GetChangesRequest) GetSessionId() string {
@@ -6257,7 +6346,7 @@ type GetChangesResponse struct {
 
 func (x *GetChangesResponse) Reset() {
 	*x = GetChangesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6269,7 +6358,7 @@ func (x *GetChangesResponse) String() string {
 func (*GetChangesResponse) ProtoMessage() {}
 
 func (x *GetChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[87]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6282,7 +6371,7 @@ func (x *GetChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChangesResponse.ProtoReflect.Descriptor instead.
 func (*GetChangesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{87}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *GetChangesResponse) GetWorktree() *Worktree {
@@ -6330,7 +6419,7 @@ type FileChange struct {
 
 func (x *FileChange) Reset() {
 	*x = FileChange{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6342,7 +6431,7 @@ func (x *FileChange) String() string {
 func (*FileChange) ProtoMessage() {}
 
 func (x *FileChange) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[88]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6355,7 +6444,7 @@ func (x *FileChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
 func (*FileChange) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{88}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *FileChange) GetPath() string {
@@ -6410,7 +6499,7 @@ type MergeChangesRequest struct {
 
 func (x *MergeChangesRequest) Reset() {
 	*x = MergeChangesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6422,7 +6511,7 @@ func (x *MergeChangesRequest) String() string {
 func (*MergeChangesRequest) ProtoMessage() {}
 
 func (x *MergeChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[89]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6435,7 +6524,7 @@ func (x *MergeChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeChangesRequest.ProtoReflect.Descriptor instead.
 func (*MergeChangesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{89}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *MergeChangesRequest) GetSessionId() string {
@@ -6463,7 +6552,7 @@ type MergeChangesResponse struct {
 
 func (x *MergeChangesResponse) Reset() {
 	*x = MergeChangesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6475,7 +6564,7 @@ func (x *MergeChangesResponse) String() string {
 func (*MergeChangesResponse) ProtoMessage() {}
 
 func (x *MergeChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[90]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6488,7 +6577,7 @@ func (x *MergeChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeChangesResponse.ProtoReflect.Descriptor instead.
 func (*MergeChangesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{90}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *MergeChangesResponse) GetBaseBranch() string {
@@ -6522,7 +6611,7 @@ type DiscardWorktreeRequest struct {
 
 func (x *DiscardWorktreeRequest) Reset() {
 	*x = DiscardWorktreeRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6534,7 +6623,7 @@ func (x *DiscardWorktreeRequest) String() string {
 func (*DiscardWorktreeRequest) ProtoMessage() {}
 
 func (x *DiscardWorktreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[91]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6547,7 +6636,7 @@ func (x *DiscardWorktreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardWorktreeRequest.ProtoReflect.Descriptor instead.
 func (*DiscardWorktreeRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{91}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *DiscardWorktreeRequest) GetSessionId() string {
@@ -6572,7 +6661,7 @@ type DiscardWorktreeResponse struct {
 
 func (x *DiscardWorktreeResponse) Reset() {
 	*x = DiscardWorktreeResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6584,7 +6673,7 @@ func (x *DiscardWorktreeResponse) String() string {
 func (*DiscardWorktreeResponse) ProtoMessage() {}
 
 func (x *DiscardWorktreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[92]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6597,7 +6686,7 @@ func (x *DiscardWorktreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardWorktreeResponse.ProtoReflect.Descriptor instead.
 func (*DiscardWorktreeResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{92}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{94}
 }
 
 // BudgetCap is spend against one cap.
@@ -6617,7 +6706,7 @@ type BudgetCap struct {
 
 func (x *BudgetCap) Reset() {
 	*x = BudgetCap{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6629,7 +6718,7 @@ func (x *BudgetCap) String() string {
 func (*BudgetCap) ProtoMessage() {}
 
 func (x *BudgetCap) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[93]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6642,7 +6731,7 @@ func (x *BudgetCap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetCap.ProtoReflect.Descriptor instead.
 func (*BudgetCap) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{93}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *BudgetCap) GetCap() string {
@@ -6695,7 +6784,7 @@ type BudgetHold struct {
 
 func (x *BudgetHold) Reset() {
 	*x = BudgetHold{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6707,7 +6796,7 @@ func (x *BudgetHold) String() string {
 func (*BudgetHold) ProtoMessage() {}
 
 func (x *BudgetHold) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[94]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6720,7 +6809,7 @@ func (x *BudgetHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetHold.ProtoReflect.Descriptor instead.
 func (*BudgetHold) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{94}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *BudgetHold) GetSessionId() string {
@@ -6766,7 +6855,7 @@ type GetBudgetRequest struct {
 
 func (x *GetBudgetRequest) Reset() {
 	*x = GetBudgetRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6778,7 +6867,7 @@ func (x *GetBudgetRequest) String() string {
 func (*GetBudgetRequest) ProtoMessage() {}
 
 func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[95]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6791,7 +6880,7 @@ func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{95}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{97}
 }
 
 type GetBudgetResponse struct {
@@ -6807,7 +6896,7 @@ type GetBudgetResponse struct {
 
 func (x *GetBudgetResponse) Reset() {
 	*x = GetBudgetResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6819,7 +6908,7 @@ func (x *GetBudgetResponse) String() string {
 func (*GetBudgetResponse) ProtoMessage() {}
 
 func (x *GetBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[96]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6832,7 +6921,7 @@ func (x *GetBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBudgetResponse.ProtoReflect.Descriptor instead.
 func (*GetBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{96}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *GetBudgetResponse) GetCaps() []*BudgetCap {
@@ -6872,7 +6961,7 @@ type RaiseBudgetRequest struct {
 
 func (x *RaiseBudgetRequest) Reset() {
 	*x = RaiseBudgetRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6884,7 +6973,7 @@ func (x *RaiseBudgetRequest) String() string {
 func (*RaiseBudgetRequest) ProtoMessage() {}
 
 func (x *RaiseBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[97]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6897,7 +6986,7 @@ func (x *RaiseBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaiseBudgetRequest.ProtoReflect.Descriptor instead.
 func (*RaiseBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{97}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *RaiseBudgetRequest) GetSessionId() string {
@@ -6938,7 +7027,7 @@ type RaiseBudgetResponse struct {
 
 func (x *RaiseBudgetResponse) Reset() {
 	*x = RaiseBudgetResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6950,7 +7039,7 @@ func (x *RaiseBudgetResponse) String() string {
 func (*RaiseBudgetResponse) ProtoMessage() {}
 
 func (x *RaiseBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[98]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6963,7 +7052,7 @@ func (x *RaiseBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaiseBudgetResponse.ProtoReflect.Descriptor instead.
 func (*RaiseBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{98}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *RaiseBudgetResponse) GetCap() *BudgetCap {
@@ -6993,7 +7082,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7005,7 +7094,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[99]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7018,7 +7107,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{99}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *SearchRequest) GetQuery() string {
@@ -7051,7 +7140,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7063,7 +7152,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[100]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7076,7 +7165,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{100}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SearchResponse) GetHits() []*SearchHit {
@@ -7106,7 +7195,7 @@ type SearchHit struct {
 
 func (x *SearchHit) Reset() {
 	*x = SearchHit{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7118,7 +7207,7 @@ func (x *SearchHit) String() string {
 func (*SearchHit) ProtoMessage() {}
 
 func (x *SearchHit) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[101]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7131,7 +7220,7 @@ func (x *SearchHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
 func (*SearchHit) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{101}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *SearchHit) GetSessionId() string {
@@ -7186,7 +7275,7 @@ type SnippetPart struct {
 
 func (x *SnippetPart) Reset() {
 	*x = SnippetPart{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7198,7 +7287,7 @@ func (x *SnippetPart) String() string {
 func (*SnippetPart) ProtoMessage() {}
 
 func (x *SnippetPart) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[102]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7211,7 +7300,7 @@ func (x *SnippetPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnippetPart.ProtoReflect.Descriptor instead.
 func (*SnippetPart) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{102}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SnippetPart) GetText() string {
@@ -7240,7 +7329,7 @@ type ActivityRequest struct {
 
 func (x *ActivityRequest) Reset() {
 	*x = ActivityRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7252,7 +7341,7 @@ func (x *ActivityRequest) String() string {
 func (*ActivityRequest) ProtoMessage() {}
 
 func (x *ActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[103]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7265,7 +7354,7 @@ func (x *ActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityRequest.ProtoReflect.Descriptor instead.
 func (*ActivityRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{103}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ActivityRequest) GetDays() int32 {
@@ -7300,7 +7389,7 @@ type ActivityResponse struct {
 
 func (x *ActivityResponse) Reset() {
 	*x = ActivityResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7312,7 +7401,7 @@ func (x *ActivityResponse) String() string {
 func (*ActivityResponse) ProtoMessage() {}
 
 func (x *ActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[104]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7325,7 +7414,7 @@ func (x *ActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityResponse.ProtoReflect.Descriptor instead.
 func (*ActivityResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{104}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *ActivityResponse) GetDays() []string {
@@ -7387,7 +7476,7 @@ type ActivitySeries struct {
 
 func (x *ActivitySeries) Reset() {
 	*x = ActivitySeries{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[105]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7399,7 +7488,7 @@ func (x *ActivitySeries) String() string {
 func (*ActivitySeries) ProtoMessage() {}
 
 func (x *ActivitySeries) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[105]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7412,7 +7501,7 @@ func (x *ActivitySeries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivitySeries.ProtoReflect.Descriptor instead.
 func (*ActivitySeries) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{105}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *ActivitySeries) GetName() string {
@@ -7437,7 +7526,7 @@ type GetPushConfigRequest struct {
 
 func (x *GetPushConfigRequest) Reset() {
 	*x = GetPushConfigRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[106]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7449,7 +7538,7 @@ func (x *GetPushConfigRequest) String() string {
 func (*GetPushConfigRequest) ProtoMessage() {}
 
 func (x *GetPushConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[106]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7462,7 +7551,7 @@ func (x *GetPushConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetPushConfigRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{106}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{108}
 }
 
 type GetPushConfigResponse struct {
@@ -7479,7 +7568,7 @@ type GetPushConfigResponse struct {
 
 func (x *GetPushConfigResponse) Reset() {
 	*x = GetPushConfigResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[107]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7491,7 +7580,7 @@ func (x *GetPushConfigResponse) String() string {
 func (*GetPushConfigResponse) ProtoMessage() {}
 
 func (x *GetPushConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[107]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7504,7 +7593,7 @@ func (x *GetPushConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPushConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetPushConfigResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{107}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *GetPushConfigResponse) GetVapidPublicKey() string {
@@ -7539,7 +7628,7 @@ type PushSubscription struct {
 
 func (x *PushSubscription) Reset() {
 	*x = PushSubscription{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[108]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7551,7 +7640,7 @@ func (x *PushSubscription) String() string {
 func (*PushSubscription) ProtoMessage() {}
 
 func (x *PushSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[108]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7564,7 +7653,7 @@ func (x *PushSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushSubscription.ProtoReflect.Descriptor instead.
 func (*PushSubscription) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{108}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *PushSubscription) GetId() int64 {
@@ -7640,7 +7729,7 @@ type AddPushSubscriptionRequest struct {
 
 func (x *AddPushSubscriptionRequest) Reset() {
 	*x = AddPushSubscriptionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[109]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7652,7 +7741,7 @@ func (x *AddPushSubscriptionRequest) String() string {
 func (*AddPushSubscriptionRequest) ProtoMessage() {}
 
 func (x *AddPushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[109]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7665,7 +7754,7 @@ func (x *AddPushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*AddPushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{109}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *AddPushSubscriptionRequest) GetEndpoint() string {
@@ -7712,7 +7801,7 @@ type AddPushSubscriptionResponse struct {
 
 func (x *AddPushSubscriptionResponse) Reset() {
 	*x = AddPushSubscriptionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[110]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7724,7 +7813,7 @@ func (x *AddPushSubscriptionResponse) String() string {
 func (*AddPushSubscriptionResponse) ProtoMessage() {}
 
 func (x *AddPushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[110]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7737,7 +7826,7 @@ func (x *AddPushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*AddPushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{110}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *AddPushSubscriptionResponse) GetSubscription() *PushSubscription {
@@ -7755,7 +7844,7 @@ type ListPushSubscriptionsRequest struct {
 
 func (x *ListPushSubscriptionsRequest) Reset() {
 	*x = ListPushSubscriptionsRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[111]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7767,7 +7856,7 @@ func (x *ListPushSubscriptionsRequest) String() string {
 func (*ListPushSubscriptionsRequest) ProtoMessage() {}
 
 func (x *ListPushSubscriptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[111]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7780,7 +7869,7 @@ func (x *ListPushSubscriptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPushSubscriptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPushSubscriptionsRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{111}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{113}
 }
 
 type ListPushSubscriptionsResponse struct {
@@ -7792,7 +7881,7 @@ type ListPushSubscriptionsResponse struct {
 
 func (x *ListPushSubscriptionsResponse) Reset() {
 	*x = ListPushSubscriptionsResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[112]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7804,7 +7893,7 @@ func (x *ListPushSubscriptionsResponse) String() string {
 func (*ListPushSubscriptionsResponse) ProtoMessage() {}
 
 func (x *ListPushSubscriptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[112]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7817,7 +7906,7 @@ func (x *ListPushSubscriptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPushSubscriptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPushSubscriptionsResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{112}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *ListPushSubscriptionsResponse) GetSubscriptions() []*PushSubscription {
@@ -7837,7 +7926,7 @@ type UpdatePushSubscriptionRequest struct {
 
 func (x *UpdatePushSubscriptionRequest) Reset() {
 	*x = UpdatePushSubscriptionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[113]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7849,7 +7938,7 @@ func (x *UpdatePushSubscriptionRequest) String() string {
 func (*UpdatePushSubscriptionRequest) ProtoMessage() {}
 
 func (x *UpdatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[113]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7862,7 +7951,7 @@ func (x *UpdatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{113}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *UpdatePushSubscriptionRequest) GetId() int64 {
@@ -7888,7 +7977,7 @@ type UpdatePushSubscriptionResponse struct {
 
 func (x *UpdatePushSubscriptionResponse) Reset() {
 	*x = UpdatePushSubscriptionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[114]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7900,7 +7989,7 @@ func (x *UpdatePushSubscriptionResponse) String() string {
 func (*UpdatePushSubscriptionResponse) ProtoMessage() {}
 
 func (x *UpdatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[114]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7913,7 +8002,7 @@ func (x *UpdatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{114}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *UpdatePushSubscriptionResponse) GetSubscription() *PushSubscription {
@@ -7934,7 +8023,7 @@ type RemovePushSubscriptionRequest struct {
 
 func (x *RemovePushSubscriptionRequest) Reset() {
 	*x = RemovePushSubscriptionRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[115]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7946,7 +8035,7 @@ func (x *RemovePushSubscriptionRequest) String() string {
 func (*RemovePushSubscriptionRequest) ProtoMessage() {}
 
 func (x *RemovePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[115]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7959,7 +8048,7 @@ func (x *RemovePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*RemovePushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{115}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *RemovePushSubscriptionRequest) GetId() int64 {
@@ -7984,7 +8073,7 @@ type RemovePushSubscriptionResponse struct {
 
 func (x *RemovePushSubscriptionResponse) Reset() {
 	*x = RemovePushSubscriptionResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[116]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7996,7 +8085,7 @@ func (x *RemovePushSubscriptionResponse) String() string {
 func (*RemovePushSubscriptionResponse) ProtoMessage() {}
 
 func (x *RemovePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[116]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8009,7 +8098,7 @@ func (x *RemovePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*RemovePushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{116}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{118}
 }
 
 type ListDeliveriesRequest struct {
@@ -8024,7 +8113,7 @@ type ListDeliveriesRequest struct {
 
 func (x *ListDeliveriesRequest) Reset() {
 	*x = ListDeliveriesRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[117]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8036,7 +8125,7 @@ func (x *ListDeliveriesRequest) String() string {
 func (*ListDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[117]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8049,7 +8138,7 @@ func (x *ListDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{117}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *ListDeliveriesRequest) GetTarget() string {
@@ -8075,7 +8164,7 @@ type ListDeliveriesResponse struct {
 
 func (x *ListDeliveriesResponse) Reset() {
 	*x = ListDeliveriesResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[118]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8087,7 +8176,7 @@ func (x *ListDeliveriesResponse) String() string {
 func (*ListDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[118]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8100,7 +8189,7 @@ func (x *ListDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{118}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *ListDeliveriesResponse) GetDeliveries() []*Delivery {
@@ -8132,7 +8221,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[119]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8144,7 +8233,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[119]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8157,7 +8246,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{119}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *Delivery) GetId() int64 {
@@ -8246,7 +8335,7 @@ type TestWebhooksRequest struct {
 
 func (x *TestWebhooksRequest) Reset() {
 	*x = TestWebhooksRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[120]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8258,7 +8347,7 @@ func (x *TestWebhooksRequest) String() string {
 func (*TestWebhooksRequest) ProtoMessage() {}
 
 func (x *TestWebhooksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[120]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8271,7 +8360,7 @@ func (x *TestWebhooksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestWebhooksRequest.ProtoReflect.Descriptor instead.
 func (*TestWebhooksRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{120}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *TestWebhooksRequest) GetName() string {
@@ -8290,7 +8379,7 @@ type TestWebhooksResponse struct {
 
 func (x *TestWebhooksResponse) Reset() {
 	*x = TestWebhooksResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[121]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8302,7 +8391,7 @@ func (x *TestWebhooksResponse) String() string {
 func (*TestWebhooksResponse) ProtoMessage() {}
 
 func (x *TestWebhooksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[121]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8315,7 +8404,7 @@ func (x *TestWebhooksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestWebhooksResponse.ProtoReflect.Descriptor instead.
 func (*TestWebhooksResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{121}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *TestWebhooksResponse) GetDeliveries() []*Delivery {
@@ -8339,7 +8428,7 @@ type AskTerminalRequest struct {
 
 func (x *AskTerminalRequest) Reset() {
 	*x = AskTerminalRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[122]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8351,7 +8440,7 @@ func (x *AskTerminalRequest) String() string {
 func (*AskTerminalRequest) ProtoMessage() {}
 
 func (x *AskTerminalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[122]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8364,7 +8453,7 @@ func (x *AskTerminalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskTerminalRequest.ProtoReflect.Descriptor instead.
 func (*AskTerminalRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{122}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *AskTerminalRequest) GetHookInput() []byte {
@@ -8399,7 +8488,7 @@ type AskTerminalResponse struct {
 
 func (x *AskTerminalResponse) Reset() {
 	*x = AskTerminalResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[123]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8411,7 +8500,7 @@ func (x *AskTerminalResponse) String() string {
 func (*AskTerminalResponse) ProtoMessage() {}
 
 func (x *AskTerminalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[123]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8424,7 +8513,7 @@ func (x *AskTerminalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskTerminalResponse.ProtoReflect.Descriptor instead.
 func (*AskTerminalResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{123}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *AskTerminalResponse) GetDecided() bool {
@@ -8486,7 +8575,7 @@ type ReportTerminalRequest struct {
 
 func (x *ReportTerminalRequest) Reset() {
 	*x = ReportTerminalRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[124]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8498,7 +8587,7 @@ func (x *ReportTerminalRequest) String() string {
 func (*ReportTerminalRequest) ProtoMessage() {}
 
 func (x *ReportTerminalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[124]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8511,7 +8600,7 @@ func (x *ReportTerminalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTerminalRequest.ProtoReflect.Descriptor instead.
 func (*ReportTerminalRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{124}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *ReportTerminalRequest) GetHookInput() []byte {
@@ -8530,7 +8619,7 @@ type ReportTerminalResponse struct {
 
 func (x *ReportTerminalResponse) Reset() {
 	*x = ReportTerminalResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[125]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8542,7 +8631,7 @@ func (x *ReportTerminalResponse) String() string {
 func (*ReportTerminalResponse) ProtoMessage() {}
 
 func (x *ReportTerminalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[125]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8555,7 +8644,7 @@ func (x *ReportTerminalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTerminalResponse.ProtoReflect.Descriptor instead.
 func (*ReportTerminalResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{125}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *ReportTerminalResponse) GetSessionId() string {
@@ -8576,7 +8665,7 @@ type GetTerminalTranscriptRequest struct {
 
 func (x *GetTerminalTranscriptRequest) Reset() {
 	*x = GetTerminalTranscriptRequest{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[126]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8588,7 +8677,7 @@ func (x *GetTerminalTranscriptRequest) String() string {
 func (*GetTerminalTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTerminalTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[126]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8601,7 +8690,7 @@ func (x *GetTerminalTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTerminalTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTerminalTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{126}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *GetTerminalTranscriptRequest) GetSessionId() string {
@@ -8630,7 +8719,7 @@ type GetTerminalTranscriptResponse struct {
 
 func (x *GetTerminalTranscriptResponse) Reset() {
 	*x = GetTerminalTranscriptResponse{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[127]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8642,7 +8731,7 @@ func (x *GetTerminalTranscriptResponse) String() string {
 func (*GetTerminalTranscriptResponse) ProtoMessage() {}
 
 func (x *GetTerminalTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[127]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8655,7 +8744,7 @@ func (x *GetTerminalTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTerminalTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*GetTerminalTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{127}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *GetTerminalTranscriptResponse) GetEntries() []*TranscriptEntry {
@@ -8692,7 +8781,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[128]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8704,7 +8793,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_claudectl_v1_claudectl_proto_msgTypes[128]
+	mi := &file_claudectl_v1_claudectl_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8717,7 +8806,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{128}
+	return file_claudectl_v1_claudectl_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *TranscriptEntry) GetKind() string {
@@ -8848,7 +8937,12 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\"\n" +
 	"\fSendResponse\x12\x12\n" +
-	"\x04hint\x18\x01 \x01(\tR\x04hint\"I\n" +
+	"\x04hint\x18\x01 \x01(\tR\x04hint\".\n" +
+	"\rTypingRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\",\n" +
+	"\x0eTypingResponse\x12\x1a\n" +
+	"\bresuming\x18\x01 \x01(\bR\bresuming\"I\n" +
 	"\x10InterruptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -9465,13 +9559,14 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16WORKER_STATE_CONNECTED\x10\x01\x12\x1d\n" +
 	"\x19WORKER_STATE_RECONNECTING\x10\x02\x12\x15\n" +
-	"\x11WORKER_STATE_LOST\x10\x032\x99\v\n" +
+	"\x11WORKER_STATE_LOST\x10\x032\xde\v\n" +
 	"\x0eSessionService\x12X\n" +
 	"\rCreateSession\x12\".claudectl.v1.CreateSessionRequest\x1a#.claudectl.v1.CreateSessionResponse\x12U\n" +
 	"\fListSessions\x12!.claudectl.v1.ListSessionsRequest\x1a\".claudectl.v1.ListSessionsResponse\x12O\n" +
 	"\n" +
 	"GetSession\x12\x1f.claudectl.v1.GetSessionRequest\x1a .claudectl.v1.GetSessionResponse\x12=\n" +
-	"\x04Send\x12\x19.claudectl.v1.SendRequest\x1a\x1a.claudectl.v1.SendResponse\x12L\n" +
+	"\x04Send\x12\x19.claudectl.v1.SendRequest\x1a\x1a.claudectl.v1.SendResponse\x12C\n" +
+	"\x06Typing\x12\x1b.claudectl.v1.TypingRequest\x1a\x1c.claudectl.v1.TypingResponse\x12L\n" +
 	"\tInterrupt\x12\x1e.claudectl.v1.InterruptRequest\x1a\x1f.claudectl.v1.InterruptResponse\x12I\n" +
 	"\bSetModel\x12\x1d.claudectl.v1.SetModelRequest\x1a\x1e.claudectl.v1.SetModelResponse\x12d\n" +
 	"\x11SetPermissionMode\x12&.claudectl.v1.SetPermissionModeRequest\x1a'.claudectl.v1.SetPermissionModeResponse\x12U\n" +
@@ -9536,7 +9631,7 @@ func file_claudectl_v1_claudectl_proto_rawDescGZIP() []byte {
 }
 
 var file_claudectl_v1_claudectl_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
+var file_claudectl_v1_claudectl_proto_msgTypes = make([]protoimpl.MessageInfo, 136)
 var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(SessionStatus)(0),                     // 0: claudectl.v1.SessionStatus
 	(Behavior)(0),                          // 1: claudectl.v1.Behavior
@@ -9557,137 +9652,139 @@ var file_claudectl_v1_claudectl_proto_goTypes = []any{
 	(*GetSessionResponse)(nil),             // 16: claudectl.v1.GetSessionResponse
 	(*SendRequest)(nil),                    // 17: claudectl.v1.SendRequest
 	(*SendResponse)(nil),                   // 18: claudectl.v1.SendResponse
-	(*InterruptRequest)(nil),               // 19: claudectl.v1.InterruptRequest
-	(*InterruptResponse)(nil),              // 20: claudectl.v1.InterruptResponse
-	(*SetModelRequest)(nil),                // 21: claudectl.v1.SetModelRequest
-	(*SetModelResponse)(nil),               // 22: claudectl.v1.SetModelResponse
-	(*SetPermissionModeRequest)(nil),       // 23: claudectl.v1.SetPermissionModeRequest
-	(*SetPermissionModeResponse)(nil),      // 24: claudectl.v1.SetPermissionModeResponse
-	(*CloseSessionRequest)(nil),            // 25: claudectl.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),           // 26: claudectl.v1.CloseSessionResponse
-	(*ResumeSessionRequest)(nil),           // 27: claudectl.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),          // 28: claudectl.v1.ResumeSessionResponse
-	(*ForkSessionRequest)(nil),             // 29: claudectl.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),            // 30: claudectl.v1.ForkSessionResponse
-	(*SubscribeRequest)(nil),               // 31: claudectl.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),              // 32: claudectl.v1.SubscribeResponse
-	(*Event)(nil),                          // 33: claudectl.v1.Event
-	(*PermissionModeChange)(nil),           // 34: claudectl.v1.PermissionModeChange
-	(*Interrupted)(nil),                    // 35: claudectl.v1.Interrupted
-	(*Gap)(nil),                            // 36: claudectl.v1.Gap
-	(*TextDelta)(nil),                      // 37: claudectl.v1.TextDelta
-	(*Message)(nil),                        // 38: claudectl.v1.Message
-	(*ToolUse)(nil),                        // 39: claudectl.v1.ToolUse
-	(*PermissionRequest)(nil),              // 40: claudectl.v1.PermissionRequest
-	(*Routing)(nil),                        // 41: claudectl.v1.Routing
-	(*Question)(nil),                       // 42: claudectl.v1.Question
-	(*PermissionResolved)(nil),             // 43: claudectl.v1.PermissionResolved
-	(*Decision)(nil),                       // 44: claudectl.v1.Decision
-	(*UsageReport)(nil),                    // 45: claudectl.v1.UsageReport
-	(*StatusChange)(nil),                   // 46: claudectl.v1.StatusChange
-	(*Error)(nil),                          // 47: claudectl.v1.Error
-	(*Warning)(nil),                        // 48: claudectl.v1.Warning
-	(*WatchSessionsRequest)(nil),           // 49: claudectl.v1.WatchSessionsRequest
-	(*WatchSessionsResponse)(nil),          // 50: claudectl.v1.WatchSessionsResponse
-	(*WatchPendingRequest)(nil),            // 51: claudectl.v1.WatchPendingRequest
-	(*WatchPendingResponse)(nil),           // 52: claudectl.v1.WatchPendingResponse
-	(*SettledRequest)(nil),                 // 53: claudectl.v1.SettledRequest
-	(*ListPendingRequest)(nil),             // 54: claudectl.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),            // 55: claudectl.v1.ListPendingResponse
-	(*DecideRequest)(nil),                  // 56: claudectl.v1.DecideRequest
-	(*DecideResponse)(nil),                 // 57: claudectl.v1.DecideResponse
-	(*Rule)(nil),                           // 58: claudectl.v1.Rule
-	(*ListRulesRequest)(nil),               // 59: claudectl.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),              // 60: claudectl.v1.ListRulesResponse
-	(*AddRuleRequest)(nil),                 // 61: claudectl.v1.AddRuleRequest
-	(*AddRuleResponse)(nil),                // 62: claudectl.v1.AddRuleResponse
-	(*RemoveRuleRequest)(nil),              // 63: claudectl.v1.RemoveRuleRequest
-	(*RemoveRuleResponse)(nil),             // 64: claudectl.v1.RemoveRuleResponse
-	(*ListDecisionsRequest)(nil),           // 65: claudectl.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),          // 66: claudectl.v1.ListDecisionsResponse
-	(*HealthRequest)(nil),                  // 67: claudectl.v1.HealthRequest
-	(*HealthResponse)(nil),                 // 68: claudectl.v1.HealthResponse
-	(*ClaudeCodeStatus)(nil),               // 69: claudectl.v1.ClaudeCodeStatus
-	(*CompatibilityReason)(nil),            // 70: claudectl.v1.CompatibilityReason
-	(*ClaudeCodeVersion)(nil),              // 71: claudectl.v1.ClaudeCodeVersion
-	(*DegradedSession)(nil),                // 72: claudectl.v1.DegradedSession
-	(*HealthDetailsRequest)(nil),           // 73: claudectl.v1.HealthDetailsRequest
-	(*ListWorkersRequest)(nil),             // 74: claudectl.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),            // 75: claudectl.v1.ListWorkersResponse
-	(*Worker)(nil),                         // 76: claudectl.v1.Worker
-	(*HealthDetailsResponse)(nil),          // 77: claudectl.v1.HealthDetailsResponse
-	(*StoreStatus)(nil),                    // 78: claudectl.v1.StoreStatus
-	(*WhoamiRequest)(nil),                  // 79: claudectl.v1.WhoamiRequest
-	(*WhoamiResponse)(nil),                 // 80: claudectl.v1.WhoamiResponse
-	(*CreateTokenRequest)(nil),             // 81: claudectl.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),            // 82: claudectl.v1.CreateTokenResponse
-	(*TokenInfo)(nil),                      // 83: claudectl.v1.TokenInfo
-	(*ListTokensRequest)(nil),              // 84: claudectl.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),             // 85: claudectl.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),             // 86: claudectl.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),            // 87: claudectl.v1.RevokeTokenResponse
-	(*ListAuditRequest)(nil),               // 88: claudectl.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 89: claudectl.v1.ListAuditResponse
-	(*AuditEntry)(nil),                     // 90: claudectl.v1.AuditEntry
-	(*GetChangesRequest)(nil),              // 91: claudectl.v1.GetChangesRequest
-	(*GetChangesResponse)(nil),             // 92: claudectl.v1.GetChangesResponse
-	(*FileChange)(nil),                     // 93: claudectl.v1.FileChange
-	(*MergeChangesRequest)(nil),            // 94: claudectl.v1.MergeChangesRequest
-	(*MergeChangesResponse)(nil),           // 95: claudectl.v1.MergeChangesResponse
-	(*DiscardWorktreeRequest)(nil),         // 96: claudectl.v1.DiscardWorktreeRequest
-	(*DiscardWorktreeResponse)(nil),        // 97: claudectl.v1.DiscardWorktreeResponse
-	(*BudgetCap)(nil),                      // 98: claudectl.v1.BudgetCap
-	(*BudgetHold)(nil),                     // 99: claudectl.v1.BudgetHold
-	(*GetBudgetRequest)(nil),               // 100: claudectl.v1.GetBudgetRequest
-	(*GetBudgetResponse)(nil),              // 101: claudectl.v1.GetBudgetResponse
-	(*RaiseBudgetRequest)(nil),             // 102: claudectl.v1.RaiseBudgetRequest
-	(*RaiseBudgetResponse)(nil),            // 103: claudectl.v1.RaiseBudgetResponse
-	(*SearchRequest)(nil),                  // 104: claudectl.v1.SearchRequest
-	(*SearchResponse)(nil),                 // 105: claudectl.v1.SearchResponse
-	(*SearchHit)(nil),                      // 106: claudectl.v1.SearchHit
-	(*SnippetPart)(nil),                    // 107: claudectl.v1.SnippetPart
-	(*ActivityRequest)(nil),                // 108: claudectl.v1.ActivityRequest
-	(*ActivityResponse)(nil),               // 109: claudectl.v1.ActivityResponse
-	(*ActivitySeries)(nil),                 // 110: claudectl.v1.ActivitySeries
-	(*GetPushConfigRequest)(nil),           // 111: claudectl.v1.GetPushConfigRequest
-	(*GetPushConfigResponse)(nil),          // 112: claudectl.v1.GetPushConfigResponse
-	(*PushSubscription)(nil),               // 113: claudectl.v1.PushSubscription
-	(*AddPushSubscriptionRequest)(nil),     // 114: claudectl.v1.AddPushSubscriptionRequest
-	(*AddPushSubscriptionResponse)(nil),    // 115: claudectl.v1.AddPushSubscriptionResponse
-	(*ListPushSubscriptionsRequest)(nil),   // 116: claudectl.v1.ListPushSubscriptionsRequest
-	(*ListPushSubscriptionsResponse)(nil),  // 117: claudectl.v1.ListPushSubscriptionsResponse
-	(*UpdatePushSubscriptionRequest)(nil),  // 118: claudectl.v1.UpdatePushSubscriptionRequest
-	(*UpdatePushSubscriptionResponse)(nil), // 119: claudectl.v1.UpdatePushSubscriptionResponse
-	(*RemovePushSubscriptionRequest)(nil),  // 120: claudectl.v1.RemovePushSubscriptionRequest
-	(*RemovePushSubscriptionResponse)(nil), // 121: claudectl.v1.RemovePushSubscriptionResponse
-	(*ListDeliveriesRequest)(nil),          // 122: claudectl.v1.ListDeliveriesRequest
-	(*ListDeliveriesResponse)(nil),         // 123: claudectl.v1.ListDeliveriesResponse
-	(*Delivery)(nil),                       // 124: claudectl.v1.Delivery
-	(*TestWebhooksRequest)(nil),            // 125: claudectl.v1.TestWebhooksRequest
-	(*TestWebhooksResponse)(nil),           // 126: claudectl.v1.TestWebhooksResponse
-	(*AskTerminalRequest)(nil),             // 127: claudectl.v1.AskTerminalRequest
-	(*AskTerminalResponse)(nil),            // 128: claudectl.v1.AskTerminalResponse
-	(*ReportTerminalRequest)(nil),          // 129: claudectl.v1.ReportTerminalRequest
-	(*ReportTerminalResponse)(nil),         // 130: claudectl.v1.ReportTerminalResponse
-	(*GetTerminalTranscriptRequest)(nil),   // 131: claudectl.v1.GetTerminalTranscriptRequest
-	(*GetTerminalTranscriptResponse)(nil),  // 132: claudectl.v1.GetTerminalTranscriptResponse
-	(*TranscriptEntry)(nil),                // 133: claudectl.v1.TranscriptEntry
-	nil,                                    // 134: claudectl.v1.Usage.ByModelEntry
-	nil,                                    // 135: claudectl.v1.SessionOptions.WorkerLabelsEntry
-	nil,                                    // 136: claudectl.v1.Decision.AnswersEntry
-	nil,                                    // 137: claudectl.v1.DecideRequest.AnswersEntry
-	nil,                                    // 138: claudectl.v1.Worker.LabelsEntry
-	(*timestamppb.Timestamp)(nil),          // 139: google.protobuf.Timestamp
+	(*TypingRequest)(nil),                  // 19: claudectl.v1.TypingRequest
+	(*TypingResponse)(nil),                 // 20: claudectl.v1.TypingResponse
+	(*InterruptRequest)(nil),               // 21: claudectl.v1.InterruptRequest
+	(*InterruptResponse)(nil),              // 22: claudectl.v1.InterruptResponse
+	(*SetModelRequest)(nil),                // 23: claudectl.v1.SetModelRequest
+	(*SetModelResponse)(nil),               // 24: claudectl.v1.SetModelResponse
+	(*SetPermissionModeRequest)(nil),       // 25: claudectl.v1.SetPermissionModeRequest
+	(*SetPermissionModeResponse)(nil),      // 26: claudectl.v1.SetPermissionModeResponse
+	(*CloseSessionRequest)(nil),            // 27: claudectl.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),           // 28: claudectl.v1.CloseSessionResponse
+	(*ResumeSessionRequest)(nil),           // 29: claudectl.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),          // 30: claudectl.v1.ResumeSessionResponse
+	(*ForkSessionRequest)(nil),             // 31: claudectl.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),            // 32: claudectl.v1.ForkSessionResponse
+	(*SubscribeRequest)(nil),               // 33: claudectl.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),              // 34: claudectl.v1.SubscribeResponse
+	(*Event)(nil),                          // 35: claudectl.v1.Event
+	(*PermissionModeChange)(nil),           // 36: claudectl.v1.PermissionModeChange
+	(*Interrupted)(nil),                    // 37: claudectl.v1.Interrupted
+	(*Gap)(nil),                            // 38: claudectl.v1.Gap
+	(*TextDelta)(nil),                      // 39: claudectl.v1.TextDelta
+	(*Message)(nil),                        // 40: claudectl.v1.Message
+	(*ToolUse)(nil),                        // 41: claudectl.v1.ToolUse
+	(*PermissionRequest)(nil),              // 42: claudectl.v1.PermissionRequest
+	(*Routing)(nil),                        // 43: claudectl.v1.Routing
+	(*Question)(nil),                       // 44: claudectl.v1.Question
+	(*PermissionResolved)(nil),             // 45: claudectl.v1.PermissionResolved
+	(*Decision)(nil),                       // 46: claudectl.v1.Decision
+	(*UsageReport)(nil),                    // 47: claudectl.v1.UsageReport
+	(*StatusChange)(nil),                   // 48: claudectl.v1.StatusChange
+	(*Error)(nil),                          // 49: claudectl.v1.Error
+	(*Warning)(nil),                        // 50: claudectl.v1.Warning
+	(*WatchSessionsRequest)(nil),           // 51: claudectl.v1.WatchSessionsRequest
+	(*WatchSessionsResponse)(nil),          // 52: claudectl.v1.WatchSessionsResponse
+	(*WatchPendingRequest)(nil),            // 53: claudectl.v1.WatchPendingRequest
+	(*WatchPendingResponse)(nil),           // 54: claudectl.v1.WatchPendingResponse
+	(*SettledRequest)(nil),                 // 55: claudectl.v1.SettledRequest
+	(*ListPendingRequest)(nil),             // 56: claudectl.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),            // 57: claudectl.v1.ListPendingResponse
+	(*DecideRequest)(nil),                  // 58: claudectl.v1.DecideRequest
+	(*DecideResponse)(nil),                 // 59: claudectl.v1.DecideResponse
+	(*Rule)(nil),                           // 60: claudectl.v1.Rule
+	(*ListRulesRequest)(nil),               // 61: claudectl.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),              // 62: claudectl.v1.ListRulesResponse
+	(*AddRuleRequest)(nil),                 // 63: claudectl.v1.AddRuleRequest
+	(*AddRuleResponse)(nil),                // 64: claudectl.v1.AddRuleResponse
+	(*RemoveRuleRequest)(nil),              // 65: claudectl.v1.RemoveRuleRequest
+	(*RemoveRuleResponse)(nil),             // 66: claudectl.v1.RemoveRuleResponse
+	(*ListDecisionsRequest)(nil),           // 67: claudectl.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),          // 68: claudectl.v1.ListDecisionsResponse
+	(*HealthRequest)(nil),                  // 69: claudectl.v1.HealthRequest
+	(*HealthResponse)(nil),                 // 70: claudectl.v1.HealthResponse
+	(*ClaudeCodeStatus)(nil),               // 71: claudectl.v1.ClaudeCodeStatus
+	(*CompatibilityReason)(nil),            // 72: claudectl.v1.CompatibilityReason
+	(*ClaudeCodeVersion)(nil),              // 73: claudectl.v1.ClaudeCodeVersion
+	(*DegradedSession)(nil),                // 74: claudectl.v1.DegradedSession
+	(*HealthDetailsRequest)(nil),           // 75: claudectl.v1.HealthDetailsRequest
+	(*ListWorkersRequest)(nil),             // 76: claudectl.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),            // 77: claudectl.v1.ListWorkersResponse
+	(*Worker)(nil),                         // 78: claudectl.v1.Worker
+	(*HealthDetailsResponse)(nil),          // 79: claudectl.v1.HealthDetailsResponse
+	(*StoreStatus)(nil),                    // 80: claudectl.v1.StoreStatus
+	(*WhoamiRequest)(nil),                  // 81: claudectl.v1.WhoamiRequest
+	(*WhoamiResponse)(nil),                 // 82: claudectl.v1.WhoamiResponse
+	(*CreateTokenRequest)(nil),             // 83: claudectl.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),            // 84: claudectl.v1.CreateTokenResponse
+	(*TokenInfo)(nil),                      // 85: claudectl.v1.TokenInfo
+	(*ListTokensRequest)(nil),              // 86: claudectl.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),             // 87: claudectl.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),             // 88: claudectl.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),            // 89: claudectl.v1.RevokeTokenResponse
+	(*ListAuditRequest)(nil),               // 90: claudectl.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 91: claudectl.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 92: claudectl.v1.AuditEntry
+	(*GetChangesRequest)(nil),              // 93: claudectl.v1.GetChangesRequest
+	(*GetChangesResponse)(nil),             // 94: claudectl.v1.GetChangesResponse
+	(*FileChange)(nil),                     // 95: claudectl.v1.FileChange
+	(*MergeChangesRequest)(nil),            // 96: claudectl.v1.MergeChangesRequest
+	(*MergeChangesResponse)(nil),           // 97: claudectl.v1.MergeChangesResponse
+	(*DiscardWorktreeRequest)(nil),         // 98: claudectl.v1.DiscardWorktreeRequest
+	(*DiscardWorktreeResponse)(nil),        // 99: claudectl.v1.DiscardWorktreeResponse
+	(*BudgetCap)(nil),                      // 100: claudectl.v1.BudgetCap
+	(*BudgetHold)(nil),                     // 101: claudectl.v1.BudgetHold
+	(*GetBudgetRequest)(nil),               // 102: claudectl.v1.GetBudgetRequest
+	(*GetBudgetResponse)(nil),              // 103: claudectl.v1.GetBudgetResponse
+	(*RaiseBudgetRequest)(nil),             // 104: claudectl.v1.RaiseBudgetRequest
+	(*RaiseBudgetResponse)(nil),            // 105: claudectl.v1.RaiseBudgetResponse
+	(*SearchRequest)(nil),                  // 106: claudectl.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 107: claudectl.v1.SearchResponse
+	(*SearchHit)(nil),                      // 108: claudectl.v1.SearchHit
+	(*SnippetPart)(nil),                    // 109: claudectl.v1.SnippetPart
+	(*ActivityRequest)(nil),                // 110: claudectl.v1.ActivityRequest
+	(*ActivityResponse)(nil),               // 111: claudectl.v1.ActivityResponse
+	(*ActivitySeries)(nil),                 // 112: claudectl.v1.ActivitySeries
+	(*GetPushConfigRequest)(nil),           // 113: claudectl.v1.GetPushConfigRequest
+	(*GetPushConfigResponse)(nil),          // 114: claudectl.v1.GetPushConfigResponse
+	(*PushSubscription)(nil),               // 115: claudectl.v1.PushSubscription
+	(*AddPushSubscriptionRequest)(nil),     // 116: claudectl.v1.AddPushSubscriptionRequest
+	(*AddPushSubscriptionResponse)(nil),    // 117: claudectl.v1.AddPushSubscriptionResponse
+	(*ListPushSubscriptionsRequest)(nil),   // 118: claudectl.v1.ListPushSubscriptionsRequest
+	(*ListPushSubscriptionsResponse)(nil),  // 119: claudectl.v1.ListPushSubscriptionsResponse
+	(*UpdatePushSubscriptionRequest)(nil),  // 120: claudectl.v1.UpdatePushSubscriptionRequest
+	(*UpdatePushSubscriptionResponse)(nil), // 121: claudectl.v1.UpdatePushSubscriptionResponse
+	(*RemovePushSubscriptionRequest)(nil),  // 122: claudectl.v1.RemovePushSubscriptionRequest
+	(*RemovePushSubscriptionResponse)(nil), // 123: claudectl.v1.RemovePushSubscriptionResponse
+	(*ListDeliveriesRequest)(nil),          // 124: claudectl.v1.ListDeliveriesRequest
+	(*ListDeliveriesResponse)(nil),         // 125: claudectl.v1.ListDeliveriesResponse
+	(*Delivery)(nil),                       // 126: claudectl.v1.Delivery
+	(*TestWebhooksRequest)(nil),            // 127: claudectl.v1.TestWebhooksRequest
+	(*TestWebhooksResponse)(nil),           // 128: claudectl.v1.TestWebhooksResponse
+	(*AskTerminalRequest)(nil),             // 129: claudectl.v1.AskTerminalRequest
+	(*AskTerminalResponse)(nil),            // 130: claudectl.v1.AskTerminalResponse
+	(*ReportTerminalRequest)(nil),          // 131: claudectl.v1.ReportTerminalRequest
+	(*ReportTerminalResponse)(nil),         // 132: claudectl.v1.ReportTerminalResponse
+	(*GetTerminalTranscriptRequest)(nil),   // 133: claudectl.v1.GetTerminalTranscriptRequest
+	(*GetTerminalTranscriptResponse)(nil),  // 134: claudectl.v1.GetTerminalTranscriptResponse
+	(*TranscriptEntry)(nil),                // 135: claudectl.v1.TranscriptEntry
+	nil,                                    // 136: claudectl.v1.Usage.ByModelEntry
+	nil,                                    // 137: claudectl.v1.SessionOptions.WorkerLabelsEntry
+	nil,                                    // 138: claudectl.v1.Decision.AnswersEntry
+	nil,                                    // 139: claudectl.v1.DecideRequest.AnswersEntry
+	nil,                                    // 140: claudectl.v1.Worker.LabelsEntry
+	(*timestamppb.Timestamp)(nil),          // 141: google.protobuf.Timestamp
 }
 var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	0,   // 0: claudectl.v1.Session.status:type_name -> claudectl.v1.SessionStatus
-	139, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	139, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	141, // 1: claudectl.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	141, // 2: claudectl.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
 	8,   // 3: claudectl.v1.Session.totals:type_name -> claudectl.v1.Usage
 	6,   // 4: claudectl.v1.Session.worktree:type_name -> claudectl.v1.Worktree
 	7,   // 5: claudectl.v1.Session.limits:type_name -> claudectl.v1.ResourceLimits
-	134, // 6: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
-	135, // 7: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
+	136, // 6: claudectl.v1.Usage.by_model:type_name -> claudectl.v1.Usage.ByModelEntry
+	137, // 7: claudectl.v1.SessionOptions.worker_labels:type_name -> claudectl.v1.SessionOptions.WorkerLabelsEntry
 	7,   // 8: claudectl.v1.SessionOptions.limits:type_name -> claudectl.v1.ResourceLimits
 	10,  // 9: claudectl.v1.CreateSessionRequest.options:type_name -> claudectl.v1.SessionOptions
 	5,   // 10: claudectl.v1.CreateSessionResponse.session:type_name -> claudectl.v1.Session
@@ -9696,201 +9793,203 @@ var file_claudectl_v1_claudectl_proto_depIdxs = []int32{
 	5,   // 13: claudectl.v1.GetSessionResponse.session:type_name -> claudectl.v1.Session
 	5,   // 14: claudectl.v1.ResumeSessionResponse.session:type_name -> claudectl.v1.Session
 	5,   // 15: claudectl.v1.ForkSessionResponse.session:type_name -> claudectl.v1.Session
-	33,  // 16: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
-	139, // 17: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
-	37,  // 18: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
-	38,  // 19: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
-	39,  // 20: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
-	40,  // 21: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
-	43,  // 22: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
-	45,  // 23: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
-	46,  // 24: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
-	47,  // 25: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
-	48,  // 26: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
-	35,  // 27: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
-	36,  // 28: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
-	34,  // 29: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
-	139, // 30: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
-	139, // 31: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
-	42,  // 32: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
-	139, // 33: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	58,  // 34: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
-	41,  // 35: claudectl.v1.PermissionRequest.routing:type_name -> claudectl.v1.Routing
-	139, // 36: claudectl.v1.Routing.escalates_at:type_name -> google.protobuf.Timestamp
-	44,  // 37: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
+	35,  // 16: claudectl.v1.SubscribeResponse.event:type_name -> claudectl.v1.Event
+	141, // 17: claudectl.v1.Event.time:type_name -> google.protobuf.Timestamp
+	39,  // 18: claudectl.v1.Event.text_delta:type_name -> claudectl.v1.TextDelta
+	40,  // 19: claudectl.v1.Event.message:type_name -> claudectl.v1.Message
+	41,  // 20: claudectl.v1.Event.tool_use:type_name -> claudectl.v1.ToolUse
+	42,  // 21: claudectl.v1.Event.permission_request:type_name -> claudectl.v1.PermissionRequest
+	45,  // 22: claudectl.v1.Event.permission_resolved:type_name -> claudectl.v1.PermissionResolved
+	47,  // 23: claudectl.v1.Event.usage_report:type_name -> claudectl.v1.UsageReport
+	48,  // 24: claudectl.v1.Event.status_change:type_name -> claudectl.v1.StatusChange
+	49,  // 25: claudectl.v1.Event.error:type_name -> claudectl.v1.Error
+	50,  // 26: claudectl.v1.Event.warning:type_name -> claudectl.v1.Warning
+	37,  // 27: claudectl.v1.Event.interrupted:type_name -> claudectl.v1.Interrupted
+	38,  // 28: claudectl.v1.Event.gap:type_name -> claudectl.v1.Gap
+	36,  // 29: claudectl.v1.Event.permission_mode:type_name -> claudectl.v1.PermissionModeChange
+	141, // 30: claudectl.v1.Gap.from:type_name -> google.protobuf.Timestamp
+	141, // 31: claudectl.v1.Gap.to:type_name -> google.protobuf.Timestamp
+	44,  // 32: claudectl.v1.PermissionRequest.questions:type_name -> claudectl.v1.Question
+	141, // 33: claudectl.v1.PermissionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	60,  // 34: claudectl.v1.PermissionRequest.always_rules:type_name -> claudectl.v1.Rule
+	43,  // 35: claudectl.v1.PermissionRequest.routing:type_name -> claudectl.v1.Routing
+	141, // 36: claudectl.v1.Routing.escalates_at:type_name -> google.protobuf.Timestamp
+	46,  // 37: claudectl.v1.PermissionResolved.decision:type_name -> claudectl.v1.Decision
 	1,   // 38: claudectl.v1.Decision.behavior:type_name -> claudectl.v1.Behavior
-	139, // 39: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
-	136, // 40: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
+	141, // 39: claudectl.v1.Decision.decided_at:type_name -> google.protobuf.Timestamp
+	138, // 40: claudectl.v1.Decision.answers:type_name -> claudectl.v1.Decision.AnswersEntry
 	8,   // 41: claudectl.v1.UsageReport.turn:type_name -> claudectl.v1.Usage
 	8,   // 42: claudectl.v1.UsageReport.session_totals:type_name -> claudectl.v1.Usage
 	0,   // 43: claudectl.v1.StatusChange.status:type_name -> claudectl.v1.SessionStatus
 	3,   // 44: claudectl.v1.Warning.level:type_name -> claudectl.v1.CompatibilityLevel
 	5,   // 45: claudectl.v1.WatchSessionsResponse.sessions:type_name -> claudectl.v1.Session
-	40,  // 46: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	53,  // 47: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
-	139, // 48: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
-	40,  // 49: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
-	99,  // 50: claudectl.v1.ListPendingResponse.budget_holds:type_name -> claudectl.v1.BudgetHold
+	42,  // 46: claudectl.v1.WatchPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	55,  // 47: claudectl.v1.WatchPendingResponse.settled:type_name -> claudectl.v1.SettledRequest
+	141, // 48: claudectl.v1.SettledRequest.at:type_name -> google.protobuf.Timestamp
+	42,  // 49: claudectl.v1.ListPendingResponse.requests:type_name -> claudectl.v1.PermissionRequest
+	101, // 50: claudectl.v1.ListPendingResponse.budget_holds:type_name -> claudectl.v1.BudgetHold
 	1,   // 51: claudectl.v1.DecideRequest.behavior:type_name -> claudectl.v1.Behavior
-	137, // 52: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
-	44,  // 53: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
+	139, // 52: claudectl.v1.DecideRequest.answers:type_name -> claudectl.v1.DecideRequest.AnswersEntry
+	46,  // 53: claudectl.v1.DecideResponse.decision:type_name -> claudectl.v1.Decision
 	1,   // 54: claudectl.v1.Rule.behavior:type_name -> claudectl.v1.Behavior
 	2,   // 55: claudectl.v1.Rule.scope:type_name -> claudectl.v1.RuleScope
-	139, // 56: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
-	58,  // 57: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
-	58,  // 58: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
-	58,  // 59: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
-	44,  // 60: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
+	141, // 56: claudectl.v1.Rule.created_at:type_name -> google.protobuf.Timestamp
+	60,  // 57: claudectl.v1.ListRulesResponse.rules:type_name -> claudectl.v1.Rule
+	60,  // 58: claudectl.v1.AddRuleRequest.rule:type_name -> claudectl.v1.Rule
+	60,  // 59: claudectl.v1.AddRuleResponse.rule:type_name -> claudectl.v1.Rule
+	46,  // 60: claudectl.v1.ListDecisionsResponse.decisions:type_name -> claudectl.v1.Decision
 	3,   // 61: claudectl.v1.ClaudeCodeStatus.level:type_name -> claudectl.v1.CompatibilityLevel
-	70,  // 62: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
-	71,  // 63: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
-	72,  // 64: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
+	72,  // 62: claudectl.v1.ClaudeCodeStatus.reasons:type_name -> claudectl.v1.CompatibilityReason
+	73,  // 63: claudectl.v1.ClaudeCodeStatus.versions:type_name -> claudectl.v1.ClaudeCodeVersion
+	74,  // 64: claudectl.v1.ClaudeCodeStatus.degraded_sessions:type_name -> claudectl.v1.DegradedSession
 	3,   // 65: claudectl.v1.CompatibilityReason.level:type_name -> claudectl.v1.CompatibilityLevel
-	139, // 66: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
-	139, // 67: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
+	141, // 66: claudectl.v1.CompatibilityReason.first_seen:type_name -> google.protobuf.Timestamp
+	141, // 67: claudectl.v1.CompatibilityReason.last_seen:type_name -> google.protobuf.Timestamp
 	3,   // 68: claudectl.v1.ClaudeCodeVersion.level:type_name -> claudectl.v1.CompatibilityLevel
 	3,   // 69: claudectl.v1.ClaudeCodeVersion.matrix_level:type_name -> claudectl.v1.CompatibilityLevel
 	3,   // 70: claudectl.v1.DegradedSession.level:type_name -> claudectl.v1.CompatibilityLevel
-	76,  // 71: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
-	138, // 72: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
+	78,  // 71: claudectl.v1.ListWorkersResponse.workers:type_name -> claudectl.v1.Worker
+	140, // 72: claudectl.v1.Worker.labels:type_name -> claudectl.v1.Worker.LabelsEntry
 	4,   // 73: claudectl.v1.Worker.state:type_name -> claudectl.v1.WorkerState
-	139, // 74: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
-	139, // 75: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
-	139, // 76: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
-	69,  // 77: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
-	78,  // 78: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
-	76,  // 79: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
-	139, // 80: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
-	139, // 81: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
-	139, // 82: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
-	83,  // 83: claudectl.v1.CreateTokenResponse.token:type_name -> claudectl.v1.TokenInfo
-	139, // 84: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
-	139, // 85: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
-	139, // 86: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
-	139, // 87: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
-	83,  // 88: claudectl.v1.ListTokensResponse.tokens:type_name -> claudectl.v1.TokenInfo
-	83,  // 89: claudectl.v1.RevokeTokenResponse.token:type_name -> claudectl.v1.TokenInfo
-	139, // 90: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	90,  // 91: claudectl.v1.ListAuditResponse.entries:type_name -> claudectl.v1.AuditEntry
-	139, // 92: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	141, // 74: claudectl.v1.Worker.state_since:type_name -> google.protobuf.Timestamp
+	141, // 75: claudectl.v1.Worker.last_seen:type_name -> google.protobuf.Timestamp
+	141, // 76: claudectl.v1.HealthDetailsResponse.started_at:type_name -> google.protobuf.Timestamp
+	71,  // 77: claudectl.v1.HealthDetailsResponse.claude_code:type_name -> claudectl.v1.ClaudeCodeStatus
+	80,  // 78: claudectl.v1.HealthDetailsResponse.store:type_name -> claudectl.v1.StoreStatus
+	78,  // 79: claudectl.v1.HealthDetailsResponse.workers:type_name -> claudectl.v1.Worker
+	141, // 80: claudectl.v1.StoreStatus.failing_since:type_name -> google.protobuf.Timestamp
+	141, // 81: claudectl.v1.StoreStatus.last_ok:type_name -> google.protobuf.Timestamp
+	141, // 82: claudectl.v1.WhoamiResponse.expires_at:type_name -> google.protobuf.Timestamp
+	85,  // 83: claudectl.v1.CreateTokenResponse.token:type_name -> claudectl.v1.TokenInfo
+	141, // 84: claudectl.v1.TokenInfo.expires_at:type_name -> google.protobuf.Timestamp
+	141, // 85: claudectl.v1.TokenInfo.created_at:type_name -> google.protobuf.Timestamp
+	141, // 86: claudectl.v1.TokenInfo.last_used_at:type_name -> google.protobuf.Timestamp
+	141, // 87: claudectl.v1.TokenInfo.revoked_at:type_name -> google.protobuf.Timestamp
+	85,  // 88: claudectl.v1.ListTokensResponse.tokens:type_name -> claudectl.v1.TokenInfo
+	85,  // 89: claudectl.v1.RevokeTokenResponse.token:type_name -> claudectl.v1.TokenInfo
+	141, // 90: claudectl.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	92,  // 91: claudectl.v1.ListAuditResponse.entries:type_name -> claudectl.v1.AuditEntry
+	141, // 92: claudectl.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
 	6,   // 93: claudectl.v1.GetChangesResponse.worktree:type_name -> claudectl.v1.Worktree
-	93,  // 94: claudectl.v1.GetChangesResponse.files:type_name -> claudectl.v1.FileChange
-	98,  // 95: claudectl.v1.BudgetHold.cap:type_name -> claudectl.v1.BudgetCap
-	139, // 96: claudectl.v1.BudgetHold.since:type_name -> google.protobuf.Timestamp
-	98,  // 97: claudectl.v1.GetBudgetResponse.caps:type_name -> claudectl.v1.BudgetCap
-	99,  // 98: claudectl.v1.GetBudgetResponse.holds:type_name -> claudectl.v1.BudgetHold
-	139, // 99: claudectl.v1.GetBudgetResponse.day_start:type_name -> google.protobuf.Timestamp
-	98,  // 100: claudectl.v1.RaiseBudgetResponse.cap:type_name -> claudectl.v1.BudgetCap
-	106, // 101: claudectl.v1.SearchResponse.hits:type_name -> claudectl.v1.SearchHit
-	139, // 102: claudectl.v1.SearchHit.time:type_name -> google.protobuf.Timestamp
-	107, // 103: claudectl.v1.SearchHit.snippet:type_name -> claudectl.v1.SnippetPart
-	110, // 104: claudectl.v1.ActivityResponse.cost_by_cwd:type_name -> claudectl.v1.ActivitySeries
-	110, // 105: claudectl.v1.ActivityResponse.cost_by_model:type_name -> claudectl.v1.ActivitySeries
-	110, // 106: claudectl.v1.ActivityResponse.turns:type_name -> claudectl.v1.ActivitySeries
-	110, // 107: claudectl.v1.ActivityResponse.tokens:type_name -> claudectl.v1.ActivitySeries
-	110, // 108: claudectl.v1.ActivityResponse.sessions_by_status:type_name -> claudectl.v1.ActivitySeries
-	139, // 109: claudectl.v1.PushSubscription.created_at:type_name -> google.protobuf.Timestamp
-	139, // 110: claudectl.v1.PushSubscription.last_push_at:type_name -> google.protobuf.Timestamp
-	113, // 111: claudectl.v1.AddPushSubscriptionResponse.subscription:type_name -> claudectl.v1.PushSubscription
-	113, // 112: claudectl.v1.ListPushSubscriptionsResponse.subscriptions:type_name -> claudectl.v1.PushSubscription
-	113, // 113: claudectl.v1.UpdatePushSubscriptionResponse.subscription:type_name -> claudectl.v1.PushSubscription
-	124, // 114: claudectl.v1.ListDeliveriesResponse.deliveries:type_name -> claudectl.v1.Delivery
-	139, // 115: claudectl.v1.Delivery.at:type_name -> google.protobuf.Timestamp
-	124, // 116: claudectl.v1.TestWebhooksResponse.deliveries:type_name -> claudectl.v1.Delivery
+	95,  // 94: claudectl.v1.GetChangesResponse.files:type_name -> claudectl.v1.FileChange
+	100, // 95: claudectl.v1.BudgetHold.cap:type_name -> claudectl.v1.BudgetCap
+	141, // 96: claudectl.v1.BudgetHold.since:type_name -> google.protobuf.Timestamp
+	100, // 97: claudectl.v1.GetBudgetResponse.caps:type_name -> claudectl.v1.BudgetCap
+	101, // 98: claudectl.v1.GetBudgetResponse.holds:type_name -> claudectl.v1.BudgetHold
+	141, // 99: claudectl.v1.GetBudgetResponse.day_start:type_name -> google.protobuf.Timestamp
+	100, // 100: claudectl.v1.RaiseBudgetResponse.cap:type_name -> claudectl.v1.BudgetCap
+	108, // 101: claudectl.v1.SearchResponse.hits:type_name -> claudectl.v1.SearchHit
+	141, // 102: claudectl.v1.SearchHit.time:type_name -> google.protobuf.Timestamp
+	109, // 103: claudectl.v1.SearchHit.snippet:type_name -> claudectl.v1.SnippetPart
+	112, // 104: claudectl.v1.ActivityResponse.cost_by_cwd:type_name -> claudectl.v1.ActivitySeries
+	112, // 105: claudectl.v1.ActivityResponse.cost_by_model:type_name -> claudectl.v1.ActivitySeries
+	112, // 106: claudectl.v1.ActivityResponse.turns:type_name -> claudectl.v1.ActivitySeries
+	112, // 107: claudectl.v1.ActivityResponse.tokens:type_name -> claudectl.v1.ActivitySeries
+	112, // 108: claudectl.v1.ActivityResponse.sessions_by_status:type_name -> claudectl.v1.ActivitySeries
+	141, // 109: claudectl.v1.PushSubscription.created_at:type_name -> google.protobuf.Timestamp
+	141, // 110: claudectl.v1.PushSubscription.last_push_at:type_name -> google.protobuf.Timestamp
+	115, // 111: claudectl.v1.AddPushSubscriptionResponse.subscription:type_name -> claudectl.v1.PushSubscription
+	115, // 112: claudectl.v1.ListPushSubscriptionsResponse.subscriptions:type_name -> claudectl.v1.PushSubscription
+	115, // 113: claudectl.v1.UpdatePushSubscriptionResponse.subscription:type_name -> claudectl.v1.PushSubscription
+	126, // 114: claudectl.v1.ListDeliveriesResponse.deliveries:type_name -> claudectl.v1.Delivery
+	141, // 115: claudectl.v1.Delivery.at:type_name -> google.protobuf.Timestamp
+	126, // 116: claudectl.v1.TestWebhooksResponse.deliveries:type_name -> claudectl.v1.Delivery
 	1,   // 117: claudectl.v1.AskTerminalResponse.behavior:type_name -> claudectl.v1.Behavior
-	133, // 118: claudectl.v1.GetTerminalTranscriptResponse.entries:type_name -> claudectl.v1.TranscriptEntry
-	139, // 119: claudectl.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
+	135, // 118: claudectl.v1.GetTerminalTranscriptResponse.entries:type_name -> claudectl.v1.TranscriptEntry
+	141, // 119: claudectl.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
 	9,   // 120: claudectl.v1.Usage.ByModelEntry.value:type_name -> claudectl.v1.ModelUsage
 	11,  // 121: claudectl.v1.SessionService.CreateSession:input_type -> claudectl.v1.CreateSessionRequest
 	13,  // 122: claudectl.v1.SessionService.ListSessions:input_type -> claudectl.v1.ListSessionsRequest
 	15,  // 123: claudectl.v1.SessionService.GetSession:input_type -> claudectl.v1.GetSessionRequest
 	17,  // 124: claudectl.v1.SessionService.Send:input_type -> claudectl.v1.SendRequest
-	19,  // 125: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
-	21,  // 126: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
-	23,  // 127: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
-	25,  // 128: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
-	27,  // 129: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
-	29,  // 130: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
-	31,  // 131: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
-	49,  // 132: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
-	104, // 133: claudectl.v1.SessionService.Search:input_type -> claudectl.v1.SearchRequest
-	108, // 134: claudectl.v1.SessionService.Activity:input_type -> claudectl.v1.ActivityRequest
-	91,  // 135: claudectl.v1.SessionService.GetChanges:input_type -> claudectl.v1.GetChangesRequest
-	94,  // 136: claudectl.v1.SessionService.MergeChanges:input_type -> claudectl.v1.MergeChangesRequest
-	96,  // 137: claudectl.v1.SessionService.DiscardWorktree:input_type -> claudectl.v1.DiscardWorktreeRequest
-	100, // 138: claudectl.v1.BudgetService.GetBudget:input_type -> claudectl.v1.GetBudgetRequest
-	102, // 139: claudectl.v1.BudgetService.RaiseBudget:input_type -> claudectl.v1.RaiseBudgetRequest
-	54,  // 140: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
-	51,  // 141: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
-	56,  // 142: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
-	59,  // 143: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
-	61,  // 144: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
-	63,  // 145: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
-	65,  // 146: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
-	74,  // 147: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
-	79,  // 148: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
-	81,  // 149: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
-	84,  // 150: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
-	86,  // 151: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
-	88,  // 152: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
-	111, // 153: claudectl.v1.NotifyService.GetPushConfig:input_type -> claudectl.v1.GetPushConfigRequest
-	114, // 154: claudectl.v1.NotifyService.AddPushSubscription:input_type -> claudectl.v1.AddPushSubscriptionRequest
-	116, // 155: claudectl.v1.NotifyService.ListPushSubscriptions:input_type -> claudectl.v1.ListPushSubscriptionsRequest
-	118, // 156: claudectl.v1.NotifyService.UpdatePushSubscription:input_type -> claudectl.v1.UpdatePushSubscriptionRequest
-	120, // 157: claudectl.v1.NotifyService.RemovePushSubscription:input_type -> claudectl.v1.RemovePushSubscriptionRequest
-	122, // 158: claudectl.v1.NotifyService.ListDeliveries:input_type -> claudectl.v1.ListDeliveriesRequest
-	125, // 159: claudectl.v1.NotifyService.TestWebhooks:input_type -> claudectl.v1.TestWebhooksRequest
-	127, // 160: claudectl.v1.TerminalService.AskTerminal:input_type -> claudectl.v1.AskTerminalRequest
-	129, // 161: claudectl.v1.TerminalService.ReportTerminal:input_type -> claudectl.v1.ReportTerminalRequest
-	131, // 162: claudectl.v1.TerminalService.GetTerminalTranscript:input_type -> claudectl.v1.GetTerminalTranscriptRequest
-	67,  // 163: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
-	73,  // 164: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
-	12,  // 165: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
-	14,  // 166: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
-	16,  // 167: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
-	18,  // 168: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
-	20,  // 169: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
-	22,  // 170: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
-	24,  // 171: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
-	26,  // 172: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
-	28,  // 173: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
-	30,  // 174: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
-	32,  // 175: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
-	50,  // 176: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
-	105, // 177: claudectl.v1.SessionService.Search:output_type -> claudectl.v1.SearchResponse
-	109, // 178: claudectl.v1.SessionService.Activity:output_type -> claudectl.v1.ActivityResponse
-	92,  // 179: claudectl.v1.SessionService.GetChanges:output_type -> claudectl.v1.GetChangesResponse
-	95,  // 180: claudectl.v1.SessionService.MergeChanges:output_type -> claudectl.v1.MergeChangesResponse
-	97,  // 181: claudectl.v1.SessionService.DiscardWorktree:output_type -> claudectl.v1.DiscardWorktreeResponse
-	101, // 182: claudectl.v1.BudgetService.GetBudget:output_type -> claudectl.v1.GetBudgetResponse
-	103, // 183: claudectl.v1.BudgetService.RaiseBudget:output_type -> claudectl.v1.RaiseBudgetResponse
-	55,  // 184: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
-	52,  // 185: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
-	57,  // 186: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
-	60,  // 187: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
-	62,  // 188: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
-	64,  // 189: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
-	66,  // 190: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
-	75,  // 191: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
-	80,  // 192: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
-	82,  // 193: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
-	85,  // 194: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
-	87,  // 195: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
-	89,  // 196: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
-	112, // 197: claudectl.v1.NotifyService.GetPushConfig:output_type -> claudectl.v1.GetPushConfigResponse
-	115, // 198: claudectl.v1.NotifyService.AddPushSubscription:output_type -> claudectl.v1.AddPushSubscriptionResponse
-	117, // 199: claudectl.v1.NotifyService.ListPushSubscriptions:output_type -> claudectl.v1.ListPushSubscriptionsResponse
-	119, // 200: claudectl.v1.NotifyService.UpdatePushSubscription:output_type -> claudectl.v1.UpdatePushSubscriptionResponse
-	121, // 201: claudectl.v1.NotifyService.RemovePushSubscription:output_type -> claudectl.v1.RemovePushSubscriptionResponse
-	123, // 202: claudectl.v1.NotifyService.ListDeliveries:output_type -> claudectl.v1.ListDeliveriesResponse
-	126, // 203: claudectl.v1.NotifyService.TestWebhooks:output_type -> claudectl.v1.TestWebhooksResponse
-	128, // 204: claudectl.v1.TerminalService.AskTerminal:output_type -> claudectl.v1.AskTerminalResponse
-	130, // 205: claudectl.v1.TerminalService.ReportTerminal:output_type -> claudectl.v1.ReportTerminalResponse
-	132, // 206: claudectl.v1.TerminalService.GetTerminalTranscript:output_type -> claudectl.v1.GetTerminalTranscriptResponse
-	68,  // 207: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
-	77,  // 208: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
-	165, // [165:209] is the sub-list for method output_type
-	121, // [121:165] is the sub-list for method input_type
+	19,  // 125: claudectl.v1.SessionService.Typing:input_type -> claudectl.v1.TypingRequest
+	21,  // 126: claudectl.v1.SessionService.Interrupt:input_type -> claudectl.v1.InterruptRequest
+	23,  // 127: claudectl.v1.SessionService.SetModel:input_type -> claudectl.v1.SetModelRequest
+	25,  // 128: claudectl.v1.SessionService.SetPermissionMode:input_type -> claudectl.v1.SetPermissionModeRequest
+	27,  // 129: claudectl.v1.SessionService.CloseSession:input_type -> claudectl.v1.CloseSessionRequest
+	29,  // 130: claudectl.v1.SessionService.ResumeSession:input_type -> claudectl.v1.ResumeSessionRequest
+	31,  // 131: claudectl.v1.SessionService.ForkSession:input_type -> claudectl.v1.ForkSessionRequest
+	33,  // 132: claudectl.v1.SessionService.Subscribe:input_type -> claudectl.v1.SubscribeRequest
+	51,  // 133: claudectl.v1.SessionService.WatchSessions:input_type -> claudectl.v1.WatchSessionsRequest
+	106, // 134: claudectl.v1.SessionService.Search:input_type -> claudectl.v1.SearchRequest
+	110, // 135: claudectl.v1.SessionService.Activity:input_type -> claudectl.v1.ActivityRequest
+	93,  // 136: claudectl.v1.SessionService.GetChanges:input_type -> claudectl.v1.GetChangesRequest
+	96,  // 137: claudectl.v1.SessionService.MergeChanges:input_type -> claudectl.v1.MergeChangesRequest
+	98,  // 138: claudectl.v1.SessionService.DiscardWorktree:input_type -> claudectl.v1.DiscardWorktreeRequest
+	102, // 139: claudectl.v1.BudgetService.GetBudget:input_type -> claudectl.v1.GetBudgetRequest
+	104, // 140: claudectl.v1.BudgetService.RaiseBudget:input_type -> claudectl.v1.RaiseBudgetRequest
+	56,  // 141: claudectl.v1.PermissionService.ListPending:input_type -> claudectl.v1.ListPendingRequest
+	53,  // 142: claudectl.v1.PermissionService.WatchPending:input_type -> claudectl.v1.WatchPendingRequest
+	58,  // 143: claudectl.v1.PermissionService.Decide:input_type -> claudectl.v1.DecideRequest
+	61,  // 144: claudectl.v1.PermissionService.ListRules:input_type -> claudectl.v1.ListRulesRequest
+	63,  // 145: claudectl.v1.PermissionService.AddRule:input_type -> claudectl.v1.AddRuleRequest
+	65,  // 146: claudectl.v1.PermissionService.RemoveRule:input_type -> claudectl.v1.RemoveRuleRequest
+	67,  // 147: claudectl.v1.PermissionService.ListDecisions:input_type -> claudectl.v1.ListDecisionsRequest
+	76,  // 148: claudectl.v1.WorkerService.ListWorkers:input_type -> claudectl.v1.ListWorkersRequest
+	81,  // 149: claudectl.v1.AuthService.Whoami:input_type -> claudectl.v1.WhoamiRequest
+	83,  // 150: claudectl.v1.AuthService.CreateToken:input_type -> claudectl.v1.CreateTokenRequest
+	86,  // 151: claudectl.v1.AuthService.ListTokens:input_type -> claudectl.v1.ListTokensRequest
+	88,  // 152: claudectl.v1.AuthService.RevokeToken:input_type -> claudectl.v1.RevokeTokenRequest
+	90,  // 153: claudectl.v1.AuthService.ListAudit:input_type -> claudectl.v1.ListAuditRequest
+	113, // 154: claudectl.v1.NotifyService.GetPushConfig:input_type -> claudectl.v1.GetPushConfigRequest
+	116, // 155: claudectl.v1.NotifyService.AddPushSubscription:input_type -> claudectl.v1.AddPushSubscriptionRequest
+	118, // 156: claudectl.v1.NotifyService.ListPushSubscriptions:input_type -> claudectl.v1.ListPushSubscriptionsRequest
+	120, // 157: claudectl.v1.NotifyService.UpdatePushSubscription:input_type -> claudectl.v1.UpdatePushSubscriptionRequest
+	122, // 158: claudectl.v1.NotifyService.RemovePushSubscription:input_type -> claudectl.v1.RemovePushSubscriptionRequest
+	124, // 159: claudectl.v1.NotifyService.ListDeliveries:input_type -> claudectl.v1.ListDeliveriesRequest
+	127, // 160: claudectl.v1.NotifyService.TestWebhooks:input_type -> claudectl.v1.TestWebhooksRequest
+	129, // 161: claudectl.v1.TerminalService.AskTerminal:input_type -> claudectl.v1.AskTerminalRequest
+	131, // 162: claudectl.v1.TerminalService.ReportTerminal:input_type -> claudectl.v1.ReportTerminalRequest
+	133, // 163: claudectl.v1.TerminalService.GetTerminalTranscript:input_type -> claudectl.v1.GetTerminalTranscriptRequest
+	69,  // 164: claudectl.v1.HealthService.Health:input_type -> claudectl.v1.HealthRequest
+	75,  // 165: claudectl.v1.HealthService.HealthDetails:input_type -> claudectl.v1.HealthDetailsRequest
+	12,  // 166: claudectl.v1.SessionService.CreateSession:output_type -> claudectl.v1.CreateSessionResponse
+	14,  // 167: claudectl.v1.SessionService.ListSessions:output_type -> claudectl.v1.ListSessionsResponse
+	16,  // 168: claudectl.v1.SessionService.GetSession:output_type -> claudectl.v1.GetSessionResponse
+	18,  // 169: claudectl.v1.SessionService.Send:output_type -> claudectl.v1.SendResponse
+	20,  // 170: claudectl.v1.SessionService.Typing:output_type -> claudectl.v1.TypingResponse
+	22,  // 171: claudectl.v1.SessionService.Interrupt:output_type -> claudectl.v1.InterruptResponse
+	24,  // 172: claudectl.v1.SessionService.SetModel:output_type -> claudectl.v1.SetModelResponse
+	26,  // 173: claudectl.v1.SessionService.SetPermissionMode:output_type -> claudectl.v1.SetPermissionModeResponse
+	28,  // 174: claudectl.v1.SessionService.CloseSession:output_type -> claudectl.v1.CloseSessionResponse
+	30,  // 175: claudectl.v1.SessionService.ResumeSession:output_type -> claudectl.v1.ResumeSessionResponse
+	32,  // 176: claudectl.v1.SessionService.ForkSession:output_type -> claudectl.v1.ForkSessionResponse
+	34,  // 177: claudectl.v1.SessionService.Subscribe:output_type -> claudectl.v1.SubscribeResponse
+	52,  // 178: claudectl.v1.SessionService.WatchSessions:output_type -> claudectl.v1.WatchSessionsResponse
+	107, // 179: claudectl.v1.SessionService.Search:output_type -> claudectl.v1.SearchResponse
+	111, // 180: claudectl.v1.SessionService.Activity:output_type -> claudectl.v1.ActivityResponse
+	94,  // 181: claudectl.v1.SessionService.GetChanges:output_type -> claudectl.v1.GetChangesResponse
+	97,  // 182: claudectl.v1.SessionService.MergeChanges:output_type -> claudectl.v1.MergeChangesResponse
+	99,  // 183: claudectl.v1.SessionService.DiscardWorktree:output_type -> claudectl.v1.DiscardWorktreeResponse
+	103, // 184: claudectl.v1.BudgetService.GetBudget:output_type -> claudectl.v1.GetBudgetResponse
+	105, // 185: claudectl.v1.BudgetService.RaiseBudget:output_type -> claudectl.v1.RaiseBudgetResponse
+	57,  // 186: claudectl.v1.PermissionService.ListPending:output_type -> claudectl.v1.ListPendingResponse
+	54,  // 187: claudectl.v1.PermissionService.WatchPending:output_type -> claudectl.v1.WatchPendingResponse
+	59,  // 188: claudectl.v1.PermissionService.Decide:output_type -> claudectl.v1.DecideResponse
+	62,  // 189: claudectl.v1.PermissionService.ListRules:output_type -> claudectl.v1.ListRulesResponse
+	64,  // 190: claudectl.v1.PermissionService.AddRule:output_type -> claudectl.v1.AddRuleResponse
+	66,  // 191: claudectl.v1.PermissionService.RemoveRule:output_type -> claudectl.v1.RemoveRuleResponse
+	68,  // 192: claudectl.v1.PermissionService.ListDecisions:output_type -> claudectl.v1.ListDecisionsResponse
+	77,  // 193: claudectl.v1.WorkerService.ListWorkers:output_type -> claudectl.v1.ListWorkersResponse
+	82,  // 194: claudectl.v1.AuthService.Whoami:output_type -> claudectl.v1.WhoamiResponse
+	84,  // 195: claudectl.v1.AuthService.CreateToken:output_type -> claudectl.v1.CreateTokenResponse
+	87,  // 196: claudectl.v1.AuthService.ListTokens:output_type -> claudectl.v1.ListTokensResponse
+	89,  // 197: claudectl.v1.AuthService.RevokeToken:output_type -> claudectl.v1.RevokeTokenResponse
+	91,  // 198: claudectl.v1.AuthService.ListAudit:output_type -> claudectl.v1.ListAuditResponse
+	114, // 199: claudectl.v1.NotifyService.GetPushConfig:output_type -> claudectl.v1.GetPushConfigResponse
+	117, // 200: claudectl.v1.NotifyService.AddPushSubscription:output_type -> claudectl.v1.AddPushSubscriptionResponse
+	119, // 201: claudectl.v1.NotifyService.ListPushSubscriptions:output_type -> claudectl.v1.ListPushSubscriptionsResponse
+	121, // 202: claudectl.v1.NotifyService.UpdatePushSubscription:output_type -> claudectl.v1.UpdatePushSubscriptionResponse
+	123, // 203: claudectl.v1.NotifyService.RemovePushSubscription:output_type -> claudectl.v1.RemovePushSubscriptionResponse
+	125, // 204: claudectl.v1.NotifyService.ListDeliveries:output_type -> claudectl.v1.ListDeliveriesResponse
+	128, // 205: claudectl.v1.NotifyService.TestWebhooks:output_type -> claudectl.v1.TestWebhooksResponse
+	130, // 206: claudectl.v1.TerminalService.AskTerminal:output_type -> claudectl.v1.AskTerminalResponse
+	132, // 207: claudectl.v1.TerminalService.ReportTerminal:output_type -> claudectl.v1.ReportTerminalResponse
+	134, // 208: claudectl.v1.TerminalService.GetTerminalTranscript:output_type -> claudectl.v1.GetTerminalTranscriptResponse
+	70,  // 209: claudectl.v1.HealthService.Health:output_type -> claudectl.v1.HealthResponse
+	79,  // 210: claudectl.v1.HealthService.HealthDetails:output_type -> claudectl.v1.HealthDetailsResponse
+	166, // [166:211] is the sub-list for method output_type
+	121, // [121:166] is the sub-list for method input_type
 	121, // [121:121] is the sub-list for extension type_name
 	121, // [121:121] is the sub-list for extension extendee
 	0,   // [0:121] is the sub-list for field type_name
@@ -9901,7 +10000,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 	if File_claudectl_v1_claudectl_proto != nil {
 		return
 	}
-	file_claudectl_v1_claudectl_proto_msgTypes[28].OneofWrappers = []any{
+	file_claudectl_v1_claudectl_proto_msgTypes[30].OneofWrappers = []any{
 		(*Event_TextDelta)(nil),
 		(*Event_Message)(nil),
 		(*Event_ToolUse)(nil),
@@ -9921,7 +10020,7 @@ func file_claudectl_v1_claudectl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_claudectl_v1_claudectl_proto_rawDesc), len(file_claudectl_v1_claudectl_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   134,
+			NumMessages:   136,
 			NumExtensions: 0,
 			NumServices:   8,
 		},

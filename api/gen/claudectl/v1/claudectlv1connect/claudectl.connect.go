@@ -63,6 +63,8 @@ const (
 	SessionServiceGetSessionProcedure = "/claudectl.v1.SessionService/GetSession"
 	// SessionServiceSendProcedure is the fully-qualified name of the SessionService's Send RPC.
 	SessionServiceSendProcedure = "/claudectl.v1.SessionService/Send"
+	// SessionServiceTypingProcedure is the fully-qualified name of the SessionService's Typing RPC.
+	SessionServiceTypingProcedure = "/claudectl.v1.SessionService/Typing"
 	// SessionServiceInterruptProcedure is the fully-qualified name of the SessionService's Interrupt
 	// RPC.
 	SessionServiceInterruptProcedure = "/claudectl.v1.SessionService/Interrupt"
@@ -182,6 +184,16 @@ type SessionServiceClient interface {
 	GetSession(context.Context, *connect.Request[v1.GetSessionRequest]) (*connect.Response[v1.GetSessionResponse], error)
 	// Send writes a user message (a new turn, or queued behind the running one).
 	Send(context.Context, *connect.Request[v1.SendRequest]) (*connect.Response[v1.SendResponse], error)
+	// Typing says that someone is about to write to the session: the web
+	// page sends it on the first keystroke in its composer (again at most
+	// every few seconds while typing goes on), claudectl attach on the first
+	// byte typed. A suspended session is resumed then (its CLI started with
+	// --resume and initialized), so that the prompt that follows finds it
+	// running; one that no prompt follows is suspended again after
+	// sessions.idle_timeout. Cheap and idempotent: a running session, or one
+	// that no prompt would resume (closed, failed, held by a spend cap, on
+	// another daemon), is left as it is.
+	Typing(context.Context, *connect.Request[v1.TypingRequest]) (*connect.Response[v1.TypingResponse], error)
 	// Interrupt stops the running turn; the session stays usable.
 	Interrupt(context.Context, *connect.Request[v1.InterruptRequest]) (*connect.Response[v1.InterruptResponse], error)
 	SetModel(context.Context, *connect.Request[v1.SetModelRequest]) (*connect.Response[v1.SetModelResponse], error)
@@ -256,6 +268,12 @@ func NewSessionServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+SessionServiceSendProcedure,
 			connect.WithSchema(sessionServiceMethods.ByName("Send")),
+			connect.WithClientOptions(opts...),
+		),
+		typing: connect.NewClient[v1.TypingRequest, v1.TypingResponse](
+			httpClient,
+			baseURL+SessionServiceTypingProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("Typing")),
 			connect.WithClientOptions(opts...),
 		),
 		interrupt: connect.NewClient[v1.InterruptRequest, v1.InterruptResponse](
@@ -345,6 +363,7 @@ type sessionServiceClient struct {
 	listSessions      *connect.Client[v1.ListSessionsRequest, v1.ListSessionsResponse]
 	getSession        *connect.Client[v1.GetSessionRequest, v1.GetSessionResponse]
 	send              *connect.Client[v1.SendRequest, v1.SendResponse]
+	typing            *connect.Client[v1.TypingRequest, v1.TypingResponse]
 	interrupt         *connect.Client[v1.InterruptRequest, v1.InterruptResponse]
 	setModel          *connect.Client[v1.SetModelRequest, v1.SetModelResponse]
 	setPermissionMode *connect.Client[v1.SetPermissionModeRequest, v1.SetPermissionModeResponse]
@@ -378,6 +397,11 @@ func (c *sessionServiceClient) GetSession(ctx context.Context, req *connect.Requ
 // Send calls claudectl.v1.SessionService.Send.
 func (c *sessionServiceClient) Send(ctx context.Context, req *connect.Request[v1.SendRequest]) (*connect.Response[v1.SendResponse], error) {
 	return c.send.CallUnary(ctx, req)
+}
+
+// Typing calls claudectl.v1.SessionService.Typing.
+func (c *sessionServiceClient) Typing(ctx context.Context, req *connect.Request[v1.TypingRequest]) (*connect.Response[v1.TypingResponse], error) {
+	return c.typing.CallUnary(ctx, req)
 }
 
 // Interrupt calls claudectl.v1.SessionService.Interrupt.
@@ -452,6 +476,16 @@ type SessionServiceHandler interface {
 	GetSession(context.Context, *connect.Request[v1.GetSessionRequest]) (*connect.Response[v1.GetSessionResponse], error)
 	// Send writes a user message (a new turn, or queued behind the running one).
 	Send(context.Context, *connect.Request[v1.SendRequest]) (*connect.Response[v1.SendResponse], error)
+	// Typing says that someone is about to write to the session: the web
+	// page sends it on the first keystroke in its composer (again at most
+	// every few seconds while typing goes on), claudectl attach on the first
+	// byte typed. A suspended session is resumed then (its CLI started with
+	// --resume and initialized), so that the prompt that follows finds it
+	// running; one that no prompt follows is suspended again after
+	// sessions.idle_timeout. Cheap and idempotent: a running session, or one
+	// that no prompt would resume (closed, failed, held by a spend cap, on
+	// another daemon), is left as it is.
+	Typing(context.Context, *connect.Request[v1.TypingRequest]) (*connect.Response[v1.TypingResponse], error)
 	// Interrupt stops the running turn; the session stays usable.
 	Interrupt(context.Context, *connect.Request[v1.InterruptRequest]) (*connect.Response[v1.InterruptResponse], error)
 	SetModel(context.Context, *connect.Request[v1.SetModelRequest]) (*connect.Response[v1.SetModelResponse], error)
@@ -522,6 +556,12 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 		SessionServiceSendProcedure,
 		svc.Send,
 		connect.WithSchema(sessionServiceMethods.ByName("Send")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceTypingHandler := connect.NewUnaryHandler(
+		SessionServiceTypingProcedure,
+		svc.Typing,
+		connect.WithSchema(sessionServiceMethods.ByName("Typing")),
 		connect.WithHandlerOptions(opts...),
 	)
 	sessionServiceInterruptHandler := connect.NewUnaryHandler(
@@ -612,6 +652,8 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 			sessionServiceGetSessionHandler.ServeHTTP(w, r)
 		case SessionServiceSendProcedure:
 			sessionServiceSendHandler.ServeHTTP(w, r)
+		case SessionServiceTypingProcedure:
+			sessionServiceTypingHandler.ServeHTTP(w, r)
 		case SessionServiceInterruptProcedure:
 			sessionServiceInterruptHandler.ServeHTTP(w, r)
 		case SessionServiceSetModelProcedure:
@@ -661,6 +703,10 @@ func (UnimplementedSessionServiceHandler) GetSession(context.Context, *connect.R
 
 func (UnimplementedSessionServiceHandler) Send(context.Context, *connect.Request[v1.SendRequest]) (*connect.Response[v1.SendResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.Send is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) Typing(context.Context, *connect.Request[v1.TypingRequest]) (*connect.Response[v1.TypingResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("claudectl.v1.SessionService.Typing is not implemented"))
 }
 
 func (UnimplementedSessionServiceHandler) Interrupt(context.Context, *connect.Request[v1.InterruptRequest]) (*connect.Response[v1.InterruptResponse], error) {
