@@ -5,7 +5,7 @@ import {
 } from "./gen/claudectl/v1/claudectl_pb";
 import {
   Log, activityCSV, buildConversation, can, diffLines, fieldOf, filterSessions, foldLines, heldSessions, itemAt, mergeInbox, mergeSessions,
-  parseDollars, parseRoute, patchLines, questionOptions, requestTarget, routingText, sessionTitle, shortID, statusName, tokenFromHash, toolDiff,
+  parseDollars, parseRoute, patchLines, questionOptions, requestTarget, routingText, sessionTitle, shortID, statusName, tokenFromHash, toolDiff, typingSignal,
 } from "./logic";
 
 const enc = new TextEncoder();
@@ -271,5 +271,18 @@ describe("routing on a card", () => {
       routing: create(RoutingSchema, { route: "r", asked: ["alice", "carol"], approvalsNeeded: 2, escalated: true, escalateTo: ["carol"], escalatesAt: at(1) }),
     });
     expect(routingText(r, time)).toBe("route r · asks alice, carol (escalated) · 0 of 2 allowed");
+  });
+});
+
+describe("typing signal", () => {
+  test("sends on the first keystroke, then at most every interval", () => {
+    let t = 1000, sent = 0;
+    const key = typingSignal(() => sent++, 5000, () => t);
+    key();
+    expect(sent).toBe(1);
+    t += 100; key(); t += 4000; key();
+    expect(sent).toBe(1);
+    t += 1000; key();
+    expect(sent).toBe(2);
   });
 });

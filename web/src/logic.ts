@@ -488,3 +488,17 @@ export function routingText(r: PermissionRequest, time = (ms: number) => new Dat
   if (rt.onExpiry && r.expiresAt) parts.push("denied at " + time(ts(r.expiresAt)) + ": " + rt.onExpiry);
   return parts.join(" · ");
 }
+
+// typingSignal returns what to call on every keystroke in a composer: it
+// calls send on the first, then at most once every intervalMs while typing
+// goes on. The daemon resumes a suspended session when someone starts
+// typing into it (Typing), so that the prompt finds its CLI started.
+export function typingSignal(send: () => void, intervalMs = 5000, now: () => number = Date.now): () => void {
+  let last = -Infinity;
+  return () => {
+    const t = now();
+    if (t - last < intervalMs) return;
+    last = t;
+    send();
+  };
+}

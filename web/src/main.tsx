@@ -10,7 +10,7 @@ import { auth, budgets, clientName, csrfCookie, getToken, permissions, sessions,
 import {
   Log, buildConversation, can, decisionWords, fieldOf, filterSessions, foldLines, heldSessions, itemAt, mergeInbox, mergeSessions, parseDollars,
   parseRoute, patchLines, questionOptions, requestTarget, routingText, sessionHref, sessionTitle, shortID, statusName, statusNames,
-  tokenFromHash, toolDiff, ts, type Inbox, type Item, type Settled,
+  tokenFromHash, toolDiff, ts, typingSignal, type Inbox, type Item, type Settled,
 } from "./logic";
 import { highlight, languageOf, renderMarkdown } from "./markdown";
 import { PushSettings } from "./push";
@@ -773,6 +773,9 @@ function Controls(props: { id: string; session?: Session }) {
   const [text, setText] = useState("");
   const [err, setErr] = useState("");
   const s = props.session;
+  // Typing into a suspended session resumes it while the person writes
+  // (the daemon's Typing): the first keystroke, then every 5 s at most.
+  const typing = useMemo(() => typingSignal(() => { sessions.typing({ sessionId: props.id }).catch(() => {}); }), [props.id]);
   const run = async (f: () => Promise<unknown>) => {
     setErr("");
     try {
@@ -794,7 +797,7 @@ function Controls(props: { id: string; session?: Session }) {
   return (
     <div class="controls" data-testid="controls">
       <form onSubmit={send} class="send">
-        <textarea aria-label="message" rows={1} value={text} placeholder="Send the next message…" onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+        <textarea aria-label="message" rows={1} value={text} placeholder="Send the next message…" onInput={(e) => { const v = (e.target as HTMLTextAreaElement).value; setText(v); if (v) typing(); }}
           onKeyDown={(e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send(e); }} />
         <button type="submit">Send</button>
         <button type="button" onClick={() => run(() => sessions.interrupt({ sessionId: props.id, client: clientName }))}>Interrupt</button>
