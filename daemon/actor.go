@@ -77,6 +77,10 @@ type actor struct {
 	launching atomic.Bool
 	live      atomic.Bool // its CLI runs
 	released  sync.Once
+	// wantSpare asks, once, for a spare CLI with the session's options
+	// (pool.go): when its first turn ends, so that the spare's start
+	// (a second of CPU) does not slow that turn down.
+	wantSpare sync.Once
 	// storeFailed is set when an event of the session could not be stored:
 	// the session is being stopped (storefail.go).
 	storeFailed atomic.Bool
@@ -947,6 +951,9 @@ func (a *actor) turnEnded() {
 	if a.inflight.Add(-1) <= 0 {
 		a.inflight.Store(0)
 		a.becameIdle()
+		if a.launch.new {
+			a.wantSpare.Do(func() { a.d.wantSpare(a.opts) })
+		}
 	}
 }
 

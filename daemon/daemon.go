@@ -373,8 +373,10 @@ func (d *Daemon) Create(ctx context.Context, o *SessionOptions, prompt string) (
 	}
 	d.log.Info("session created", "session", s.ID, "cwd", s.Cwd, "model", s.Model, "worker", cmp.Or(s.Worker, "local"))
 	created, err := d.launch(ctx, s, o, launch{new: true}, prompt)
-	if err == nil {
-		d.wantSpare(o) // the next session like this one takes a spare (pool.go)
+	if err == nil && prompt == "" {
+		// The next session like this one takes a spare (pool.go); with a
+		// prompt, once its turn has ended (actor.turnEnded).
+		d.wantSpare(o)
 	}
 	return created, err
 }

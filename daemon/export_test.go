@@ -1,5 +1,10 @@
 package daemon
 
+import (
+	"context"
+	"time"
+)
+
 // InterruptForTest ends session id's CLI as a daemon shutdown does
 // (status interrupted, resumable by the next prompt) while the daemon goes
 // on: the path an idle suspension takes. It waits for the end.
@@ -65,4 +70,31 @@ func SparesForTest(d *Daemon) int {
 	d.pool.mu.Lock()
 	defer d.pool.mu.Unlock()
 	return len(d.pool.spares)
+}
+
+// InitializedForTest waits until session id has a CLI that has answered
+// its initialize request.
+func InitializedForTest(ctx context.Context, d *Daemon, id string) error {
+	for {
+		d.mu.Lock()
+		a := d.actors[id]
+		d.mu.Unlock()
+		if a != nil {
+			select {
+			case <-a.ready:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if a.sess == nil {
+				return ErrNotRunning
+			}
+			_, err := a.sess.Initialize(ctx)
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

@@ -93,7 +93,7 @@ func TestSpareCLITakenByMatchingSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, d, ctx, a.ID, store.StatusIdle)
-	pids := waitSpares(t, td, 1)
+	first := waitSpares(t, td, 1)[0]
 
 	b, err := d.Create(ctx, &daemon.SessionOptions{Cwd: dir, AllowedTools: []string{"Read"}}, "second prompt")
 	if err != nil {
@@ -131,7 +131,9 @@ func TestSpareCLITakenByMatchingSession(t *testing.T) {
 
 	// The pool starts another for the options just used; other options
 	// take none.
-	pids = waitSpares(t, td, 1)
+	if again := waitSpares(t, td, 1)[0]; again == first {
+		t.Errorf("the spare taken (pid %d) is still in the pool", first)
+	}
 	c, err := d.Create(ctx, &daemon.SessionOptions{Cwd: dir}, "third prompt")
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +142,7 @@ func TestSpareCLITakenByMatchingSession(t *testing.T) {
 	if _, taken := d.Spares(); taken != 1 {
 		t.Errorf("a session with other options took a spare (%d taken)", taken)
 	}
-	pids = waitSpares(t, td, 2) // one for each option set
+	pids := waitSpares(t, td, 2) // one for each option set
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}

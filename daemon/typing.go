@@ -30,8 +30,20 @@ func (d *Daemon) Typing(ctx context.Context, id string) (bool, error) {
 		return false, ErrClosed
 	}
 	if a != nil {
-		a.touch()
-		return false, nil
+		select {
+		case <-a.ready:
+		default:
+			return false, nil // its CLI is being started already
+		}
+		if a.live.Load() {
+			a.touch()
+			return false, nil
+		}
+		select { // its CLI has just ended (suspended): resume once it is gone
+		case <-a.done:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
 	}
 	s, err := d.stored(ctx, id)
 	if err != nil {
