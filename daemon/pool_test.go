@@ -192,6 +192,32 @@ func TestSpareGivesWayToQueuedSession(t *testing.T) {
 	}
 }
 
+// A change of the pool's settings (a reload) closes the spares running;
+// with sessions.spare_clis 0 no more start.
+func TestSetSparesClosesSpares(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{Spares: 1, SpareLifetime: time.Minute},
+		claudetest.Reply(claudetest.Text("First.")),
+		claudetest.Reply(claudetest.Text("Second.")))
+	d, ctx := td.D, td.Ctx
+	dir := t.TempDir()
+	a, err := d.Create(ctx, &daemon.SessionOptions{Cwd: dir}, "first prompt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := waitSpares(t, td, 1)[0]
+	d.SetSpares(0, time.Minute)
+	waitGone(t, pid, "a spare after sessions.spare_clis became 0")
+	waitStatus(t, d, ctx, a.ID, store.StatusIdle)
+	b, err := d.Create(ctx, &daemon.SessionOptions{Cwd: dir}, "second prompt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, ctx, b.ID, store.StatusIdle)
+	if ready, taken := d.Spares(); ready != 0 || taken != 0 || len(daemon.SparePIDsForTest(d)) != 0 {
+		t.Errorf("with no spares allowed: %d ready, %d taken", ready, taken)
+	}
+}
+
 // The daemon's Close ends a spare whose CLI is still starting (one that
 // never answers its initialize request here) at once, instead of waiting
 // for the start to give up.
