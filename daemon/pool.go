@@ -96,6 +96,7 @@ func (d *Daemon) SetSpares(n int, ttl time.Duration) {
 	for _, sp := range old {
 		sp.gone = true
 	}
+	p.wg.Add(len(old)) // their closes, before closePool can wait (closeSpare)
 	p.mu.Unlock()
 	for _, sp := range old {
 		d.closeSpare(sp, false)
@@ -144,6 +145,7 @@ func (d *Daemon) wantSpare(o *SessionOptions) {
 	if len(p.spares) >= p.size {
 		drop, p.spares = p.spares[0], p.spares[1:]
 		drop.gone = true
+		p.wg.Add(1) // its close (closeSpare)
 	}
 	if !d.slots.take() { // no room: sessions come first
 		p.mu.Unlock()
@@ -217,6 +219,7 @@ func (d *Daemon) expireSpare(sp *spare) {
 	}
 	sp.gone = true
 	p.spares = slices.DeleteFunc(p.spares, func(x *spare) bool { return x == sp })
+	p.wg.Add(1) // its close (closeSpare)
 	p.mu.Unlock()
 	d.log.Info("spare CLI unused for its lifetime (sessions.spare_lifetime); closing it", "cwd", sp.opts.GetCwd())
 	d.closeSpare(sp, false)
@@ -262,6 +265,7 @@ func (d *Daemon) dropSpare() bool {
 	sp := p.spares[0]
 	p.spares = p.spares[1:]
 	sp.gone = true
+	p.wg.Add(1) // its close (closeSpare)
 	p.mu.Unlock()
 	d.closeSpare(sp, true)
 	return true
@@ -269,7 +273,10 @@ func (d *Daemon) dropSpare() bool {
 
 // closeSpare closes a spare dropped from the pool (gone) and gives its
 // slot back (evicted: to make room for a queued launch). A spare still
-// starting is closed by startSpare, which finds it gone.
+// starting is closed by startSpare, which finds it gone. The caller added
+// one to p.wg for it under p.mu, where it dropped sp: a count that goes up
+// after closePool has begun to wait is a race (and a CLI Close would not
+// wait for), as a spare's expiry timer racing Close showed under -race.
 func (d *Daemon) closeSpare(sp *spare, evicted bool) {
 	p := &d.pool
 	p.mu.Lock()
@@ -282,13 +289,15 @@ func (d *Daemon) closeSpare(sp *spare, evicted bool) {
 	p.mu.Unlock()
 	if s == nil {
 		sp.cancel() // a start or an initialize under way ends now
+		p.wg.Done()
 		return
 	}
-	p.wg.Go(func() {
+	go func() {
+		defer p.wg.Done()
 		s.Close()
 		sp.cancel()
 		d.slots.release(evicted)
-	})
+	}()
 }
 
 // closePool closes every spare and waits until their CLIs are gone.
@@ -301,6 +310,7 @@ func (d *Daemon) closePool() {
 	for _, sp := range old {
 		sp.gone = true
 	}
+	p.wg.Add(len(old))
 	p.mu.Unlock()
 	for _, sp := range old {
 		d.closeSpare(sp, false)
