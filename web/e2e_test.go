@@ -51,6 +51,29 @@ func TestPageInChromium(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "e2e/e2e.mjs")
 	cmd.Env = append(os.Environ(), "URL="+loginURL, "TOKEN="+strings.TrimSpace(string(token)), "CWD="+cwd, "FILES="+filepath.Join(dataDir, "demo-files"),
 		"CHROMIUM="+chromium, "SHOTS="+os.Getenv("CLAUDECTL_WEB_SHOTS"))
+	runScript(t, cmd, "the page's end-to-end script", func(line string, stdin io.Writer) {
+		switch {
+		case line == "RESTART":
+			d.stop()
+			if u := d.start(); u != pageURL {
+				t.Errorf("the restarted daemon's page address %q, want %q", u, pageURL)
+			}
+			fmt.Fprintln(stdin, "RESTARTED")
+		case strings.HasPrefix(line, "SEARCH "):
+			// SEARCH ID SEQ WORDS...: claudectl search finds the event too.
+			fmt.Fprintln(stdin, cliSearch(t, bin, pageURL, strings.TrimSpace(string(token)), strings.Fields(line)[1:]))
+		default: // METRIC lines among them
+			t.Log(line)
+		}
+	})
+}
+
+// runScript runs cmd, a node script driving Chromium, and gives each line
+// it prints to handle, with the script's stdin for the answers it waits
+// for; t fails unless the script printed PASS and exited 0. what names the
+// script in the failure, which shows its stderr.
+func runScript(t *testing.T, cmd *exec.Cmd, what string, handle func(line string, stdin io.Writer)) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -67,28 +90,14 @@ func TestPageInChromium(t *testing.T) {
 	passed := false
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "RESTART":
-			d.stop()
-			if u := d.start(); u != pageURL {
-				t.Errorf("the restarted daemon's page address %q, want %q", u, pageURL)
-			}
-			fmt.Fprintln(stdin, "RESTARTED")
-		case line == "PASS":
+		if line := sc.Text(); line == "PASS" {
 			passed = true
-		case strings.HasPrefix(line, "SEARCH "):
-			// SEARCH ID SEQ WORDS...: claudectl search finds the event too.
-			fmt.Fprintln(stdin, cliSearch(t, bin, pageURL, strings.TrimSpace(string(token)), strings.Fields(line)[1:]))
-		case strings.HasPrefix(line, "METRIC "):
-			t.Log(line)
-		default:
-			t.Log(line)
+		} else {
+			handle(line, stdin)
 		}
 	}
-	err = cmd.Wait()
-	if err != nil || !passed {
-		t.Fatalf("the page's end-to-end script failed: %v\n%s", err, stderr.String())
+	if err := cmd.Wait(); err != nil || !passed {
+		t.Fatalf("%s failed: %v\n%s", what, err, stderr.String())
 	}
 }
 
