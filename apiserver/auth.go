@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -285,6 +286,15 @@ func (a *Auth) workerOK(token string) bool {
 	}
 	t := a.lookup(token)
 	return t != nil && t.Role == RoleWorker && t.Live(time.Now())
+}
+
+// refuseWorker counts a worker's token that workerOK refused as a failed
+// authentication from remote, as the API counts one, and reports whether
+// remote is blocked for too many.
+func (a *Auth) refuseWorker(token, remote string) (limited bool) {
+	_, err := a.verify(token, remote)
+	var ae *authError
+	return errors.As(err, &ae) && ae.limited
 }
 
 // WorkerVerifier returns what the worker listener checks a worker's

@@ -47,10 +47,15 @@ type ServerOptions struct {
 	// Auth, when set, verifies the tokens of requests (the store's, with
 	// Token and WorkerToken); nil means Token and WorkerToken alone.
 	Auth *Auth
-	// WorkerToken is the token remote workers present at WorkerPath (their
-	// listener checks it; here it only tells a worker's connection from a
-	// stranger's, see GuardListener).
+	// WorkerToken is the token remote workers present at WorkerPath; it
+	// implies Workers.
 	WorkerToken string
+	// Workers says h serves WorkerPath (the worker listener). A request
+	// there whose token is neither WorkerToken nor a worker's of Auth is
+	// then refused here, 401, and logged once for its connection however
+	// many HTTP/2 streams it opened; without Workers it goes to h, which
+	// answers that it takes no workers.
+	Workers bool
 	// InsecureCleartext allows a token over plain HTTP on an address that
 	// is not loopback (behind a TLS-terminating proxy, say).
 	InsecureCleartext bool
@@ -102,7 +107,7 @@ func NewServer(addr string, h http.Handler, o *ServerOptions) (*http.Server, err
 		if auth == nil {
 			auth, _ = NewAuth(context.Background(), &AuthOptions{Token: opts.Token, WorkerToken: opts.WorkerToken, Logger: opts.Logger})
 		}
-		h = requireToken(h, auth)
+		h = requireToken(h, auth, opts.Workers || opts.WorkerToken != "")
 	}
 	h = checkOrigin(h, addr, &opts)
 	h = hangUpRefused(h)
@@ -170,14 +175,31 @@ func tokenIs(got, want string) bool {
 // files, which need none. What a verified identity may do is the
 // authorizer's business (authz.go). A refusal says nothing of the token
 // but, for one the daemon made, its name: revoked or expired.
-func requireToken(h http.Handler, auth *Auth) http.Handler {
+func requireToken(h http.Handler, auth *Auth, workers bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := bearerToken(r)
-		if r.URL.Path == WorkerPath { // the worker listener checks its own token
-			if auth.workerOK(got) {
-				markAuthenticated(r.Context())
+		if r.URL.Path == WorkerPath {
+			if ok := auth.workerOK(got); ok || !workers {
+				if ok {
+					markAuthenticated(r.Context())
+				}
+				h.ServeHTTP(w, r) // or its answer that it takes no workers
+				return
 			}
-			h.ServeHTTP(w, r)
+			// Refused here, not by the worker listener behind: here a
+			// connection's refusal is logged once (refusing), however
+			// many HTTP/2 streams it opened at once.
+			limited := auth.refuseWorker(got, r.RemoteAddr)
+			if refusing(r) {
+				auth.log.Warn("worker connection refused", "remote", r.RemoteAddr, "reason", workerAuthProblem(r, limited))
+			}
+			w.Header().Set("Connection", "close")
+			if limited {
+				http.Error(w, "claudectl: too many failed authentications from this address: try again later", http.StatusTooManyRequests)
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="claudectl"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && web.IsPage(r.URL.Path) {
@@ -237,6 +259,20 @@ func requireToken(h http.Handler, auth *Auth) http.Handler {
 		markAuthenticated(r.Context())
 		h.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
 	})
+}
+
+// workerAuthProblem says why a worker's request at WorkerPath was
+// refused, for the log; never the token.
+func workerAuthProblem(r *http.Request, limited bool) string {
+	switch {
+	case limited:
+		return "too many failed authentications from this address"
+	case r.Header.Get("Authorization") == "":
+		return "no Authorization header"
+	case bearerToken(r) == "":
+		return "Authorization is not a bearer token"
+	}
+	return "wrong token"
 }
 
 // clientKind is what a client says it is, as the audit trail records it:

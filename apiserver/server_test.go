@@ -140,6 +140,23 @@ func TestBearerSchemeAnyCase(t *testing.T) {
 			t.Errorf("Authorization %q: status %d, want %d", auth, w.Code, want)
 		}
 	}
+	// At the workers' path it is the other way round, and a refusal
+	// never reaches the worker listener behind.
+	for auth, want := range map[string]int{
+		"Bearer w0rker": 200, "bearer w0rker": 200, "Bearer s3cret": 401, "": 401, "Bearer wrong": 401, "Basic w0rker": 401,
+	} {
+		r := httptest.NewRequest("GET", apiserver.WorkerPath, nil)
+		r.Host = "127.0.0.1:7777"
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		hs.Handler.ServeHTTP(w, r)
+		if w.Code != want || want == 401 && w.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("%s with Authorization %q: status %d (WWW-Authenticate %q), want %d",
+				apiserver.WorkerPath, auth, w.Code, w.Header().Get("WWW-Authenticate"), want)
+		}
+	}
 }
 
 // TestRefusalsClippedAndClosed: a client without a token that sends a

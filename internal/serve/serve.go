@@ -197,6 +197,7 @@ func Start(ctx context.Context, s *Settings, o *Options) (_ *Server, err error) 
 	// Refuse a bad listen address before touching the store.
 	serverOpts := &apiserver.ServerOptions{Token: s.Token, AllowedHosts: s.AllowedHosts,
 		AllowedOrigins: s.AllowedOrigins, Logger: log, InsecureCleartext: s.InsecureCleartext, WorkerToken: s.WorkerToken,
+		Workers:      s.WorkersEnabled,
 		WriteTimeout: s.StreamWriteTimeout}
 	if s.TLSCertFile != "" || s.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
@@ -503,7 +504,7 @@ func limitsReason(err error) string {
 // token, and TLS unless insecure_cleartext, as the API.
 func (srv *Server) serveMetrics(ctx context.Context, addr string, metrics http.Handler, api *apiserver.ServerOptions) error {
 	o := *api
-	o.WorkerToken = ""
+	o.WorkerToken, o.Workers = "", false
 	token := !apiserver.IsLoopback(addr)
 	if !token { // a local scraper's: no token
 		o.Token, o.Auth = "", nil
