@@ -1034,7 +1034,21 @@ func (d *Daemon) CloseSession(ctx context.Context, id, by string) error {
 	if err != nil {
 		return err
 	}
-	return appendUpdate(ctx, d.db, &ev.Event, store.SessionUpdate{Status: &st})
+	if err := appendUpdate(ctx, d.db, &ev.Event, store.SessionUpdate{Status: &st}); err != nil {
+		return err
+	}
+	// Its subscribers wait on its hub, which no CLI feeds now (and the
+	// embedded store sends no notifications): they get the closed event
+	// from here, and end; the session lists see it too.
+	d.mu.Lock()
+	h := d.hubs[id]
+	d.mu.Unlock()
+	if h != nil {
+		h.publish(ev)
+		d.endHub(h)
+	}
+	d.feed.changed(id)
+	return nil
 }
 
 // Running returns how many sessions have a live CLI.

@@ -101,3 +101,60 @@ func TestTypingResumeSleepsAgain(t *testing.T) {
 		t.Errorf("the second suspension's status event: %+v", st)
 	}
 }
+
+// A subscription to a suspended session gets the events of the CLI that
+// Typing (or a prompt) starts, then, once the session is suspended again
+// and closed, the closed event, and ends. Before, the close of a session
+// without a CLI was only stored: the subscription waited forever.
+func TestSubscriberOfSuspendedSessionSeesClose(t *testing.T) {
+	td := daemontest.Start(t, &daemontest.Options{IdleTimeout: time.Minute},
+		claudetest.Reply(claudetest.Text("Noted.")))
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "Remember this.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	daemon.SuspendForTest(d, s.ID, "suspended by the test")
+	waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
+
+	statuses := make(chan store.SessionStatus, 100)
+	ended := make(chan error, 1)
+	go func() {
+		for ev, err := range d.Subscribe(ctx, s.ID, 0) {
+			if err != nil {
+				ended <- err
+				return
+			}
+			if st, ok := ev.Body.(*daemon.StatusChange); ok {
+				statuses <- st.Status
+			}
+		}
+		ended <- nil
+	}()
+	if resuming, err := d.Typing(ctx, s.ID); err != nil || !resuming {
+		t.Fatalf("Typing: resuming %v, err %v", resuming, err)
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	daemon.SuspendForTest(d, s.ID, "suspended again by the test")
+	waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
+	if err := d.CloseSession(ctx, s.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("the subscription ended with %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the subscription did not end after the suspended session was closed")
+	}
+	close(statuses)
+	var last store.SessionStatus
+	for st := range statuses {
+		last = st
+	}
+	if last != store.StatusClosed {
+		t.Errorf("the subscription's last status is %q, want closed", last)
+	}
+}
