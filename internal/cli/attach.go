@@ -45,6 +45,11 @@ claudectl says who. Requests already settled in the history are shown, not
 asked. When stdin is not a terminal, requests are shown and left to others
 (claudectl approve/deny REQUEST_ID).
 
+Attaching at a terminal to a suspended session starts its Claude Code
+again (resumed, as a prompt would), so that what you send next with
+"claudectl send" finds it running; if nothing is sent, it is suspended
+again after the daemon's sessions.idle_timeout.
+
 If the daemon drops the stream (this client fell behind, or the connection
 broke), claudectl subscribes again from the last event it saw.
 
@@ -113,6 +118,14 @@ func (c *AttachCommand) Run(ctx context.Context, args []string) error {
 		return dc.explain(err, fmt.Sprintf("attaching to session %s", id))
 	}
 	sess := res.Msg.Session
+	if sess.Status == v1.SessionStatus_SESSION_STATUS_SUSPENDED && env.StdinIsTerminal() {
+		// Someone at a terminal attaching to a sleeping session is about
+		// to write to it (claudectl send): its CLI starts now, and the
+		// prompt finds it running. Best effort: a viewer may not operate
+		// it, and a resume no prompt follows sleeps again.
+		// It returns once the resume has begun, not when it is done.
+		dc.sessions.Typing(ctx, connect.NewRequest(&v1.TypingRequest{SessionId: id}))
+	}
 	if fromSeq-1 > sess.LastSeq {
 		// The store would refuse the replay as "events unavailable: after
 		// seq N, the log ends at M".

@@ -474,3 +474,33 @@ func TestAttachWithdrawnRequest(t *testing.T) {
 		t.Errorf("stderr names the daemon's internals: %q", s)
 	}
 }
+
+// TestAttachWakesSuspendedSession: attaching at a terminal to a suspended
+// session starts its CLI again (Typing), so that a prompt sent next finds
+// it running; with no prompt it is suspended again after the idle timeout.
+func TestAttachWakesSuspendedSession(t *testing.T) {
+	t.Parallel()
+	d, _ := startDaemonModel(t, &daemontest.Options{IdleTimeout: 2 * time.Second},
+		claudetest.Reply(claudetest.Text("Noted.")))
+	id := d.create(t, t.TempDir(), "Remember this.")
+	d.waitResults(t, id, 1)
+	d.waitStatus(t, id, v1.SessionStatus_SESSION_STATUS_SUSPENDED)
+
+	_, stderr, done := attachTerminal(t, d, id)
+	waitFor(t, "the attached session's CLI started again", func() bool {
+		return d.session(t, id).Status != v1.SessionStatus_SESSION_STATUS_SUSPENDED
+	})
+	if !strings.Contains(stderr.String(), "attached to session "+id+" (suspended") {
+		t.Errorf("attach did not say the session was suspended:\n%s", stderr)
+	}
+	d.waitStatus(t, id, v1.SessionStatus_SESSION_STATUS_SUSPENDED) // nobody wrote: asleep again
+	d.closeSession(t, id)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("attach: exit %d once the session closed, want 0\n%s", code, stderr)
+		}
+	case <-time.After(80 * time.Second):
+		t.Fatalf("attach did not end when the session closed (status %v):\n%s", d.session(t, id).Status, stderr)
+	}
+}

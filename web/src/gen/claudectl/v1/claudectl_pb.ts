@@ -4530,7 +4530,9 @@ export const SessionService: GenService<{
   /**
    * Typing says that someone is about to write to the session: the web
    * page sends it on the first keystroke in its composer (again at most
-   * every few seconds while typing goes on). A suspended session is resumed then (its CLI started with
+   * every few seconds while typing goes on), claudectl attach when it
+   * attaches at a terminal to a suspended session (whoever is there is
+   * about to write with claudectl send). A suspended session is resumed then (its CLI started with
    * --resume and initialized), so that the prompt that follows finds it
    * running; one that no prompt follows is suspended again after
    * sessions.idle_timeout. Cheap and idempotent: a running session, or one
