@@ -514,7 +514,7 @@ var configKeys = []configKey{
 		c.MaxRunning = n
 		return nil
 	}},
-	{"sessions.spare_clis", "a whole number of CLIs >= 0, 0 for none (default 2)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
+	{"sessions.spare_clis", "a whole number of CLIs from 0 to 64, 0 for none (default 2)", func(c *Settings, raw json.RawMessage, _ *configParser) error {
 		n, err := jsonInt(raw)
 		if err != nil || n < 0 || n > maxSpareCLIs {
 			return errBadValue

@@ -132,6 +132,7 @@ func TestConfigErrors(t *testing.T) {
 		{"section typo null", `{"sesions": null}`, `settings.json:1:2: unknown key "sesions" (did you mean "sessions"?)`},
 
 		// Wrong types and values.
+		{"too many spares", `{"sessions": {"spare_clis": 65}}`, `settings.json:1:29: invalid value 65 for sessions.spare_clis: must be a whole number of CLIs from 0 to 64, 0 for none (default 2)`},
 		{"listen type", `{"listen": 7777}`, `settings.json:1:12: invalid value 7777 for listen: must be an address "host:port" such as "127.0.0.1:7777"`},
 		{"listen port", `{"listen": "127.0.0.1:http"}`, `invalid value "127.0.0.1:http" for listen: must be an address "host:port"`},
 		{"empty path", `{"data_dir": ""}`, `settings.json:1:14: invalid value "" for data_dir: must be a directory path (relative to the settings file's directory)`},
