@@ -21,13 +21,7 @@ func TestTypingResumesSuspendedSession(t *testing.T) {
 		claudetest.Reply(claudetest.Text("I will remember 42.")),
 		claudetest.Reply(claudetest.Text("You said 42.")))
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "Remember the number 42.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
-	daemon.SuspendForTest(d, s.ID, "suspended by the test")
-	waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
+	s := suspended(t, td, "Remember the number 42.")
 
 	if resuming, err := d.Typing(ctx, s.ID); err != nil || !resuming {
 		t.Fatalf("Typing into a suspended session: resuming %v, err %v", resuming, err)
@@ -110,13 +104,7 @@ func TestSubscriberOfSuspendedSessionSeesClose(t *testing.T) {
 	td := daemontest.Start(t, &daemontest.Options{IdleTimeout: time.Minute},
 		claudetest.Reply(claudetest.Text("Noted.")))
 	d, ctx := td.D, td.Ctx
-	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, "Remember this.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
-	daemon.SuspendForTest(d, s.ID, "suspended by the test")
-	waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
+	s := suspended(t, td, "Remember this.")
 
 	statuses := make(chan store.SessionStatus, 100)
 	ended := make(chan error, 1)
@@ -157,4 +145,18 @@ func TestSubscriberOfSuspendedSessionSeesClose(t *testing.T) {
 	if last != store.StatusClosed {
 		t.Errorf("the subscription's last status is %q, want closed", last)
 	}
+}
+
+// suspended creates a session with prompt on td's daemon, waits for its
+// turn to end and suspends it.
+func suspended(t *testing.T, td *daemontest.Daemon, prompt string) *store.Session {
+	t.Helper()
+	d, ctx := td.D, td.Ctx
+	s, err := d.Create(ctx, &daemon.SessionOptions{Cwd: t.TempDir()}, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, ctx, s.ID, store.StatusIdle)
+	daemon.SuspendForTest(d, s.ID, "suspended by the test")
+	return waitStatus(t, d, ctx, s.ID, store.StatusSuspended)
 }
