@@ -56,6 +56,7 @@ type Decoder struct {
 	warnedAt int
 
 	sessionIDs sessionIDCache
+	shapes     shapeCache // of the stream_event lines (fastshape.go)
 }
 
 // DecodeStats counts the lines a [Decoder] could not fully type.
@@ -112,7 +113,10 @@ func DecodeMessage(line []byte) (Message, error) {
 // as strings (and the reverse) are coerced, and a line of unknown type
 // becomes an *UnknownMessage. The only error is for a line that is not a
 // JSON object at all (*DecodeError).
-func (d *Decoder) Decode(line []byte) (Message, error) {
+func (d *Decoder) Decode(line []byte) (Message, error) { return d.decode(line, nil) }
+
+// decode is Decode with the stream events taken from arena.
+func (d *Decoder) decode(line []byte, arena *eventArena) (Message, error) {
 	// A stream_event line has "type" first: try the fast path before
 	// sniffing the whole line. It accepts a line only if every "type"
 	// member in it is "stream_event", so it agrees with sniffKind.
@@ -123,7 +127,7 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 		firstType = sniffFirstType(line)
 	}
 	if firstType == "stream_event" {
-		if ev, ok := decodeStreamEvent(line, &d.sessionIDs); ok {
+		if ev, ok := decodeStreamEvent(line, &d.sessionIDs, &d.shapes, arena); ok {
 			ev.raw = line
 			return ev, nil
 		}
@@ -136,7 +140,7 @@ func (d *Decoder) Decode(line []byte) (Message, error) {
 		}
 	}
 	if typ == "stream_event" && firstType != "stream_event" {
-		if ev, ok := decodeStreamEvent(line, &d.sessionIDs); ok {
+		if ev, ok := decodeStreamEvent(line, &d.sessionIDs, &d.shapes, arena); ok {
 			ev.raw = line
 			return ev, nil
 		}

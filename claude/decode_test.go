@@ -334,6 +334,61 @@ func FuzzStreamEventFastPath(f *testing.F) {
 	})
 }
 
+// FuzzStreamEventShape: a line decoded by the shape learned from another
+// decodes as the general decoder decodes it, whatever the two lines.
+func FuzzStreamEventShape(f *testing.F) {
+	text := `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}},"parent_tool_use_id":null,"uuid":"u1","session_id":"s"}`
+	for _, pair := range [][2]string{
+		{text, `{"type":"stream_event","event":{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"\u00e9 \"x\""}},"parent_tool_use_id":"toolu_1","uuid":null,"session_id":"s2"}`},
+		{text, `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}},"parent_tool_use_id":null,"uuid":"u1","session_id":"s","x":1}`},
+		{text, `{"type":"stream_event","event":{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"hi"}},"parent_tool_use_id":null,"uuid":"u1","session_id":"s"}`},
+		{text, `{"type":"stream_event","event":{"type":"content_block_delta","index":null,"delta":{"type":"text_delta","text":null}},"parent_tool_use_id":null,"uuid":"u1","session_id":null}`},
+		{`{"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a"}}, "ttft_ms": 5, "uuid": "u"}`,
+			`{"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "1}"}}, "ttft_ms": -7, "uuid": "v"}  `},
+		{`{"type":"stream_event","event":{"delta":{"text":"a"},"delta":{"type":"t","text":"b"}},"uuid":"u","uuid":"w"}`,
+			`{"type":"stream_event","event":{"delta":{"text":"c"},"delta":{"type":"t","text":null}},"uuid":"x","uuid":null}`},
+	} {
+		f.Add([]byte(pair[0]), []byte(pair[1]))
+	}
+	f.Fuzz(func(t *testing.T, learn, line []byte) {
+		fast, _, ok := claude.DecodeStreamEventShaped(learn, line)
+		if !ok {
+			return
+		}
+		var slow claude.StreamEvent
+		if err := claude.UnmarshalGeneral(line, &slow); err != nil {
+			t.Fatalf("a line the general decoder rejects was accepted: %v", err)
+		}
+		if diff := cmp.Diff(&slow, fast, cmp.AllowUnexported(claude.Base{}), cmpRawJSON); diff != "" {
+			t.Fatalf("decoded differently (-general +fast):\n%s", diff)
+		}
+	})
+}
+
+// The shape of a text delta decodes the text deltas that follow it, and
+// a line that differs in anything but its values is parsed whole.
+func TestStreamEventShape(t *testing.T) {
+	learn := []byte(`{"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "one"}}, "parent_tool_use_id": null, "uuid": "u1", "session_id": "s"}`)
+	for line, wantShaped := range map[string]bool{
+		`{"type": "stream_event", "event": {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "two \u00e9"}}, "parent_tool_use_id": "toolu_9", "uuid": "u2", "session_id": "s"}`: true,
+		`{"type": "stream_event", "event": {"type": "content_block_delta", "index": 2, "delta": {"type": "thinking_delta", "thinking": "hm"}}, "parent_tool_use_id": null, "uuid": "u2", "session_id": "s"}`:      false,
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"compact"}},"parent_tool_use_id":null,"uuid":"u2","session_id":"s"}`:                          false,
+	} {
+		ev, shaped, ok := claude.DecodeStreamEventShaped(learn, []byte(line))
+		if !ok || shaped != wantShaped {
+			t.Errorf("%s: shaped %v, ok %v; want shaped %v", line, shaped, ok, wantShaped)
+			continue
+		}
+		var slow claude.StreamEvent
+		if err := claude.UnmarshalGeneral([]byte(line), &slow); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(&slow, ev, cmp.AllowUnexported(claude.Base{}), cmpRawJSON); diff != "" {
+			t.Errorf("%s: (-general +shaped)\n%s", line, diff)
+		}
+	}
+}
+
 // cmpRawJSON compares json.RawMessage by content, treating nil and empty alike.
 var cmpRawJSON = cmp.Comparer(func(a, b json.RawMessage) bool { return bytes.Equal(a, b) })
 

@@ -23,7 +23,25 @@ var EncodeLine = encodeLine
 var SniffKind = sniffKind
 
 // DecodeStreamEventFast exposes the stream_event fast path.
-func DecodeStreamEventFast(line []byte) (*StreamEvent, bool) { return decodeStreamEvent(line, nil) }
+func DecodeStreamEventFast(line []byte) (*StreamEvent, bool) {
+	return decodeStreamEvent(line, nil, nil, nil)
+}
+
+// DecodeStreamEventShaped decodes learn (learning its shape if the fast
+// path takes it), then line, and reports how line was decoded: by the
+// shape, by the whole fast parse, or not at all (ok false).
+func DecodeStreamEventShaped(learn, line []byte) (ev *StreamEvent, shaped, ok bool) {
+	var c shapeCache
+	var sid sessionIDCache
+	decodeStreamEvent(learn, &sid, &c, nil)
+	if sh := c.Load(); sh != nil {
+		if ev, ok := sh.decode(line, &sid, nil); ok {
+			return ev, true, true
+		}
+	}
+	ev, ok = decodeStreamEvent(line, &sid, nil, nil)
+	return ev, false, ok
+}
 
 // UnmarshalGeneral exposes the general decoder's first, strict pass.
 var UnmarshalGeneral = unmarshal

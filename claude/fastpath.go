@@ -20,13 +20,29 @@ import (
 // report false, and the caller falls back to the general decoder, which
 // applies the tolerant-reader rules. FuzzStreamEventFastPath checks that
 // whatever it accepts decodes exactly as the general decoder would.
-func decodeStreamEvent(line []byte, sid *sessionIDCache) (*StreamEvent, bool) {
-	p := fastParser{b: line}
-	// One allocation for the event and its delta; most events have one.
-	a := &struct {
-		ev StreamEvent
-		d  Delta
-	}{}
+func decodeStreamEvent(line []byte, sid *sessionIDCache, shapes *shapeCache, arena *eventArena) (*StreamEvent, bool) {
+	if shapes != nil {
+		if sh := shapes.Load(); sh != nil {
+			if ev, ok := sh.decode(line, sid, arena); ok {
+				return ev, true
+			}
+		}
+	}
+	// The record is in the parser, on the stack: a pointer to one kept in
+	// the parser would send it to the heap, a line's worth of bytes each.
+	p := fastParser{b: line, recording: shapes != nil}
+	ev, ok := p.streamEvent(sid, arena)
+	if ok && shapes != nil {
+		shapes.learn(line, &p.rec, ev)
+	}
+	return ev, ok
+}
+
+// streamEvent parses the whole line as a stream_event; while recording,
+// it notes where each value that may differ from one line to the next is.
+func (p *fastParser) streamEvent(sid *sessionIDCache, arena *eventArena) (*StreamEvent, bool) {
+	// The event and its delta together; most events have one.
+	a := arena.alloc()
 	m := &a.ev
 	// The members are read in a loop, not through a callback per member:
 	// this runs for nearly every line, and a call through a func value
@@ -50,27 +66,15 @@ func decodeStreamEvent(line []byte, sid *sessionIDCache) (*StreamEvent, bool) {
 		case "event":
 			ok = p.event(&m.Event, &a.d)
 		case "parent_tool_use_id":
-			ok = p.nullableStr(&m.ParentToolUseID)
+			ok = p.slot(slotParent, m, nil, sid)
 		case "agent_id":
-			ok = p.nullableStr(&m.AgentID)
+			ok = p.slot(slotAgent, m, nil, sid)
 		case "uuid":
-			ok = p.nullableStr(&m.UUID)
+			ok = p.slot(slotUUID, m, nil, sid)
 		case "session_id":
-			if p.peek() == '"' {
-				raw, plain, sok := p.strRaw()
-				switch {
-				case !sok:
-					ok = false
-				case plain:
-					m.SessionID = sid.intern(raw)
-				default:
-					m.SessionID, ok = unescape(raw)
-				}
-			} else {
-				ok = p.nullableStr(&m.SessionID)
-			}
+			ok = p.slot(slotSession, m, nil, sid)
 		case "ttft_ms":
-			ok = p.integer64(&m.TTFTMS)
+			ok = p.slot(slotTTFT, m, nil, sid)
 		default:
 			ok = !foldsTo(key, "type", "event", "parent_tool_use_id", "agent_id", "uuid", "session_id", "ttft_ms") && p.skip()
 		}
@@ -105,7 +109,10 @@ func (p *fastParser) event(e *StreamEventData, spare *Delta) bool {
 		case "type":
 			ok = p.nullableName(&e.Type)
 		case "index":
-			ok = p.integer(&e.Index)
+			start := p.valueStart()
+			if ok = p.integer(&e.Index); ok {
+				p.mark(slotIndex, start)
+			}
 		case "delta":
 			if p.null() {
 				e.Delta = nil
@@ -150,15 +157,15 @@ func (p *fastParser) delta(d *Delta) bool {
 		case "type":
 			ok = p.nullableName(&d.Type)
 		case "text":
-			ok = p.nullableStr(&d.Text)
+			ok = p.slot(slotText, nil, d, nil)
 		case "partial_json":
-			ok = p.nullableStr(&d.PartialJSON)
+			ok = p.slot(slotPartialJSON, nil, d, nil)
 		case "thinking":
-			ok = p.nullableStr(&d.Thinking)
+			ok = p.slot(slotThinking, nil, d, nil)
 		case "signature":
-			ok = p.nullableStr(&d.Signature)
+			ok = p.slot(slotSignature, nil, d, nil)
 		case "stop_reason":
-			ok = p.nullableStr(&d.StopReason)
+			ok = p.slot(slotStopReason, nil, d, nil)
 		default:
 			ok = !foldsTo(key, "type", "text", "partial_json", "thinking", "signature", "stop_reason") && p.skip()
 		}
@@ -166,6 +173,34 @@ func (p *fastParser) delta(d *Delta) bool {
 			return false
 		}
 	}
+}
+
+// eventAndDelta is a stream event with room for its delta.
+type eventAndDelta struct {
+	ev StreamEvent
+	d  Delta
+}
+
+// eventArena hands out the events of one batch of lines from chunks of
+// eventChunk, an allocation per chunk instead of one per event: stream
+// events come by the hundred thousand. Keeping one event keeps its chunk
+// (about 20 KB), as keeping a short line keeps its block (jsonl.Line).
+// A nil *eventArena allocates each event on its own. Not safe for
+// concurrent use: one per batch.
+type eventArena struct{ free []eventAndDelta }
+
+const eventChunk = 64
+
+func (a *eventArena) alloc() *eventAndDelta {
+	if a == nil {
+		return new(eventAndDelta)
+	}
+	if len(a.free) == 0 {
+		a.free = make([]eventAndDelta, eventChunk)
+	}
+	e := &a.free[0]
+	a.free = a.free[1:]
+	return e
 }
 
 // sessionIDCache returns the same string for the same session id, so that
@@ -200,8 +235,78 @@ func foldsTo(key []byte, names ...string) bool {
 
 // fastParser is a strict, minimal JSON reader over one line.
 type fastParser struct {
-	b []byte
-	i int
+	b         []byte
+	i         int
+	recording bool        // note in rec where the values a shape leaves open are
+	rec       shapeRecord // (fastshape.go)
+}
+
+// valueStart passes over the whitespace before a value and returns where
+// the value starts.
+func (p *fastParser) valueStart() int {
+	p.ws()
+	return p.i
+}
+
+// mark notes that the value of kind k just read began at start.
+func (p *fastParser) mark(k slotKind, start int) {
+	if !p.recording {
+		return
+	}
+	r := &p.rec
+	if r.n == len(r.slots) {
+		r.overflow = true
+		return
+	}
+	r.slots[r.n] = slotSpan{kind: k, start: start, end: p.i}
+	r.n++
+}
+
+// slot reads the value of a member of kind k into m (the message's
+// members) or d (the delta's), and marks it. A value is read the same way
+// whether the whole line is parsed or a shape is applied.
+func (p *fastParser) slot(k slotKind, m *StreamEvent, d *Delta, sid *sessionIDCache) bool {
+	start := p.valueStart()
+	var ok bool
+	switch k {
+	case slotIndex:
+		ok = p.integer(&m.Event.Index)
+	case slotTTFT:
+		ok = p.integer64(&m.TTFTMS)
+	case slotParent:
+		ok = p.nullableStr(&m.ParentToolUseID)
+	case slotAgent:
+		ok = p.nullableStr(&m.AgentID)
+	case slotUUID:
+		ok = p.nullableStr(&m.UUID)
+	case slotSession:
+		if p.peek() != '"' {
+			ok = p.nullableStr(&m.SessionID)
+			break
+		}
+		raw, plain, sok := p.strRaw()
+		switch {
+		case !sok:
+		case plain:
+			m.SessionID, ok = sid.intern(raw), true
+		default:
+			m.SessionID, ok = unescape(raw)
+		}
+	case slotText:
+		ok = p.nullableStr(&d.Text)
+	case slotPartialJSON:
+		ok = p.nullableStr(&d.PartialJSON)
+	case slotThinking:
+		ok = p.nullableStr(&d.Thinking)
+	case slotSignature:
+		ok = p.nullableStr(&d.Signature)
+	case slotStopReason:
+		ok = p.nullableStr(&d.StopReason)
+	}
+	if ok {
+		p.mark(k, start)
+	}
+	return ok
 }
 
 func (p *fastParser) ws() {

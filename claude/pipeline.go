@@ -114,8 +114,9 @@ type endMarker struct {
 
 func (s *Session) decodeBatch(b *batch) {
 	b.msgs = make([]Message, 0, len(b.lines))
+	var arena eventArena
 	for _, l := range b.lines {
-		m, err := s.dec.Decode(l.Data)
+		m, err := s.dec.decode(l.Data, &arena)
 		if err != nil {
 			s.logger.Warn("claude: skipping a line that is not a JSON object", "session", s.SessionID(), "err", err)
 			continue
