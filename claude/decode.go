@@ -145,6 +145,13 @@ func (d *Decoder) decode(line []byte, arena *eventArena) (Message, error) {
 			return ev, nil
 		}
 	}
+	if typ == "result" {
+		// A turn is over: its shape goes (the next turn's first delta
+		// brings one). An idle session keeps none: a small object kept
+		// from amid a turn's garbage kept whole pages of the heap in use,
+		// about 30 KB per idle session of the daemon.
+		d.shapes.Store(nil)
+	}
 	m := newMessage(typ, sub)
 	if m == nil {
 		u := &UnknownMessage{Subtype: sub}

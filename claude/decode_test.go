@@ -389,6 +389,29 @@ func TestStreamEventShape(t *testing.T) {
 	}
 }
 
+// A Decoder keeps the shape of a turn's deltas until the turn's result:
+// an idle session keeps none.
+func TestStreamEventShapeForgottenAtResult(t *testing.T) {
+	var d claude.Decoder
+	for _, line := range []string{
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}},"uuid":"u1","session_id":"s"}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}},"uuid":"u2","session_id":"s"}`,
+	} {
+		if _, err := d.Decode([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !claude.HasShape(&d) {
+		t.Fatal("no shape kept after two text deltas")
+	}
+	if _, err := d.Decode([]byte(`{"type":"result","subtype":"success","is_error":false,"session_id":"s"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if claude.HasShape(&d) {
+		t.Error("the shape is kept after the turn's result")
+	}
+}
+
 // cmpRawJSON compares json.RawMessage by content, treating nil and empty alike.
 var cmpRawJSON = cmp.Comparer(func(a, b json.RawMessage) bool { return bytes.Equal(a, b) })
 

@@ -53,3 +53,6 @@ func SystemSubtypeOf(m Message) (string, bool) {
 	}
 	return "", false
 }
+
+// HasShape reports whether d keeps a stream_event shape.
+func HasShape(d *Decoder) bool { return d.shapes.Load() != nil }
