@@ -273,12 +273,6 @@ func (p *fastParser) slot(k slotKind, m *StreamEvent, d *Delta, sid *sessionIDCa
 		ok = p.integer(&m.Event.Index)
 	case slotTTFT:
 		ok = p.integer64(&m.TTFTMS)
-	case slotParent:
-		ok = p.nullableStr(&m.ParentToolUseID)
-	case slotAgent:
-		ok = p.nullableStr(&m.AgentID)
-	case slotUUID:
-		ok = p.nullableStr(&m.UUID)
 	case slotSession:
 		if p.peek() != '"' {
 			ok = p.nullableStr(&m.SessionID)
@@ -292,16 +286,8 @@ func (p *fastParser) slot(k slotKind, m *StreamEvent, d *Delta, sid *sessionIDCa
 		default:
 			m.SessionID, ok = unescape(raw)
 		}
-	case slotText:
-		ok = p.nullableStr(&d.Text)
-	case slotPartialJSON:
-		ok = p.nullableStr(&d.PartialJSON)
-	case slotThinking:
-		ok = p.nullableStr(&d.Thinking)
-	case slotSignature:
-		ok = p.nullableStr(&d.Signature)
-	case slotStopReason:
-		ok = p.nullableStr(&d.StopReason)
+	default:
+		ok = p.nullableStr(k.field(m, d))
 	}
 	if ok {
 		p.mark(k, start)

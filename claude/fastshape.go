@@ -42,6 +42,32 @@ const (
 	slotStopReason
 )
 
+// field returns the string field of m or d (the message's, the delta's)
+// that a value of kind k goes to; not for slotIndex and slotTTFT.
+func (k slotKind) field(m *StreamEvent, d *Delta) *string {
+	switch k {
+	case slotParent:
+		return &m.ParentToolUseID
+	case slotAgent:
+		return &m.AgentID
+	case slotUUID:
+		return &m.UUID
+	case slotSession:
+		return &m.SessionID
+	case slotText:
+		return &d.Text
+	case slotPartialJSON:
+		return &d.PartialJSON
+	case slotThinking:
+		return &d.Thinking
+	case slotSignature:
+		return &d.Signature
+	case slotStopReason:
+		return &d.StopReason
+	}
+	panic("claude: no string field for slot kind")
+}
+
 // slotSpan is where a value of a kind was in a line.
 type slotSpan struct {
 	kind       slotKind
@@ -104,24 +130,8 @@ func (c *shapeCache) learn(line []byte, rec *shapeRecord, ev *StreamEvent) {
 			p.Event.Index = 0
 		case slotTTFT:
 			p.TTFTMS = 0
-		case slotParent:
-			p.ParentToolUseID = ""
-		case slotAgent:
-			p.AgentID = ""
-		case slotUUID:
-			p.UUID = ""
-		case slotSession:
-			p.SessionID = ""
-		case slotText:
-			d.Text = ""
-		case slotPartialJSON:
-			d.PartialJSON = ""
-		case slotThinking:
-			d.Thinking = ""
-		case slotSignature:
-			d.Signature = ""
-		case slotStopReason:
-			d.StopReason = ""
+		default:
+			*k.field(p, d) = ""
 		}
 	}
 	rest, drest := sh.proto, sh.delta
