@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -409,6 +410,24 @@ func TestStreamEventShapeForgottenAtResult(t *testing.T) {
 	}
 	if claude.HasShape(&d) {
 		t.Error("the shape is kept after the turn's result")
+	}
+}
+
+// A batch's events come in chunks no larger than its lines: a batch of
+// one line (a model streaming in real time) allocates one event.
+func TestEventArenaChunks(t *testing.T) {
+	for _, tc := range []struct {
+		lines, events int
+		want          []int
+	}{
+		{1, 1, []int{1}},
+		{2, 2, []int{2}},
+		{100, 100, []int{64, 36}},
+		{2, 4, []int{2, 1, 1}}, // more events than lines (parses given up): one at a time
+	} {
+		if got := claude.ArenaChunks(tc.lines, tc.events); !slices.Equal(got, tc.want) {
+			t.Errorf("%d lines, %d events: chunks %v, want %v", tc.lines, tc.events, got, tc.want)
+		}
 	}
 }
 

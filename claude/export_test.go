@@ -56,3 +56,19 @@ func SystemSubtypeOf(m Message) (string, bool) {
 
 // HasShape reports whether d keeps a stream_event shape.
 func HasShape(d *Decoder) bool { return d.shapes.Load() != nil }
+
+// ArenaChunks returns the sizes of the chunks an eventArena for a batch of
+// lines allocates to hand out events events.
+func ArenaChunks(lines, events int) []int {
+	a := eventArena{lines: lines}
+	var sizes []int
+	for range events {
+		if len(a.free) == 0 {
+			a.alloc()
+			sizes = append(sizes, len(a.free)+1)
+			continue
+		}
+		a.alloc()
+	}
+	return sizes
+}

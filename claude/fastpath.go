@@ -182,12 +182,18 @@ type eventAndDelta struct {
 }
 
 // eventArena hands out the events of one batch of lines from chunks of
-// eventChunk, an allocation per chunk instead of one per event: stream
-// events come by the hundred thousand. Keeping one event keeps its chunk
-// (about 20 KB), as keeping a short line keeps its block (jsonl.Line).
-// A nil *eventArena allocates each event on its own. Not safe for
-// concurrent use: one per batch.
-type eventArena struct{ free []eventAndDelta }
+// up to eventChunk, an allocation per chunk instead of one per event:
+// stream events come by the hundred thousand. A chunk is no larger than
+// the lines left in the batch (lines says how many), so that a batch of
+// one line, as a model streaming in real time makes, costs one event,
+// not a chunk. Keeping one event keeps its chunk (up to about 20 KB), as
+// keeping a short line keeps its block (jsonl.Line). A nil *eventArena
+// allocates each event on its own. Not safe for concurrent use: one per
+// batch.
+type eventArena struct {
+	free  []eventAndDelta
+	lines int // the batch's lines not yet given a chunk
+}
 
 const eventChunk = 64
 
@@ -196,7 +202,9 @@ func (a *eventArena) alloc() *eventAndDelta {
 		return new(eventAndDelta)
 	}
 	if len(a.free) == 0 {
-		a.free = make([]eventAndDelta, eventChunk)
+		n := min(eventChunk, max(a.lines, 1))
+		a.lines -= n
+		a.free = make([]eventAndDelta, n)
 	}
 	e := &a.free[0]
 	a.free = a.free[1:]

@@ -114,7 +114,7 @@ type endMarker struct {
 
 func (s *Session) decodeBatch(b *batch) {
 	b.msgs = make([]Message, 0, len(b.lines))
-	var arena eventArena
+	arena := eventArena{lines: len(b.lines)}
 	for _, l := range b.lines {
 		m, err := s.dec.decode(l.Data, &arena)
 		if err != nil {
