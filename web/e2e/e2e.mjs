@@ -294,9 +294,10 @@ try {
     await api("SessionService", "CreateSession", { options: { cwd: CWD, includePartialMessages: true }, prompt: "show me a tool" }); // touch is a rule now
     await page.getByTestId("card").nth(1).waitFor({ timeout: 30000 });
     await page.keyboard.press("j");
-    const focused = page.locator(".card.focused");
-    const id = await focused.getAttribute("data-request");
-    assert(id === await page.getByTestId("card").nth(1).getAttribute("data-request"), "j did not move to the second card");
+    // The focus is drawn on the next render: wait for it to be the second card's.
+    const id = await page.getByTestId("card").nth(1).getAttribute("data-request");
+    await page.locator(`.card.focused[data-request="${id}"]`).waitFor({ timeout: 10000 })
+      .catch(() => assert(false, "j did not move to the second card"));
     await page.keyboard.press("k");
     await page.keyboard.press("j");
     await page.keyboard.press("d");

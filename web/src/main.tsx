@@ -263,11 +263,16 @@ function NotifyButton() {
 // focused one (clicking its button, so the same path as a tap).
 function useCardKeys(cards: PermissionRequest[]) {
   const [focus, setFocus] = useState(0);
+  // Read when the key comes, not when the listener was added: effects run
+  // after the paint, so a key pressed as soon as a new card shows would
+  // otherwise count the cards without it (j did nothing).
+  const count = useRef(cards.length);
+  count.current = cards.length;
   useEffect(() => {
     const f = (e: KeyboardEvent) => {
       const t = e.target as HTMLElement;
       if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) return;
-      if (e.key === "j") setFocus((x) => Math.min(x + 1, cards.length - 1));
+      if (e.key === "j") setFocus((x) => Math.min(x + 1, count.current - 1));
       else if (e.key === "k") setFocus((x) => Math.max(x - 1, 0));
       else if (e.key === "a" || e.key === "d") {
         const el = document.querySelector(`.card.focused [data-key="${e.key}"]`) as HTMLElement | null;
@@ -277,7 +282,7 @@ function useCardKeys(cards: PermissionRequest[]) {
     };
     addEventListener("keydown", f);
     return () => removeEventListener("keydown", f);
-  }, [cards.length]);
+  }, []);
   return Math.min(focus, Math.max(cards.length - 1, 0));
 }
 
