@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,8 +52,50 @@ func startPane(t *testing.T, script string) *pane {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tmux new-session: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command(p.tmux, "-S", p.sock, "kill-server").Run() })
+	pid := 0
+	if out, err := exec.Command(p.tmux, "-S", p.sock, "display-message", "-p", "#{pane_pid}").Output(); err == nil {
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		_ = exec.Command(p.tmux, "-S", p.sock, "kill-server").Run()
+		// The pane's program (claude, say) may go on writing into the
+		// test's directories for a moment after its terminal is gone:
+		// the directories are removed once it has ended.
+		waitExited(t, pid)
+	})
 	return p
+}
+
+// waitExited waits until process pid has ended (gone, or a zombie that
+// nobody reaps), killing it after 20 s; it gives up 10 s later.
+func waitExited(t *testing.T, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		return
+	}
+	alive := func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// The state follows the command's closing parenthesis.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	}
+	deadline, killed := time.Now().Add(20*time.Second), false
+	for alive() {
+		if time.Now().After(deadline) {
+			if killed {
+				t.Logf("the pane's process %d is still there after SIGKILL", pid)
+				return
+			}
+			t.Logf("the pane's process %d did not end 20 s after its terminal: killing it", pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+			deadline, killed = time.Now().Add(10*time.Second), true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // capture returns what the pane shows; with escapes, its colours too.
