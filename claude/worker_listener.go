@@ -537,22 +537,24 @@ func (l *WorkerListener) start(ctx context.Context, c *Command, t *WorkerTranspo
 func (l *WorkerListener) handOver(wl *workerLink, rc *workerConn) error {
 	res := make(chan error, 1)
 	wl.assign <- assignment{rc: rc, result: res}
+	var err error
 	select {
-	case err := <-res:
-		if err == nil && !rc.placed {
-			rc.mu.Lock()
-			rc.worker = wl.name
-			rc.mu.Unlock()
-		}
-		return err
+	case err = <-res:
 	case <-wl.gone:
+		// The link sends the result before it closes gone, so both may
+		// be ready: the result, if there is one, decides.
 		select {
-		case err := <-res:
-			return err
+		case err = <-res:
 		default:
 			return errors.New("gone")
 		}
 	}
+	if err == nil && !rc.placed {
+		rc.mu.Lock()
+		rc.worker = wl.name
+		rc.mu.Unlock()
+	}
+	return err
 }
 
 // newConn makes the Conn of a new session running c, with t's Tag and
