@@ -262,14 +262,14 @@ var workerStateToProto = map[claude.WorkerState]v1.WorkerState{
 	claude.WorkerLost:         v1.WorkerState_WORKER_STATE_LOST,
 }
 
-func workerToProto(w *claude.WorkerInfo) *v1.Worker {
+func workerToProto(w *daemon.WorkerStatus) *v1.Worker {
 	return &v1.Worker{Name: w.Name, Labels: w.Labels, Capacity: int32(w.Capacity), SessionIds: w.Sessions,
 		CliVersion: w.CLIVersion, State: workerStateToProto[w.State], StateSince: timestamppb.New(w.Since),
 		LastSeen: timestamppb.New(w.LastSeen), Address: w.Addr, Host: w.Host, Pid: int32(w.PID),
-		GraceSeconds: int64(w.Grace / time.Second)}
+		GraceSeconds: int64(w.Grace / time.Second), TakesSpares: w.Spares, Spares: int32(w.SpareCLIs)}
 }
 
-func workersToProto(ws []claude.WorkerInfo) []*v1.Worker {
+func workersToProto(ws []daemon.WorkerStatus) []*v1.Worker {
 	out := make([]*v1.Worker, len(ws))
 	for i := range ws {
 		out[i] = workerToProto(&ws[i])

@@ -72,6 +72,8 @@ type WorkerInfo struct {
 	// Addr is the remote address of its control connection.
 	Addr  string
 	Grace time.Duration
+	// Spares: it takes spare CLIs (WorkerTransport.Spare).
+	Spares bool
 }
 
 // A WorkerSelector says which registered worker may run a session: the one
@@ -79,6 +81,9 @@ type WorkerInfo struct {
 type WorkerSelector struct {
 	Name   string
 	Labels map[string]string
+	// Spares picks only a worker that takes spare CLIs
+	// (its registration's Spares).
+	Spares bool
 }
 
 func (s WorkerSelector) String() string {
@@ -88,6 +93,9 @@ func (s WorkerSelector) String() string {
 	}
 	if len(s.Labels) > 0 {
 		parts = append(parts, "labels "+formatLabels(s.Labels))
+	}
+	if s.Spares {
+		parts = append(parts, "taking spare CLIs (claudectl worker --spares)")
 	}
 	if len(parts) == 0 {
 		return "any worker"
@@ -104,7 +112,7 @@ func formatLabels(labels map[string]string) string {
 }
 
 func (s WorkerSelector) matches(r *relay.Registration) bool {
-	if s.Name != "" && s.Name != r.Name {
+	if s.Name != "" && s.Name != r.Name || s.Spares && !r.Spares {
 		return false
 	}
 	for k, v := range s.Labels {
@@ -218,7 +226,7 @@ func (l *WorkerListener) Workers() []WorkerInfo {
 		}
 		wi := WorkerInfo{Name: name, Labels: maps.Clone(e.reg.Labels), Capacity: e.reg.Capacity,
 			CLIVersion: e.reg.CLIVersion, Host: e.reg.Host, PID: e.reg.PID, State: e.state(now),
-			Since: e.since, LastSeen: e.since, Addr: e.addr, Grace: e.reg.Grace()}
+			Since: e.since, LastSeen: e.since, Addr: e.addr, Grace: e.reg.Grace(), Spares: e.reg.Spares}
 		if wi.State == WorkerConnected {
 			wi.LastSeen = now
 		}
@@ -501,6 +509,10 @@ type WorkerTransport struct {
 	// frames after Resume.Received, and the lines to the CLI go on after
 	// those the worker has.
 	Resume *WorkerResume
+	// Spare starts a CLI ahead of need, on a registered worker whose
+	// registration allows it (relay's Registration.Spares) and that
+	// matches Name and Labels; never on a one-session worker.
+	Spare bool
 }
 
 // WorkerResume names a relay session to take over and how many of the
@@ -523,10 +535,10 @@ func (t *WorkerTransport) Start(ctx context.Context, c *Command) (Conn, error) {
 	if t.Resume != nil {
 		return t.Listener.adopt(ctx, c, t)
 	}
-	if t.Name == "" && len(t.Labels) == 0 {
+	if t.Name == "" && len(t.Labels) == 0 && !t.Spare {
 		return t.Listener.start(ctx, c, t)
 	}
-	return t.Listener.startPlaced(ctx, c, WorkerSelector{Name: t.Name, Labels: t.Labels}, t)
+	return t.Listener.startPlaced(ctx, c, WorkerSelector{Name: t.Name, Labels: t.Labels, Spares: t.Spare}, t)
 }
 
 // startPlaced places a session on a registered worker matching sel and

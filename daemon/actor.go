@@ -185,6 +185,9 @@ func (a *actor) start(ctx context.Context) error {
 	a.cancelCLI = cancelCLI
 	stopAbort := context.AfterFunc(a.ctx, cancelCLI)
 	s, err := claude.Start(cliCtx, &co)
+	if err != nil && a.remote() && errors.Is(err, claude.ErrWorkersBusy) && cliCtx.Err() == nil && a.d.dropRemoteSpares() {
+		s, err = claude.Start(cliCtx, &co) // the spares' slots are free
+	}
 	aborted := !stopAbort()
 	if err != nil && aborted {
 		return a.closedWhileStarting(ctx)
@@ -602,9 +605,13 @@ func (a *actor) memoryLimitReached(limit int64) string {
 }
 
 // remote reports whether the session runs on a remote worker.
-func (a *actor) remote() bool {
-	w := a.opts.GetWorker()
-	return (w != "" && w != WorkerLocal) || len(a.opts.GetWorkerLabels()) > 0
+func (a *actor) remote() bool { return remoteOptions(a.opts) }
+
+// remoteOptions reports whether a session with options o runs on a remote
+// worker.
+func remoteOptions(o *SessionOptions) bool {
+	w := o.GetWorker()
+	return (w != "" && w != WorkerLocal) || len(o.GetWorkerLabels()) > 0
 }
 
 // ctxNoCancel is the context the reader logs with: events are logged even

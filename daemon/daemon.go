@@ -361,18 +361,22 @@ func (d *Daemon) Create(ctx context.Context, o *SessionOptions, prompt string) (
 	}
 	s := &store.Session{Cwd: o.GetCwd(), Model: o.GetModel(), PermissionMode: o.GetPermissionMode(),
 		Status: store.StatusStarting, Options: raw, BudgetUSD: o.GetMaxBudgetUsd(), Worker: worker}
+	var sp *spare
 	if o.GetWorktree() != "" {
 		s.ID = newSessionID()
 		if s.Worktree, err = d.makeWorktree(ctx, s.ID, o); err != nil {
 			return nil, err
 		}
+	} else if sp = d.takeSpare(o); sp != nil && sp.id != "" {
+		s.ID = sp.id // a remote spare's relay is tagged with it (pool.go)
 	}
 	if err := d.db.CreateSession(ctx, s); err != nil {
 		d.removeWorktree(s.Worktree)
+		d.discardSpare(sp)
 		return nil, fmt.Errorf("daemon: creating session: %w", err)
 	}
 	d.log.Info("session created", "session", s.ID, "cwd", s.Cwd, "model", s.Model, "worker", cmp.Or(s.Worker, "local"))
-	created, err := d.launch(ctx, s, o, launch{new: true}, prompt)
+	created, err := d.launch(ctx, s, o, launch{new: true, spare: sp}, prompt)
 	if err == nil && prompt == "" {
 		// The next session like this one takes a spare (pool.go); with a
 		// prompt, once its turn has ended (actor.turnEnded).
@@ -506,8 +510,9 @@ type launch struct {
 	// admitted: the launch's prompt was admitted under the spend caps
 	// (Send); else launch admits it.
 	admitted bool
-	// new: a new session (Create), which may take a spare CLI (pool.go);
-	// spare is the one it took, with its slot.
+	// new: a new session (Create); spare is the spare CLI it took
+	// (pool.go), with its slot, or nil. A launch that fails before the
+	// actor has it closes it.
 	new   bool
 	spare *spare
 }
@@ -517,6 +522,7 @@ type launch struct {
 // has a live actor.
 func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions, l launch, prompt string) (*store.Session, error) {
 	if err := d.acquire(ctx, s.ID); err != nil {
+		d.discardSpare(l.spare)
 		return nil, err
 	}
 	if d.workerOf(s.ID) == "" {
@@ -529,18 +535,17 @@ func (d *Daemon) launch(ctx context.Context, s *store.Session, o *SessionOptions
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
+		d.discardSpare(l.spare)
 		return nil, ErrClosed
 	}
 	if old := d.actors[s.ID]; old != nil {
 		d.mu.Unlock()
+		d.discardSpare(l.spare)
 		return nil, fmt.Errorf("%w: session %s", ErrAlreadyRunning, s.ID)
 	}
 	d.actors[s.ID] = a // reserved: a second launch now fails
 	a.hub = d.acquireHubLocked(s.ID, false)
 	d.mu.Unlock()
-	if l.new && l.dir == "" {
-		a.launch.spare = d.takeSpare(o)
-	}
 	if l.takeover != nil {
 		d.slots.force() // its CLI runs already
 		a.hasSlot = true

@@ -127,7 +127,18 @@ func (d *Daemon) checkWorker(o *SessionOptions) error {
 			Reason: "this daemon accepts no remote workers: start it with workers.token_file in settings.json"}
 	}
 	sel, _ := workerSelector(o)
-	return d.workers.CheckPlacement(sel)
+	err := d.workers.CheckPlacement(sel)
+	if errors.Is(err, claude.ErrWorkersBusy) {
+		// Spares hold slots (pool.go): a session like theirs takes one,
+		// and any other gets their slots.
+		if d.hasSpare(o) {
+			return nil
+		}
+		if d.dropRemoteSpares() {
+			err = d.workers.CheckPlacement(sel)
+		}
+	}
+	return err
 }
 
 func formatLabels(labels map[string]string) string {

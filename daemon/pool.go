@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -25,10 +26,21 @@ import (
 // the process's setting: its key is the whole SessionOptions message
 // (deterministic proto bytes). What the daemon adds is the daemon's for
 // every session (its env, CLI path, sandbox, scheduling); a reload that
-// changes the pool's settings drops every spare. Only new local sessions
-// take spares: a resume or fork starts its CLI with --resume, a worktree
-// session runs in a directory made for it, and a remote worker's CLI is
-// not the daemon's to start ahead (no spares run on workers).
+// changes the pool's settings drops every spare. Only new sessions take
+// spares: a resume or fork starts its CLI with --resume, and a worktree
+// session runs in a directory made for it.
+//
+// Remote workers. A worker's CLI runs on someone else's machine, with its
+// login: a spare runs only on a registered worker whose operator opted in
+// (claudectl worker --spares, relay.Registration.Spares) and that matches
+// the options' worker and labels, and it holds one of that worker's
+// capacity slots. Its relay session is tagged with the id the session
+// that takes it will have (spare.id, given to that session by Create), so
+// that a daemon taking the session over after this one died finds it by
+// the relay session's tag, as any worker session's (takeover.go); a spare
+// nobody took is unknown to every daemon, and a worker that comes back for
+// it is told to stop its CLI. A session that finds every matching worker
+// full closes the remote spares and tries again (actor.start).
 //
 // Cost and credentials. A spare is a CLI process like a session's: it
 // takes one of the sessions.max_running slots (started only when one is
@@ -51,7 +63,10 @@ type pool struct {
 
 // A spare is a CLI started for options key, waiting for a session.
 type spare struct {
-	key    string
+	key string
+	// id is the id of the session that takes a remote spare, its relay
+	// session's tag; "" for a local spare (the store gives the session one).
+	id     string
 	opts   *SessionOptions
 	tap    *tapTransport
 	ctx    context.Context    // the CLI's: the daemon's, ended by cancel
@@ -74,7 +89,7 @@ type spare struct {
 // spareKey is what a spare must have been started with for o's session to
 // take it, and false when o's session takes no spare.
 func spareKey(o *SessionOptions) (string, bool) {
-	if o.GetWorker() != "" && o.GetWorker() != WorkerLocal || len(o.GetWorkerLabels()) > 0 || o.GetWorktree() != "" {
+	if o.GetWorktree() != "" {
 		return "", false
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(o)
@@ -132,7 +147,8 @@ func (d *Daemon) spareLife() time.Duration {
 // the oldest spare of other options gives way.
 func (d *Daemon) wantSpare(o *SessionOptions) {
 	key, ok := spareKey(o)
-	if !ok {
+	remote := remoteOptions(o)
+	if !ok || remote && d.workers == nil {
 		return
 	}
 	p := &d.pool
@@ -155,6 +171,9 @@ func (d *Daemon) wantSpare(o *SessionOptions) {
 		return
 	}
 	sp := &spare{key: key, opts: proto.Clone(o).(*SessionOptions), bound: make(chan struct{})}
+	if remote {
+		sp.id = newSessionID()
+	}
 	sp.ctx, sp.cancel = context.WithCancel(d.ctx)
 	p.spares = append(p.spares, sp)
 	p.wg.Add(1)
@@ -171,7 +190,16 @@ func (d *Daemon) wantSpare(o *SessionOptions) {
 // startSpare starts sp's CLI and waits for its initialize answer; a spare
 // that fails is dropped (logged: the next session starts its own CLI).
 func (d *Daemon) startSpare(sp *spare) {
-	sp.tap = &tapTransport{Transport: d.localTransport(sp.opts)}
+	var tr claude.Transport
+	if sp.id != "" {
+		// Held, as a session's: a daemon taking it over gets again what
+		// was not stored (takeover.go).
+		sel, _ := workerSelector(sp.opts)
+		tr = &claude.WorkerTransport{Listener: d.workers, Name: sel.Name, Labels: sel.Labels, Tag: sp.id, Hold: true, Spare: true}
+	} else {
+		tr = d.localTransport(sp.opts)
+	}
+	sp.tap = &tapTransport{Transport: tr}
 	co := d.cliOptions(sp.opts, sp.tap, sp.canUseTool, sp.skillShellCommand)
 	ctx, cancel := sp.ctx, sp.cancel
 	s, err := claude.Start(ctx, &co)
@@ -194,6 +222,8 @@ func (d *Daemon) startSpare(sp *spare) {
 		p.mu.Unlock()
 		switch {
 		case err != nil && dropped && ctx.Err() != nil: // closed while it started
+		case errors.Is(err, claude.ErrNoWorker) || errors.Is(err, claude.ErrWorkersBusy):
+			d.log.Info("no spare CLI on a remote worker: none with room takes spares; sessions start their own", "cwd", sp.opts.GetCwd(), "why", err)
 		case err != nil:
 			d.log.Warn("a spare CLI did not start; sessions start their own", "cwd", sp.opts.GetCwd(), "err", err)
 		default:
@@ -206,7 +236,7 @@ func (d *Daemon) startSpare(sp *spare) {
 	sp.sess, sp.ready = s, true
 	sp.timer = time.AfterFunc(d.spareLife(), func() { d.expireSpare(sp) })
 	p.mu.Unlock()
-	d.log.Info("spare CLI ready", "cwd", sp.opts.GetCwd(), "pid", s.PID())
+	d.log.Info("spare CLI ready", "cwd", sp.opts.GetCwd(), "pid", s.PID(), "worker", sp.tap.conn.worker)
 }
 
 // expireSpare closes sp when its lifetime is over and no session took it.
@@ -251,6 +281,90 @@ func (d *Daemon) takeSpare(o *SessionOptions) *spare {
 		return sp
 	}
 	return nil
+}
+
+// discardSpare closes sp, taken by a session that could not use it (its
+// store write or launch failed), and gives its slot back.
+func (d *Daemon) discardSpare(sp *spare) {
+	if sp == nil {
+		return
+	}
+	p := &d.pool
+	p.mu.Lock()
+	p.wg.Add(1) // its close (closeSpare)
+	p.mu.Unlock()
+	d.log.Info("a spare CLI taken by a session that did not start is closed", "cwd", sp.opts.GetCwd())
+	d.closeSpare(sp, false)
+}
+
+// dropRemoteSpares closes the spares that run on remote workers, for a
+// session that found every matching worker full, and returns once their
+// CLIs have ended (their workers' slots free); it reports whether there
+// were any.
+func (d *Daemon) dropRemoteSpares() bool {
+	p := &d.pool
+	p.mu.Lock()
+	var drop []*spare
+	p.spares = slices.DeleteFunc(p.spares, func(sp *spare) bool {
+		if sp.id == "" {
+			return false
+		}
+		sp.gone = true
+		drop = append(drop, sp)
+		return true
+	})
+	p.wg.Add(len(drop)) // their closes (closeSpare)
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sp := range drop {
+		wg.Go(func() {
+			defer p.wg.Done()
+			p.mu.Lock()
+			s := sp.sess
+			if s != nil {
+				sp.timer.Stop()
+			}
+			p.mu.Unlock()
+			if s == nil {
+				sp.cancel() // a start under way ends now; startSpare closes it, and gives its slot back
+				return
+			}
+			s.Close() // as closeSpare does, but waited for
+			sp.cancel()
+			d.slots.release(false)
+		})
+	}
+	wg.Wait()
+	if len(drop) > 0 {
+		d.log.Info("closed the spare CLIs on remote workers to make room for a session", "spares", len(drop))
+	}
+	return len(drop) > 0
+}
+
+// hasSpare reports whether a spare for o's session is ready.
+func (d *Daemon) hasSpare(o *SessionOptions) bool {
+	key, ok := spareKey(o)
+	if !ok {
+		return false
+	}
+	p := &d.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.ContainsFunc(p.spares, func(sp *spare) bool { return sp.key == key && sp.ready })
+}
+
+// spareIDs returns the relay tags of the remote spares in the pool.
+func (d *Daemon) spareIDs() map[string]bool {
+	p := &d.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := map[string]bool{}
+	for _, sp := range p.spares {
+		if sp.id != "" {
+			ids[sp.id] = true
+		}
+	}
+	return ids
 }
 
 // dropSpare closes the oldest spare to give its slot to a launch that
@@ -342,6 +456,17 @@ func (sp *spare) skillShellCommand(ctx context.Context, in *claude.PreSkillShell
 // as the session's first lines, its requests go to a, and it goes on as a
 // CLI started for a.
 func (a *actor) startSpare(ctx context.Context, sp *spare, held string) error {
+	if sp.id != "" {
+		// As tapTransport.Start does for a CLI started on a worker for
+		// the session: stored before the lines bind stores, which the
+		// relay counts from.
+		a.d.setWorkerOf(a.id, sp.tap.conn.worker)
+		if err := a.recordRelay(ctx, sp.tap.conn.Conn); err != nil {
+			sp.sess.Close()
+			sp.cancel()
+			return a.fail(ctx, fmt.Errorf("daemon: session %s could not start: %w", a.id, storeError(err)))
+		}
+	}
 	if err := sp.tap.conn.bind(ctx, a); err != nil {
 		sp.sess.Close()
 		sp.cancel()
@@ -350,7 +475,7 @@ func (a *actor) startSpare(ctx context.Context, sp *spare, held string) error {
 	a.cancelCLI = sp.cancel
 	sp.a = a
 	close(sp.bound)
-	a.d.log.Info("session took a spare CLI", "session", a.id, "pid", sp.sess.PID())
+	a.d.log.Info("session took a spare CLI", "session", a.id, "pid", sp.sess.PID(), "worker", sp.tap.conn.worker)
 	return a.started(ctx, sp.sess, held)
 }
 

@@ -29,8 +29,11 @@ func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.C
 	if err != nil {
 		return nil, err
 	}
-	if t.a == nil { // a spare: local, no relay to record
+	if t.a == nil { // a spare: its relay is recorded when a session takes it
 		t.conn = &tapConn{Conn: c, spare: true}
+		if wn, ok := c.(interface{ WorkerName() string }); ok {
+			t.conn.worker = wn.WorkerName()
+		}
 		return t.conn, nil
 	}
 	if wn, ok := c.(interface{ WorkerName() string }); ok {
@@ -45,8 +48,9 @@ func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.C
 
 type tapConn struct {
 	claude.Conn
-	a     *actor // nil for a spare not yet taken: see early
-	spare bool   // a spare's: a is set by bind, under mu
+	a      *actor // nil for a spare not yet taken: see early
+	spare  bool   // a spare's: a is set by bind, under mu
+	worker string // a spare's on a remote worker: the worker's name
 
 	// mu guards a and early for a spare's connection: the lines written
 	// before bind, kept to be stored as the session's once it has one.
@@ -96,6 +100,9 @@ func (c *tapConn) bind(ctx context.Context, a *actor) error {
 	for _, raw := range c.early {
 		typ, sub := claude.LineKind(raw)
 		ev := Event{Event: store.Event{SessionID: a.id, Direction: store.ToCLI, Type: typ, Subtype: sub, Raw: raw}}
+		if a.remote() { // numbered as the relay numbered them (tapConn.WriteLine)
+			ev.RelayFrame = a.sent.Add(1)
+		}
 		if err := a.record(context.WithoutCancel(ctx), ev, nil, true); err != nil {
 			return fmt.Errorf("daemon: recording what was written to the spare CLI: %w", err)
 		}

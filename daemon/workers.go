@@ -1,6 +1,10 @@
 package daemon
 
-import "github.com/claudectl/claudectl/claude"
+import (
+	"slices"
+
+	"github.com/claudectl/claudectl/claude"
+)
 
 // This file holds what the daemon knows of its remote workers: which one
 // runs each session, and the list of the registered ones.
@@ -35,9 +39,25 @@ func (d *Daemon) WorkerOf(id string) string { return d.workerOf(id) }
 // ListWorkers returns the registered remote workers, sorted by name, each
 // with the ids of the daemon's sessions it runs; nil when the daemon
 // accepts no workers.
-func (d *Daemon) ListWorkers() []claude.WorkerInfo {
+func (d *Daemon) ListWorkers() []WorkerStatus {
 	if d.workers == nil {
 		return nil
 	}
-	return d.workers.Workers() // the daemon tags its sessions with their ids
+	ws := d.workers.Workers() // the daemon tags its sessions with their ids
+	spare := d.spareIDs()
+	out := make([]WorkerStatus, len(ws))
+	for i, w := range ws {
+		n := len(w.Sessions)
+		w.Sessions = slices.DeleteFunc(w.Sessions, func(id string) bool { return spare[id] })
+		out[i] = WorkerStatus{WorkerInfo: w, SpareCLIs: n - len(w.Sessions)}
+	}
+	return out
+}
+
+// WorkerStatus is a registered worker as ListWorkers shows it: its
+// Sessions are the daemon's sessions, without the spare CLIs waiting on it
+// (pool.go), which SpareCLIs counts.
+type WorkerStatus struct {
+	claude.WorkerInfo
+	SpareCLIs int
 }

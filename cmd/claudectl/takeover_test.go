@@ -180,6 +180,79 @@ func TestWorkerSessionSurvivesDaemonRestart(t *testing.T) {
 		f.done.Sub(killed).Round(time.Millisecond), n)
 }
 
+// TestWorkerSpareSessionSurvivesDaemonRestart: a session that took a
+// spare CLI on a worker started with --spares is taken over as any worker
+// session is, when its daemon is killed mid-turn and started again: the
+// spare's relay was tagged with the id the session got.
+func TestWorkerSpareSessionSurvivesDaemonRestart(t *testing.T) {
+	tokenFile := writeWorkerToken(t)
+	long := strings.Repeat("a spare's turn that outlives a restart; ", 50)
+	model := claudetest.NewServer(claudetest.Script(claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(long)},
+		DeltaDelay: 20 * time.Millisecond, ChunkSize: 8}))
+	t.Cleanup(model.Close)
+	tmp := t.TempDir()
+	home, work, data := filepath.Join(tmp, "home"), filepath.Join(tmp, "work"), filepath.Join(tmp, "data")
+	for _, d := range []string{home, work} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	binary := buildClaudectl(t, ctx, tmp)
+	env := model.Env(home)
+	httpc := &http.Client{Transport: &http.Transport{}}
+	cli := claudetest.CLIPath(t)
+	d1 := startServe(ctx, t, binary, cli, data, env, filepath.Join(tmp, "serve1.log"), httpc, "--worker-token-file", tokenFile)
+	startTeeWorkerWith(t, "w1", binary, env, tokenFile, []string{"--spares"}, d1)
+	first := createOnWorker(t, ctx, d1, "w1", work) // the default settings keep a spare for its options
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(d1.log(), "spare CLI ready"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no spare CLI on the worker started with --spares after session %s; daemon's log:\n%s", first, d1.log())
+		}
+	}
+	id := createOnWorker(t, ctx, d1, "w1", work)
+	if !strings.Contains(d1.log(), `msg="session took a spare CLI" session=`+id) {
+		t.Fatalf("session %s did not take the spare; daemon's log:\n%s", id, d1.log())
+	}
+	stream, err := d1.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d1.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "stream"})); err != nil {
+		t.Fatal(err)
+	}
+	f := &turnFollower{}
+	f.follow(t, stream, 15, func() {
+		if err := d1.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-d1.done
+	})
+	stream.Close()
+	addr := strings.TrimPrefix(d1.url, "http://")
+	d2 := startServeAt(ctx, t, addr, binary, cli, data, env, filepath.Join(tmp, "serve2.log"), httpc, "--worker-token-file", tokenFile)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("first daemon's log:\n%s\nsecond daemon's log:\n%s", d1.log(), d2.log())
+		}
+	})
+	stream, err = d2.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: f.last}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	f.follow(t, stream, 0, nil)
+	f.check(t, long)
+	s := waitIdle(t, ctx, d2.sessions, id)
+	if s.WorkerName != "w1" {
+		t.Errorf("the session runs on %q after the restart, want w1", s.WorkerName)
+	}
+	if l := d2.log(); !strings.Contains(l, `msg="session taken over" session=`+id) || strings.Contains(l, `msg="CLI started" session=`+id) {
+		t.Errorf("the restarted daemon did not take session %s's CLI (the spare) over", id)
+	}
+}
+
 func writeWorkerToken(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "worker-token")
@@ -208,6 +281,12 @@ type teeWorker struct {
 
 func startTeeWorker(t *testing.T, name, binary string, env []string, tokenFile string, daemons ...*serveProc) *teeWorker {
 	t.Helper()
+	return startTeeWorkerWith(t, name, binary, env, tokenFile, nil, daemons...)
+}
+
+// startTeeWorkerWith is startTeeWorker with more flags for the worker.
+func startTeeWorkerWith(t *testing.T, name, binary string, env []string, tokenFile string, flags []string, daemons ...*serveProc) *teeWorker {
+	t.Helper()
 	tmp := t.TempDir()
 	w := &teeWorker{printed: filepath.Join(tmp, "printed.ndjson")}
 	wrapper := filepath.Join(tmp, "claude-tee")
@@ -221,6 +300,7 @@ func startTeeWorker(t *testing.T, name, binary string, env []string, tokenFile s
 	}
 	w.cmd = exec.Command(binary, "worker", "--name", name, "--connect", strings.Join(urls, ","),
 		"--token-file", tokenFile, "--cli", wrapper, "--grace", "60s", "--verbose")
+	w.cmd.Args = append(w.cmd.Args, flags...)
 	w.cmd.Env = env
 	var log bytes.Buffer
 	w.cmd.Stdout, w.cmd.Stderr = &log, &log

@@ -55,6 +55,14 @@ it stays away longer than --grace, and so does the worker.
 SIGTERM or Ctrl-C stops it: each CLI is closed (its input ended, then
 SIGTERM, then SIGKILL), the controller hears of it, and the worker exits 0.
 
+With --spares the controller may start CLIs here ahead of need (off by
+default): its next session with the same options as a recent one takes a
+CLI already started, and its first answer comes without the CLI's start
+(about a second). A spare holds a slot of --capacity and this machine's
+Claude Code login while it waits, never longer than the controller's
+sessions.spare_lifetime; a controller that needs the slot for a session
+closes its spares first.
+
 With --once it runs one session and exits when it ends (the first protocol:
 the controller gives it the next session that asks for worker "remote").
 
@@ -76,7 +84,7 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	env := c.Env.withDefaults()
 	var connect []string
 	var tokenFile, cliPath, name string
-	var verbose, once bool
+	var verbose, once, spares bool
 	labels := map[string]string{}
 	capacity := defaultWorkerCapacity
 	grace := relay.DefaultGrace
@@ -142,6 +150,7 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 		scheduling = sc
 		return nil
 	})
+	fs.BoolVar(&spares, "spares", false, "let the controller start CLIs here ahead of need (spare CLIs, its sessions.spare_clis), so that its next session like a recent one starts at once; each holds a slot of --capacity and this machine's Claude Code login while it waits, at most the controller's sessions.spare_lifetime")
 	fs.BoolVar(&once, "once", false, "run one session, then exit")
 	fs.Func("reconnect-timeout", "with --once: give up when the controller is out of reach for `DURATION` (default 2m)", func(s string) error {
 		var d time.Duration
@@ -187,8 +196,8 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 	if err := relay.ValidName(name); err != nil { // the controller refuses it, --once or not
 		return badValue("name", name, strings.TrimPrefix(err.Error(), fmt.Sprintf("worker name %q: ", name)))
 	}
-	if once && (len(labels) > 0 || capacity != defaultWorkerCapacity || grace != relay.DefaultGrace) {
-		return usagef("--label, --capacity and --grace are for a registered worker, not --once")
+	if once && (len(labels) > 0 || capacity != defaultWorkerCapacity || grace != relay.DefaultGrace || spares) {
+		return usagef("--label, --capacity, --grace and --spares are for a registered worker, not --once")
 	}
 	if cliPath != "" {
 		p, err := claude.FindBinary(&claude.FindOptions{Path: cliPath})
@@ -232,7 +241,7 @@ func (c *WorkerCommand) Run(ctx context.Context, args []string) error {
 		URLs:  connect,
 		Token: token,
 		Registration: relay.Registration{Name: name, Labels: labels, Capacity: capacity, CLIVersion: version,
-			Host: host, PID: os.Getpid(), GraceMillis: grace.Milliseconds()},
+			Host: host, PID: os.Getpid(), GraceMillis: grace.Milliseconds(), Spares: spares},
 		Logger: logger,
 		Start:  startLocalCLI(cliPath, scheduling, env.CLIEnv),
 	}

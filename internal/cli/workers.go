@@ -29,8 +29,9 @@ const workersUsage = `Usage: claudectl workers [flags]
 Lists the remote workers registered with the daemon ("claudectl worker
 --name N --label k=v --capacity C"): name, state (connected; reconnecting,
 since when; lost: gone longer than its grace period, its sessions failed),
-load (sessions running / capacity), labels, the version of its Claude Code
-and the sessions it runs. A session asks for one with worker set to its name,
+load (sessions running, and spare CLIs waiting on a worker started with
+--spares, / capacity), labels, the version of its Claude Code and the
+sessions it runs. A session asks for one with worker set to its name,
 or with worker_labels.
 ` + clientFlagsHelp
 
@@ -48,6 +49,10 @@ type workerJSON struct {
 	PID        int32             `json:"pid,omitempty"`
 	Address    string            `json:"address,omitempty"`
 	GraceSecs  int64             `json:"grace_seconds"`
+	// TakesSpares: started with --spares; Spares: spare CLIs waiting on
+	// it now (not in Sessions; each holds a slot of Capacity).
+	TakesSpares bool  `json:"takes_spares"`
+	Spares      int32 `json:"spares"`
 }
 
 func workerStateName(s v1.WorkerState) string {
@@ -58,7 +63,7 @@ func workerToJSON(w *v1.Worker) workerJSON {
 	return workerJSON{Name: w.Name, State: workerStateName(w.State), Since: w.GetStateSince().AsTime(),
 		LastSeen: w.GetLastSeen().AsTime(), Labels: w.Labels, Capacity: w.Capacity,
 		Sessions: append([]string{}, w.SessionIds...), CLIVersion: w.CliVersion, Host: w.Host, PID: w.Pid,
-		Address: w.Address, GraceSecs: w.GraceSeconds}
+		Address: w.Address, GraceSecs: w.GraceSeconds, TakesSpares: w.TakesSpares, Spares: w.Spares}
 }
 
 // workerStateText is the STATE cell: "connected", "reconnecting 12s",
@@ -117,8 +122,12 @@ func (c *WorkersCommand) Run(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tLOAD\tLABELS\tCLI\tHOST\tSESSIONS")
 	for _, w := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", w.Name, workerStateText(w, now), len(w.Sessions), w.Capacity,
-			orDash(labelsText(w.Labels)), orDash(w.CLIVersion), orDash(w.Host), orDash(strings.Join(w.Sessions, ",")))
+		sessions := orDash(strings.Join(w.Sessions, ","))
+		if w.Spares > 0 {
+			sessions += fmt.Sprintf(" (+%d spare)", w.Spares)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", w.Name, workerStateText(w, now), len(w.Sessions)+int(w.Spares), w.Capacity,
+			orDash(labelsText(w.Labels)), orDash(w.CLIVersion), orDash(w.Host), sessions)
 	}
 	return tw.Flush()
 }

@@ -28,6 +28,11 @@ type Registration struct {
 	// GraceMillis is how long the controller waits for the worker to come
 	// back after its links dropped before its sessions are lost.
 	GraceMillis int64 `json:"grace_ms,omitempty"`
+	// Spares says the worker lets a controller start CLIs on it ahead of
+	// need (spare CLIs, taken by the next session with the same options):
+	// a spare holds a slot of Capacity and the CLI's login while it waits.
+	// Off unless the worker's operator opts in (claudectl worker --spares).
+	Spares bool `json:"spares,omitempty"`
 }
 
 // Bounds of a Registration.

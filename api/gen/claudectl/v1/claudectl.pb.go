@@ -5098,6 +5098,8 @@ type Worker struct {
 	Host          string                 `protobuf:"bytes,10,opt,name=host,proto3" json:"host,omitempty"`      // its host name
 	Pid           int32                  `protobuf:"varint,11,opt,name=pid,proto3" json:"pid,omitempty"`
 	GraceSeconds  int64                  `protobuf:"varint,12,opt,name=grace_seconds,json=graceSeconds,proto3" json:"grace_seconds,omitempty"` // how long its sessions wait for it when it is away
+	TakesSpares   bool                   `protobuf:"varint,13,opt,name=takes_spares,json=takesSpares,proto3" json:"takes_spares,omitempty"`    // its operator let the daemon start CLIs on it ahead of need (claudectl worker --spares)
+	Spares        int32                  `protobuf:"varint,14,opt,name=spares,proto3" json:"spares,omitempty"`                                 // spare CLIs waiting on it for a session (not in session_ids; each holds a slot of capacity)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5212,6 +5214,20 @@ func (x *Worker) GetPid() int32 {
 func (x *Worker) GetGraceSeconds() int64 {
 	if x != nil {
 		return x.GraceSeconds
+	}
+	return 0
+}
+
+func (x *Worker) GetTakesSpares() bool {
+	if x != nil {
+		return x.TakesSpares
+	}
+	return false
+}
+
+func (x *Worker) GetSpares() int32 {
+	if x != nil {
+		return x.Spares
 	}
 	return 0
 }
@@ -9212,7 +9228,7 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x14HealthDetailsRequest\"\x14\n" +
 	"\x12ListWorkersRequest\"E\n" +
 	"\x13ListWorkersResponse\x12.\n" +
-	"\aworkers\x18\x01 \x03(\v2\x14.claudectl.v1.WorkerR\aworkers\"\xfb\x03\n" +
+	"\aworkers\x18\x01 \x03(\v2\x14.claudectl.v1.WorkerR\aworkers\"\xb6\x04\n" +
 	"\x06Worker\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
 	"\x06labels\x18\x02 \x03(\v2 .claudectl.v1.Worker.LabelsEntryR\x06labels\x12\x1a\n" +
@@ -9229,7 +9245,9 @@ const file_claudectl_v1_claudectl_proto_rawDesc = "" +
 	"\x04host\x18\n" +
 	" \x01(\tR\x04host\x12\x10\n" +
 	"\x03pid\x18\v \x01(\x05R\x03pid\x12#\n" +
-	"\rgrace_seconds\x18\f \x01(\x03R\fgraceSeconds\x1a9\n" +
+	"\rgrace_seconds\x18\f \x01(\x03R\fgraceSeconds\x12!\n" +
+	"\ftakes_spares\x18\r \x01(\bR\vtakesSpares\x12\x16\n" +
+	"\x06spares\x18\x0e \x01(\x05R\x06spares\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x04\n" +
