@@ -247,7 +247,7 @@ func (l *WorkerListener) CheckPlacement(sel WorkerSelector) error {
 	l.init()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if sel.Name == "" && len(sel.Labels) == 0 && !l.anyConnectedLocked() {
+	if sel.Name == "" && len(sel.Labels) == 0 && !sel.Spares && !l.anyConnectedLocked() {
 		return nil
 	}
 	_, err := l.pickLocked(sel)

@@ -132,6 +132,25 @@ func (d *Daemon) Spares() (ready int, taken int64) {
 	return ready, p.taken
 }
 
+// SparesFor returns how many spare CLIs for sessions created with o are
+// in the pool, ready or starting.
+func (d *Daemon) SparesFor(o *SessionOptions) int {
+	key, ok := spareKey(o)
+	if !ok {
+		return 0
+	}
+	p := &d.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, sp := range p.spares {
+		if sp.key == key {
+			n++
+		}
+	}
+	return n
+}
+
 // spareLife is how long a spare may wait: sessions.spare_lifetime, at
 // most sessions.idle_timeout.
 func (d *Daemon) spareLife() time.Duration {
@@ -150,6 +169,16 @@ func (d *Daemon) wantSpare(o *SessionOptions) {
 	remote := remoteOptions(o)
 	if !ok || remote && d.workers == nil {
 		return
+	}
+	if remote {
+		// No worker that takes spares matches, or all are full: a spare
+		// could not start, and it would make another give way for nothing.
+		sel, _ := workerSelector(o)
+		sel.Spares = true
+		if err := d.workers.CheckPlacement(sel); err != nil {
+			d.log.Debug("no spare CLI for a remote session's options", "why", err)
+			return
+		}
 	}
 	p := &d.pool
 	p.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/claudectl/claudectl/apiserver"
 	"github.com/claudectl/claudectl/claude"
 	"github.com/claudectl/claudectl/claudetest"
+	"github.com/claudectl/claudectl/daemon"
 	"github.com/claudectl/claudectl/daemon/daemontest"
 	"github.com/claudectl/claudectl/store"
 )
@@ -140,14 +141,12 @@ func TestDaemonRemoteWorkerSpares(t *testing.T) {
 		t.Errorf("the session on the spare never stored the model's answer")
 	}
 
-	// A worker without --spares gets none.
-	c := create(&v1.SessionOptions{WorkerLabels: map[string]string{"pool": "p"}}, "")
-	for !strings.Contains(logs.String(), "labels pool=p and taking spare CLIs") {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no word of the spare the worker without --spares did not get; daemon log:\n%s", logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
+	// A worker without --spares gets none: the pool does not even try
+	// (Create asks for the spare before it returns).
+	plainOpts := &v1.SessionOptions{WorkerLabels: map[string]string{"pool": "p"}}
+	c := create(plainOpts, "")
+	if n := dd.D.SparesFor(&daemon.SessionOptions{Cwd: dir, WorkerLabels: map[string]string{"pool": "p"}}); n != 0 {
+		t.Errorf("%d spares for the options of the worker without --spares, want 0", n)
 	}
 	if w := worker("plain"); w.Spares != 0 || len(w.SessionIds) != 1 || w.SessionIds[0] != c.Id {
 		t.Errorf("the worker without --spares: %d spares, sessions %v; want none, and %s", w.Spares, w.SessionIds, c.Id)

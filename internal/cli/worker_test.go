@@ -19,7 +19,7 @@ import (
 )
 
 // buildClaudectl builds the claudectl binary into a temporary directory.
-func buildClaudectl(t *testing.T) string {
+func buildClaudectl(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "claudectl")
 	gobin, err := exec.LookPath("go")

@@ -36,7 +36,7 @@ type regWorker struct {
 	stderr syncBuffer
 }
 
-func startRegWorker(t *testing.T, bin, endpoint, token string, args ...string) *regWorker {
+func startRegWorker(t testing.TB, bin, endpoint, token string, args ...string) *regWorker {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "worker-token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
