@@ -118,64 +118,17 @@ func TestWorkerSessionSurvivesOwnerKill(t *testing.T) {
 // worker comes back to it, the daemon takes the session over, and the turn
 // completes — the CLI untouched, the log gap-free and as printed.
 func TestWorkerSessionSurvivesDaemonRestart(t *testing.T) {
-	tokenFile := writeWorkerToken(t)
 	long := strings.Repeat("a turn that outlives a restart; ", 60)
-	model := claudetest.NewServer(claudetest.Script(claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(long)},
-		DeltaDelay: 20 * time.Millisecond, ChunkSize: 8}))
-	t.Cleanup(model.Close)
-	tmp := t.TempDir()
-	home, work, data := filepath.Join(tmp, "home"), filepath.Join(tmp, "work"), filepath.Join(tmp, "data")
-	for _, d := range []string{home, work} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	binary := buildClaudectl(t, ctx, tmp)
-	env := model.Env(home)
-	httpc := &http.Client{Transport: &http.Transport{}}
-	cli := claudetest.CLIPath(t)
-	d1 := startServe(ctx, t, binary, cli, data, env, filepath.Join(tmp, "serve1.log"), httpc, "--worker-token-file", tokenFile)
-	w := startTeeWorker(t, "w1", binary, env, tokenFile, d1)
-	id := createOnWorker(t, ctx, d1, "w1", work)
+	r := startRestartRig(t, long)
+	w := startTeeWorker(t, "w1", r.binary, r.env, r.tokenFile, r.d1)
+	id := createOnWorker(t, r.ctx, r.d1, "w1", r.work)
 	clis := w.waitCLI(t)
-	stream, err := d1.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d1.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "stream"})); err != nil {
-		t.Fatal(err)
-	}
-	f := &turnFollower{}
-	var killed time.Time
-	f.follow(t, stream, 15, func() {
-		if err := d1.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-d1.done
-		killed = time.Now()
-	})
-	stream.Close()
-	addr := strings.TrimPrefix(d1.url, "http://")
-	d2 := startServeAt(ctx, t, addr, binary, cli, data, env, filepath.Join(tmp, "serve2.log"), httpc, "--worker-token-file", tokenFile)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("first daemon's log:\n%s\nsecond daemon's log:\n%s", d1.log(), d2.log())
-		}
-	})
-	stream, err = d2.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: f.last}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Close()
-	f.follow(t, stream, 0, nil)
-	f.check(t, long)
+	d2, f, killed := r.restartMidTurn(t, id, long)
 	if got := childrenOf(w.cmd.Process.Pid); !slices.Equal(got, clis) {
 		t.Errorf("the worker's CLIs %v after the restart, were %v: the CLI was restarted", got, clis)
 	}
-	waitIdle(t, ctx, d2.sessions, id)
-	n := checkStoredAsPrinted(t, ctx, d2.sessions, id, w.printed)
+	waitIdle(t, r.ctx, d2.sessions, id)
+	n := checkStoredAsPrinted(t, r.ctx, d2.sessions, id, w.printed)
 	t.Logf("kill -9 of the daemon after 15 deltas; restarted, the turn complete %v after the kill; %d CLI lines stored as printed",
 		f.done.Sub(killed).Round(time.Millisecond), n)
 }
@@ -185,72 +138,103 @@ func TestWorkerSessionSurvivesDaemonRestart(t *testing.T) {
 // session is, when its daemon is killed mid-turn and started again: the
 // spare's relay was tagged with the id the session got.
 func TestWorkerSpareSessionSurvivesDaemonRestart(t *testing.T) {
-	tokenFile := writeWorkerToken(t)
 	long := strings.Repeat("a spare's turn that outlives a restart; ", 50)
-	model := claudetest.NewServer(claudetest.Script(claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(long)},
-		DeltaDelay: 20 * time.Millisecond, ChunkSize: 8}))
-	t.Cleanup(model.Close)
-	tmp := t.TempDir()
-	home, work, data := filepath.Join(tmp, "home"), filepath.Join(tmp, "work"), filepath.Join(tmp, "data")
-	for _, d := range []string{home, work} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	binary := buildClaudectl(t, ctx, tmp)
-	env := model.Env(home)
-	httpc := &http.Client{Transport: &http.Transport{}}
-	cli := claudetest.CLIPath(t)
-	d1 := startServe(ctx, t, binary, cli, data, env, filepath.Join(tmp, "serve1.log"), httpc, "--worker-token-file", tokenFile)
-	startTeeWorkerWith(t, "w1", binary, env, tokenFile, []string{"--spares"}, d1)
-	first := createOnWorker(t, ctx, d1, "w1", work) // the default settings keep a spare for its options
+	r := startRestartRig(t, long)
+	d1 := r.d1
+	startTeeWorkerWith(t, "w1", r.binary, r.env, r.tokenFile, []string{"--spares"}, d1)
+	first := createOnWorker(t, r.ctx, d1, "w1", r.work) // the default settings keep a spare for its options
 	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(d1.log(), "spare CLI ready"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no spare CLI on the worker started with --spares after session %s; daemon's log:\n%s", first, d1.log())
 		}
 	}
-	id := createOnWorker(t, ctx, d1, "w1", work)
+	id := createOnWorker(t, r.ctx, d1, "w1", r.work)
 	if !strings.Contains(d1.log(), `msg="session took a spare CLI" session=`+id) {
 		t.Fatalf("session %s did not take the spare; daemon's log:\n%s", id, d1.log())
 	}
-	stream, err := d1.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d1.sessions.Send(ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "stream"})); err != nil {
-		t.Fatal(err)
-	}
-	f := &turnFollower{}
-	f.follow(t, stream, 15, func() {
-		if err := d1.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-d1.done
-	})
-	stream.Close()
-	addr := strings.TrimPrefix(d1.url, "http://")
-	d2 := startServeAt(ctx, t, addr, binary, cli, data, env, filepath.Join(tmp, "serve2.log"), httpc, "--worker-token-file", tokenFile)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("first daemon's log:\n%s\nsecond daemon's log:\n%s", d1.log(), d2.log())
-		}
-	})
-	stream, err = d2.sessions.Subscribe(ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: f.last}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Close()
-	f.follow(t, stream, 0, nil)
-	f.check(t, long)
-	s := waitIdle(t, ctx, d2.sessions, id)
+	d2, _, _ := r.restartMidTurn(t, id, long)
+	s := waitIdle(t, r.ctx, d2.sessions, id)
 	if s.WorkerName != "w1" {
 		t.Errorf("the session runs on %q after the restart, want w1", s.WorkerName)
 	}
 	if l := d2.log(); !strings.Contains(l, `msg="session taken over" session=`+id) || strings.Contains(l, `msg="CLI started" session=`+id) {
 		t.Errorf("the restarted daemon did not take session %s's CLI (the spare) over", id)
 	}
+}
+
+// restartRig is one "claudectl serve" (d1) on its embedded SQLite that
+// takes workers, and the scripted model, whose one turn streams a long
+// text slowly.
+type restartRig struct {
+	ctx                                     context.Context
+	tokenFile, tmp, work, data, binary, cli string
+	env                                     []string
+	httpc                                   *http.Client
+	d1                                      *serveProc
+}
+
+func startRestartRig(t *testing.T, long string) *restartRig {
+	t.Helper()
+	r := &restartRig{tokenFile: writeWorkerToken(t), tmp: t.TempDir(), httpc: &http.Client{Transport: &http.Transport{}}}
+	model := claudetest.NewServer(claudetest.Script(claudetest.Turn{Blocks: []claudetest.Block{claudetest.Text(long)},
+		DeltaDelay: 20 * time.Millisecond, ChunkSize: 8}))
+	t.Cleanup(model.Close)
+	home := filepath.Join(r.tmp, "home")
+	r.work, r.data = filepath.Join(r.tmp, "work"), filepath.Join(r.tmp, "data")
+	for _, d := range []string{home, r.work} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	r.ctx = ctx
+	r.binary = buildClaudectl(t, ctx, r.tmp)
+	r.env = model.Env(home)
+	r.cli = claudetest.CLIPath(t)
+	r.d1 = startServe(ctx, t, r.binary, r.cli, r.data, r.env, filepath.Join(r.tmp, "serve1.log"), r.httpc, "--worker-token-file", r.tokenFile)
+	return r
+}
+
+// restartMidTurn sends session id its prompt through d1, kills d1 (kill
+// -9) after 15 deltas and starts it again on the same address and data;
+// it follows the turn through both and checks it (every delta once, in
+// order, and the result). It returns the second daemon, the follower and
+// when the first was killed.
+func (r *restartRig) restartMidTurn(t *testing.T, id, long string) (*serveProc, *turnFollower, time.Time) {
+	t.Helper()
+	stream, err := r.d1.sessions.Subscribe(r.ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.d1.sessions.Send(r.ctx, connect.NewRequest(&v1.SendRequest{SessionId: id, Text: "stream"})); err != nil {
+		t.Fatal(err)
+	}
+	f := &turnFollower{}
+	var killed time.Time
+	f.follow(t, stream, 15, func() {
+		if err := r.d1.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-r.d1.done
+		killed = time.Now()
+	})
+	stream.Close()
+	addr := strings.TrimPrefix(r.d1.url, "http://")
+	d2 := startServeAt(r.ctx, t, addr, r.binary, r.cli, r.data, r.env, filepath.Join(r.tmp, "serve2.log"), r.httpc, "--worker-token-file", r.tokenFile)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("first daemon's log:\n%s\nsecond daemon's log:\n%s", r.d1.log(), d2.log())
+		}
+	})
+	stream, err = d2.sessions.Subscribe(r.ctx, connect.NewRequest(&v1.SubscribeRequest{SessionId: id, AfterSeq: f.last}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	f.follow(t, stream, 0, nil)
+	f.check(t, long)
+	return d2, f, killed
 }
 
 func writeWorkerToken(t *testing.T) string {
