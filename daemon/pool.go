@@ -346,22 +346,7 @@ func (d *Daemon) dropRemoteSpares() bool {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, sp := range drop {
-		wg.Go(func() {
-			defer p.wg.Done()
-			p.mu.Lock()
-			s := sp.sess
-			if s != nil {
-				sp.timer.Stop()
-			}
-			p.mu.Unlock()
-			if s == nil {
-				sp.cancel() // a start under way ends now; startSpare closes it, and gives its slot back
-				return
-			}
-			s.Close() // as closeSpare does, but waited for
-			sp.cancel()
-			d.slots.release(false)
-		})
+		wg.Go(func() { d.closeSpareAs(sp, false, true) })
 	}
 	wg.Wait()
 	if len(drop) > 0 {
@@ -420,7 +405,11 @@ func (d *Daemon) dropSpare() bool {
 // one to p.wg for it under p.mu, where it dropped sp: a count that goes up
 // after closePool has begun to wait is a race (and a CLI Close would not
 // wait for), as a spare's expiry timer racing Close showed under -race.
-func (d *Daemon) closeSpare(sp *spare, evicted bool) {
+func (d *Daemon) closeSpare(sp *spare, evicted bool) { d.closeSpareAs(sp, evicted, false) }
+
+// closeSpareAs is closeSpare; wait: returns once the spare's CLI has ended
+// (a spare still starting is closed by startSpare, not waited for).
+func (d *Daemon) closeSpareAs(sp *spare, evicted, wait bool) {
 	p := &d.pool
 	p.mu.Lock()
 	s := sp.sess
@@ -435,12 +424,17 @@ func (d *Daemon) closeSpare(sp *spare, evicted bool) {
 		p.wg.Done()
 		return
 	}
-	go func() {
+	end := func() {
 		defer p.wg.Done()
 		s.Close()
 		sp.cancel()
 		d.slots.release(evicted)
-	}()
+	}
+	if wait {
+		end()
+	} else {
+		go end()
+	}
 }
 
 // closePool closes every spare and waits until their CLIs are gone.
@@ -489,8 +483,7 @@ func (a *actor) startSpare(ctx context.Context, sp *spare, held string) error {
 		// As tapTransport.Start does for a CLI started on a worker for
 		// the session: stored before the lines bind stores, which the
 		// relay counts from.
-		a.d.setWorkerOf(a.id, sp.tap.conn.worker)
-		if err := a.recordRelay(ctx, sp.tap.conn.Conn); err != nil {
+		if err := a.recordWorkerLink(ctx, sp.tap.conn.Conn); err != nil {
 			sp.sess.Close()
 			sp.cancel()
 			return a.fail(ctx, fmt.Errorf("daemon: session %s could not start: %w", a.id, storeError(err)))

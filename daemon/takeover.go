@@ -61,6 +61,15 @@ func (a *actor) recordRelay(ctx context.Context, conn claude.Conn) error {
 	return nil
 }
 
+// recordWorkerLink notes the worker that runs the session's CLI on conn
+// (a remote one's) and stores the relay state (recordRelay).
+func (a *actor) recordWorkerLink(ctx context.Context, conn claude.Conn) error {
+	if wn, ok := conn.(interface{ WorkerName() string }); ok {
+		a.d.setWorkerOf(a.id, wn.WorkerName())
+	}
+	return a.recordRelay(ctx, conn)
+}
+
 // unsent returns the lines written to session s's CLI over its relay
 // that the worker did not receive: the ToCLI events after s.Relay.Since
 // numbered (from 1) above has, up to s.Relay.Sent.

@@ -36,10 +36,7 @@ func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.C
 		}
 		return t.conn, nil
 	}
-	if wn, ok := c.(interface{ WorkerName() string }); ok {
-		t.a.d.setWorkerOf(t.a.id, wn.WorkerName())
-	}
-	if err := t.a.recordRelay(ctx, c); err != nil {
+	if err := t.a.recordWorkerLink(ctx, c); err != nil {
 		c.Close()
 		return nil, err
 	}
