@@ -90,10 +90,6 @@ func TestDaemonRemoteWorkerSpares(t *testing.T) {
 	if len(w.SessionIds) != 1 || w.SessionIds[0] != a.Id {
 		t.Errorf("the worker's sessions %v, want only %s (the spare is not a session)", w.SessionIds, a.Id)
 	}
-	if n := len(children(opted.cmd.Process.Pid)); n != 2 {
-		t.Errorf("%d CLIs on the worker, want 2: the session's and the spare", n)
-	}
-
 	waitReady := func() {
 		t.Helper()
 		for ready, _ := dd.D.Spares(); ready != 1; ready, _ = dd.D.Spares() {
@@ -104,7 +100,10 @@ func TestDaemonRemoteWorkerSpares(t *testing.T) {
 			}
 		}
 	}
-	waitReady()
+	waitReady() // its CLI runs: a spare counts on the worker from its placement, before its CLI starts
+	if n := len(children(opted.cmd.Process.Pid)); n != 2 {
+		t.Errorf("%d CLIs on the worker, want 2: the session's and the spare", n)
+	}
 
 	// The next session like it takes the spare.
 	b := create(&v1.SessionOptions{WorkerLabels: map[string]string{"pool": "s"}}, "hello")
