@@ -100,10 +100,10 @@ func (a *appender) commit(batch []*request) {
 			err = a.write(live, failed, true)
 		}
 		var ce commitError
-		if errors.As(err, &ce) && ce.xid != "" {
+		if errors.As(err, &ce) && ce.m.xid != "" {
 			// The link failed during COMMIT: ask the server, once it is
 			// back, whether that transaction committed.
-			o := a.outcome(ce.xid, retryUntil)
+			o := a.outcome(ce.m, retryUntil)
 			switch o {
 			case "committed":
 				err = nil
@@ -169,26 +169,26 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 		return err
 	}
 	defer tx.Rollback(context.Background())
-	var xid string // the transaction's id, known once it wrote
+	var m mark // what tells whether the transaction committed, once it wrote
 	if !careful && slices.ContainsFunc(live, func(r *request) bool { return r.follows }) {
 		// Events that follow a request's then go right after its own, so
 		// the requests go in one by one, in order.
 		for _, r := range live {
-			if err := a.one(ctx, tx, r, &xid); err != nil {
+			if err := a.one(ctx, tx, r, &m); err != nil {
 				return asRequestError(err)
 			}
 		}
 		if err := notify(ctx, tx, live, nil); err != nil {
 			return err
 		}
-		return commit(ctx, tx, xid)
+		return commit(ctx, tx, m)
 	}
 	if !careful {
 		var evs []*store.Event
 		for _, r := range live {
 			evs = append(evs, r.evs...)
 		}
-		if err := appendEvents(ctx, tx, evs, a.db, &xid); err != nil {
+		if err := appendEvents(ctx, tx, evs, a.db, &m); err != nil {
 			return asRequestError(err)
 		}
 		for _, r := range live {
@@ -201,13 +201,14 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 		if err := notify(ctx, tx, live, nil); err != nil {
 			return err
 		}
-		return commit(ctx, tx, xid)
+		return commit(ctx, tx, m)
 	}
 	for i, r := range live {
 		if _, err := tx.Exec(ctx, `SAVEPOINT request`); err != nil {
 			return err
 		}
-		err := a.one(ctx, tx, r, &xid)
+		before := m
+		err := a.one(ctx, tx, r, &m)
 		if err != nil {
 			if storageFailure(err) != "" {
 				return err
@@ -215,6 +216,7 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT request`); err != nil {
 				return err
 			}
+			m.pk, m.first, m.data = before.pk, before.first, before.data // its chunks are gone
 			for _, ev := range r.evs {
 				ev.Seq = 0
 			}
@@ -227,46 +229,60 @@ func (a *appender) write(live []*request, failed []error, careful bool) error {
 	if err := notify(ctx, tx, live, failed); err != nil {
 		return err
 	}
-	return commit(ctx, tx, xid)
+	return commit(ctx, tx, m)
 }
 
 // A commitError is a failed COMMIT: whether the transaction committed is
-// unknown until the server says what became of xid (its id), so its batch
-// is not written again before that.
+// unknown until the server says what became of it (m), so its batch is not
+// written again before that.
 type commitError struct {
 	error
-	xid string
+	m mark
 }
 
 func (e commitError) Unwrap() error { return e.error }
 
-func commit(ctx context.Context, tx pgx.Tx, xid string) error {
+func commit(ctx context.Context, tx pgx.Tx, m mark) error {
 	if err := tx.Commit(ctx); err != nil {
-		return commitError{err, xid}
+		return commitError{err, m}
 	}
 	return nil
 }
 
-// outcome asks the server what became of the transaction xid whose COMMIT
+// A mark is what tells, once its COMMIT was cut, whether a transaction
+// committed: its id and the first chunk of events it inserted (and kept).
+//
+// The id alone cannot tell. A server that crashes before any of a
+// transaction's records reached its WAL comes back with its next id at or
+// below that transaction's, and gives the id to a new transaction: the
+// server then calls it committed when the new one commits, though nothing
+// of the cut one was stored (an acknowledged event was missing from the
+// log after a restart under load). The chunk can: the cut transaction
+// committed exactly when its chunk, the same bytes in the same place, is
+// in the table.
+type mark struct {
+	xid       string // the transaction's id; "" before it wrote
+	pk, first int64  // the chunk's session and first seq
+	data      []byte // the chunk; nil when the transaction kept none
+}
+
+// outcome asks the server what became of the transaction m whose COMMIT
 // failed: "committed", "aborted", or "" when that cannot be known before
-// until (the server stays away) or the server no longer knows.
-func (a *appender) outcome(xid string, until time.Time) string {
+// until (the server stays away) or at all (the server forgot the id and
+// the chunk was pruned since).
+func (a *appender) outcome(m mark, until time.Time) string {
+	if m.data == nil {
+		// It kept no event (each request failed alone): writing the
+		// batch again stores nothing twice.
+		return "aborted"
+	}
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		ctx, cancel := a.db.ctx(context.Background())
-		var status *string
-		err := a.db.pool.QueryRow(ctx, `SELECT pg_xact_status($1::xid8)`, xid).Scan(&status)
+		o, err := a.ask(ctx, m)
 		cancel()
-		var pe *pgconn.PgError
 		switch {
-		case err == nil && status != nil && *status != "in progress":
-			return *status
-		case err == nil && status == nil:
-			return "" // too old to tell
-		case errors.As(err, &pe) && pe.Code == "22023" && strings.Contains(pe.Message, "in the future"):
-			// The server came back from a crash with its next transaction
-			// id at or below xid: nothing of xid reached its disk, so
-			// neither did its commit.
-			return "aborted"
+		case err == nil && o != "in progress":
+			return o
 		case err != nil && storageFailure(err) == "":
 			return ""
 		}
@@ -275,6 +291,45 @@ func (a *appender) outcome(xid string, until time.Time) string {
 		}
 		time.Sleep(wait)
 	}
+}
+
+// ask asks the server once what became of m: "committed", "aborted", "in
+// progress" (wait and ask again) or "" (it cannot tell).
+func (a *appender) ask(ctx context.Context, m mark) (string, error) {
+	// The id's status first: a transaction still in progress is waited
+	// for, so that the chunk, read after it ended, is there if it
+	// committed.
+	var status *string
+	err := a.db.pool.QueryRow(ctx, `SELECT pg_xact_status($1::xid8)`, m.xid).Scan(&status)
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "22023" && strings.Contains(pe.Message, "in the future"):
+		// The server came back from a crash with its next id at or below
+		// the transaction's: nothing of it reached the disk.
+		return "aborted", nil
+	case err != nil:
+		return "", err
+	case status != nil && *status != "committed":
+		// "in progress", or "aborted": an id given again after a crash
+		// is one whose first holder left nothing on disk, so an aborted
+		// holder of it means the first one did not commit either.
+		return *status, nil
+	}
+	// Committed (by this transaction, or by another given its id after a
+	// crash), or too old to tell: the chunk says which.
+	var found bool
+	var pruned int64
+	err = a.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event_chunks WHERE session = $1 AND first_seq = $2 AND events = $3),
+		COALESCE((SELECT pruned_seq FROM sessions WHERE pk = $1), 0)`, m.pk, m.first, m.data).Scan(&found, &pruned)
+	switch {
+	case err != nil:
+		return "", err
+	case found:
+		return "committed", nil
+	case pruned >= m.first:
+		return "", nil // pruned since, perhaps
+	}
+	return "aborted", nil
 }
 
 // retryable reports whether a batch that failed with err can be written
@@ -318,7 +373,7 @@ func asRequestError(err error) error {
 }
 
 // one writes one request inside the batch's transaction.
-func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request, xid *string) error {
+func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request, m *mark) error {
 	if id := r.deleteSession; id != "" {
 		tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
 		if err != nil {
@@ -329,7 +384,7 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request, xid *string) 
 		}
 		return nil
 	}
-	if err := appendEvents(ctx, tx, r.evs, a.db, xid); err != nil {
+	if err := appendEvents(ctx, tx, r.evs, a.db, m); err != nil {
 		return err
 	}
 	if r.then != nil {
@@ -337,7 +392,7 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request, xid *string) 
 		if err != nil || len(more) == 0 {
 			return err
 		}
-		return appendEvents(ctx, tx, more, a.db, xid)
+		return appendEvents(ctx, tx, more, a.db, m)
 	}
 	return nil
 }
@@ -346,8 +401,8 @@ func (a *appender) one(ctx context.Context, tx pgx.Tx, r *request, xid *string) 
 // sessions' last events and inserts them: one UPDATE of the sessions'
 // last_seq, which locks their rows until the transaction ends and checks
 // the fencing number of the sessions db holds a lease of, and one COPY of
-// a chunk per session.
-func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, xid *string) error {
+// a chunk per session. m notes the transaction's id and its first chunk.
+func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, m *mark) error {
 	var ids []string
 	counts := make(map[string]int64)
 	for _, ev := range evs {
@@ -396,7 +451,7 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, xi
 	for rows.Next() {
 		var id string
 		var pk, last int64
-		if err := rows.Scan(&id, &pk, &last, xid); err != nil {
+		if err := rows.Scan(&id, &pk, &last, &m.xid); err != nil {
 			rows.Close()
 			return err
 		}
@@ -446,5 +501,8 @@ func appendEvents(ctx context.Context, tx pgx.Tx, evs []*store.Event, db *DB, xi
 	}
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{"event_chunks"}, []string{"session", "first_seq", "last_seq", "events"},
 		pgx.CopyFromRows(rowsOut))
+	if err == nil && m.data == nil && len(rowsOut) > 0 {
+		m.pk, m.first, m.data = rowsOut[0][0].(int64), rowsOut[0][1].(int64), rowsOut[0][3].([]byte)
+	}
 	return err
 }
