@@ -131,7 +131,7 @@ func (d *Daemon) checkWorker(o *SessionOptions) error {
 	if errors.Is(err, claude.ErrWorkersBusy) {
 		// Spares hold slots (pool.go): a session like theirs takes one,
 		// and any other gets their slots.
-		if d.hasSpare(o) {
+		if ready, _ := d.SparesFor(o); ready > 0 {
 			return nil
 		}
 		if d.dropRemoteSpares() {

@@ -133,22 +133,25 @@ func (d *Daemon) Spares() (ready int, taken int64) {
 }
 
 // SparesFor returns how many spare CLIs for sessions created with o are
-// in the pool, ready or starting.
-func (d *Daemon) SparesFor(o *SessionOptions) int {
+// in the pool: ready to be taken, and starting.
+func (d *Daemon) SparesFor(o *SessionOptions) (ready, starting int) {
 	key, ok := spareKey(o)
 	if !ok {
-		return 0
+		return 0, 0
 	}
 	p := &d.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
 	for _, sp := range p.spares {
-		if sp.key == key {
-			n++
+		switch {
+		case sp.key != key:
+		case sp.ready:
+			ready++
+		default:
+			starting++
 		}
 	}
-	return n
+	return ready, starting
 }
 
 // spareLife is how long a spare may wait: sessions.spare_lifetime, at
@@ -353,18 +356,6 @@ func (d *Daemon) dropRemoteSpares() bool {
 		d.log.Info("closed the spare CLIs on remote workers to make room for a session", "spares", len(drop))
 	}
 	return len(drop) > 0
-}
-
-// hasSpare reports whether a spare for o's session is ready.
-func (d *Daemon) hasSpare(o *SessionOptions) bool {
-	key, ok := spareKey(o)
-	if !ok {
-		return false
-	}
-	p := &d.pool
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.ContainsFunc(p.spares, func(sp *spare) bool { return sp.key == key && sp.ready })
 }
 
 // spareIDs returns the relay tags of the remote spares in the pool.

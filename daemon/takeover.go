@@ -64,8 +64,8 @@ func (a *actor) recordRelay(ctx context.Context, conn claude.Conn) error {
 // recordWorkerLink notes the worker that runs the session's CLI on conn
 // (a remote one's) and stores the relay state (recordRelay).
 func (a *actor) recordWorkerLink(ctx context.Context, conn claude.Conn) error {
-	if wn, ok := conn.(interface{ WorkerName() string }); ok {
-		a.d.setWorkerOf(a.id, wn.WorkerName())
+	if name, ok := workerName(conn); ok {
+		a.d.setWorkerOf(a.id, name)
 	}
 	return a.recordRelay(ctx, conn)
 }

@@ -31,9 +31,7 @@ func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.C
 	}
 	if t.a == nil { // a spare: its relay is recorded when a session takes it
 		t.conn = &tapConn{Conn: c, spare: true}
-		if wn, ok := c.(interface{ WorkerName() string }); ok {
-			t.conn.worker = wn.WorkerName()
-		}
+		t.conn.worker, _ = workerName(c)
 		return t.conn, nil
 	}
 	if err := t.a.recordWorkerLink(ctx, c); err != nil {
@@ -41,6 +39,16 @@ func (t *tapTransport) Start(ctx context.Context, cmd *claude.Command) (claude.C
 		return nil, err
 	}
 	return &tapConn{Conn: c, a: t.a}, nil
+}
+
+// workerName returns the name of the remote worker that runs c's CLI;
+// false for a local CLI.
+func workerName(c claude.Conn) (string, bool) {
+	wn, ok := c.(interface{ WorkerName() string })
+	if !ok {
+		return "", false
+	}
+	return wn.WorkerName(), true
 }
 
 type tapConn struct {

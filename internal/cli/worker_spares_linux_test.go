@@ -144,8 +144,8 @@ func TestDaemonRemoteWorkerSpares(t *testing.T) {
 	// (Create asks for the spare before it returns).
 	plainOpts := &v1.SessionOptions{WorkerLabels: map[string]string{"pool": "p"}}
 	c := create(plainOpts, "")
-	if n := dd.D.SparesFor(&daemon.SessionOptions{Cwd: dir, WorkerLabels: map[string]string{"pool": "p"}}); n != 0 {
-		t.Errorf("%d spares for the options of the worker without --spares, want 0", n)
+	if ready, starting := dd.D.SparesFor(&daemon.SessionOptions{Cwd: dir, WorkerLabels: map[string]string{"pool": "p"}}); ready+starting != 0 {
+		t.Errorf("%d spares for the options of the worker without --spares, want 0", ready+starting)
 	}
 	if w := worker("plain"); w.Spares != 0 || len(w.SessionIds) != 1 || w.SessionIds[0] != c.Id {
 		t.Errorf("the worker without --spares: %d spares, sessions %v; want none, and %s", w.Spares, w.SessionIds, c.Id)
